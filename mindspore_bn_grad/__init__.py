@@ -1,0 +1,41 @@
+"""mindspore-bn-grad: aclnnBatchNormBackward semantics for MindSpore.
+
+Importing this package has no side effects: nothing is read, compiled or
+configured until a name below is first used (PEP 562 lazy attributes).
+"""
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    "batch_norm_backward": "._op",
+    "BatchNormBackward": "._op",
+    "set_target_soc": "._soc",
+    "get_target_soc": "._soc",
+    "set_deterministic": "._native",
+    "get_deterministic": "._native",
+    "set_num_threads": "._native",
+    "get_num_threads": "._native",
+    "convert_batchnorm": ".nn._convert",
+    "patch_batchnorm": ".nn._convert",
+    "unpatch_batchnorm": ".nn._convert",
+    "batchnorm_patched": ".nn._convert",
+}
+
+__all__ = sorted(_LAZY) + ["nn"]
+
+
+def __getattr__(name):
+    if name == "nn":
+        return importlib.import_module(".nn", __name__)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,137 @@
+"""The operator prototype, read from op_def/batch_norm_backward.yaml.
+
+Loaded once, on first use. Everything the package knows about the
+signature (names, order, optional inputs, defaults, outputs, layouts) comes
+from here; nothing below restates it.
+"""
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Dict, List, Optional, Tuple
+
+import yaml
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    name: str
+    aclnn: str
+    optional: bool
+    shape: str                      # "full" | "channel"
+    like: Optional[str] = None
+    default_value: Optional[float] = None
+    used_when: Optional[dict] = None
+    required_when: Optional[dict] = None
+    empty_allowed_when: Optional[dict] = None
+
+    def used(self, attrs) -> bool:
+        return _matches(self.used_when, attrs)
+
+    def required(self, attrs) -> bool:
+        return (not self.optional) or (self.required_when is not None and _matches(self.required_when, attrs))
+
+    def empty_allowed(self, attrs) -> bool:
+        return self.empty_allowed_when is not None and _matches(self.empty_allowed_when, attrs)
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str
+    default: object
+    length: Optional[int] = None
+    values: Optional[Tuple[str, ...]] = None
+    min: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    aclnn: str
+    shape: str
+    dtype_from: Tuple[str, ...]
+    mask_bit: int
+    like: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DataFormat:
+    name: str
+    channel_axis: int
+    ranks: Tuple[int, ...]
+    names: Dict[int, str]
+
+    @property
+    def channel_last(self) -> bool:
+        return self.channel_axis == -1
+
+
+@dataclass(frozen=True)
+class OpDef:
+    key: str
+    op_name: str
+    aclnn: str
+    inputs: Tuple[TensorArg, ...]
+    attrs: Tuple[Attr, ...]
+    outputs: Tuple[Output, ...]
+    min_rank: int
+    max_rank: int
+    data_formats: Dict[str, DataFormat]
+    dtypes: Tuple[str, ...]
+
+    def input(self, name) -> TensorArg:
+        return next(a for a in self.inputs if a.name == name)
+
+    def attr(self, name) -> Attr:
+        return next(a for a in self.attrs if a.name == name)
+
+    @property
+    def input_names(self) -> List[str]:
+        return [a.name for a in self.inputs]
+
+    @property
+    def output_names(self) -> List[str]:
+        return [o.name for o in self.outputs]
+
+    @property
+    def attr_defaults(self) -> dict:
+        return {a.name: a.default for a in self.attrs}
+
+
+def _matches(cond, attrs) -> bool:
+    if cond is None:
+        return True
+    return all(attrs.get(k) == v for k, v in cond.items())
+
+
+def yaml_text(filename: str) -> str:
+    """Text of a file of op_def/ (shipped inside the package as mindspore_bn_grad.op_def)."""
+    return resources.files("mindspore_bn_grad.op_def").joinpath(filename).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=None)
+def load_yaml(filename: str) -> dict:
+    return yaml.safe_load(yaml_text(filename))
+
+
+@functools.lru_cache(maxsize=None)
+def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
+    (key, raw), = load_yaml(filename).items()
+    inputs = tuple(TensorArg(**{k: v for k, v in a.items()}) for a in raw["inputs"])
+    attrs = []
+    for a in raw["attrs"]:
+        a = dict(a)
+        if a["type"] == "bool_tuple":
+            a["default"] = tuple(a["default"])
+        if "values" in a:
+            a["values"] = tuple(a["values"])
+        if a["type"] == "float":
+            a["default"] = float(a["default"])
+        attrs.append(Attr(**a))
+    outputs = tuple(Output(**{**o, "dtype_from": tuple(o["dtype_from"])}) for o in raw["outputs"])
+    fmts = {name: DataFormat(name=name, channel_axis=f["channel_axis"], ranks=tuple(f["ranks"]),
+                             names={int(k): v for k, v in f["names"].items()})
+            for name, f in raw["data_formats"].items()}
+    return OpDef(key=key, op_name=raw["op_name"], aclnn=raw["aclnn"], inputs=inputs,
+                 attrs=tuple(attrs), outputs=outputs, min_rank=raw["ranks"]["min"],
+                 max_rank=raw["ranks"]["max"], data_formats=fmts, dtypes=tuple(raw["dtypes"]))

@@ -1,0 +1,232 @@
+// Entry points of the CPU kernel library.
+//
+//   BatchNormBackwardInit / BatchNormBackward : MindSpore ops.Custom(func_type="aot")
+//   MsBnGradDirect                            : the same kernel called without MindSpore
+//                                               (ctypes: benchmarks, tests, sanitizers)
+//   MsBnGrad{Set,Get}{NumThreads,Deterministic}: runtime settings
+//
+// Both kernel entries share ParseCall, which checks every shape and dtype it
+// is handed against the others before any memory is touched: a call that
+// does not fit returns a nonzero code instead of reading out of bounds.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "aot_extra.h"
+#include "bn_backward.h"
+
+namespace bn_grad {
+namespace {
+
+enum Slot { GRAD_OUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD,
+            GRAD_INPUT, GRAD_WEIGHT, GRAD_BIAS, NUM_SLOTS };
+constexpr int kNumInputs = GRAD_INPUT;
+
+// Error codes returned to the caller (documented in _native.py).
+enum Error {
+  kOk = 0, kBadParamCount = 1, kBadDtype = 2, kBadRank = 3, kBadShape = 4,
+  kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7,
+};
+
+struct Attrs {
+  bool training = true;
+  double eps = 1e-5;
+  bool mask[3] = {true, true, true};
+  bool channel_last = false;
+};
+
+struct AttrsData : public mindspore::AotKernelData {
+  Attrs attrs;
+};
+
+DType ParseDtype(const char *s) {
+  if (s == nullptr) return DType::kNone;
+  if (std::strcmp(s, "float32") == 0) return DType::kFloat32;
+  if (std::strcmp(s, "float16") == 0) return DType::kFloat16;
+  if (std::strcmp(s, "bfloat16") == 0) return DType::kBFloat16;
+  if (std::strcmp(s, "float64") == 0) return DType::kFloat64;
+  return DType::kNone;
+}
+
+bool IsNoneDtype(const char *s) { return s == nullptr || std::strcmp(s, "none") == 0; }
+
+size_t ElemSize(DType d) {
+  switch (d) {
+    case DType::kFloat16: case DType::kBFloat16: return 2;
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    default: return 0;
+  }
+}
+
+bool MulOk(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0) return false;
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+int64_t NumElements(int ndim, const int64_t *shape, bool *ok) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (!MulOk(n, shape[i], &n)) { *ok = false; return 0; }
+  }
+  return n;
+}
+
+bool SameShape(int nd_a, const int64_t *a, int nd_b, const int64_t *b) {
+  if (nd_a != nd_b) return false;
+  for (int i = 0; i < nd_a; ++i) if (a[i] != b[i]) return false;
+  return true;
+}
+
+// A per-channel tensor: absent, (C,), or, when `empty_ok`, (0,) meaning absent.
+int ParseChannelTensor(void *data, int ndim, const int64_t *shape, const char *dtype,
+                       int64_t channels, bool empty_ok, ConstTensor *out) {
+  *out = ConstTensor{};
+  if (IsNoneDtype(dtype) || (data == nullptr && ndim == 0)) return kOk;
+  DType d = ParseDtype(dtype);
+  if (d == DType::kNone) return kBadDtype;
+  if (ndim != 1) return kBadRank;
+  if (shape[0] == 0 && empty_ok && channels != 0) return kOk;
+  if (shape[0] != channels) return kBadShape;
+  if (data == nullptr && channels > 0) return kMissingTensor;
+  out->data = data;
+  out->dtype = d;
+  return kOk;
+}
+
+int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+              const Attrs &attrs, BnBackwardArgs *a, int64_t *numel) {
+  if (nparam != NUM_SLOTS) return kBadParamCount;
+  const int rank = ndims[GRAD_OUT];
+  if (rank < 2 || rank > 8) return kBadRank;
+  const int64_t *shape = shapes[GRAD_OUT];
+  if (!SameShape(rank, shape, ndims[INPUT], shapes[INPUT]) ||
+      !SameShape(rank, shape, ndims[GRAD_INPUT], shapes[GRAD_INPUT])) {
+    return kBadShape;
+  }
+  DType dy = ParseDtype(dtypes[GRAD_OUT]);
+  if (dy == DType::kNone || ParseDtype(dtypes[INPUT]) != dy || ParseDtype(dtypes[GRAD_INPUT]) != dy) {
+    return kBadDtype;
+  }
+  bool ok = true;
+  *numel = NumElements(rank, shape, &ok);
+  if (!ok) return kOverflow;
+  a->channels = attrs.channel_last ? shape[rank - 1] : shape[1];
+  if (attrs.channel_last) {
+    a->outer = NumElements(rank - 1, shape, &ok);
+    a->inner = 1;
+  } else {
+    a->outer = shape[0];
+    a->inner = NumElements(rank - 2, shape + 2, &ok);
+  }
+  if (!ok) return kOverflow;
+  if (*numel > 0 && (params[GRAD_OUT] == nullptr || params[INPUT] == nullptr ||
+                     params[GRAD_INPUT] == nullptr)) {
+    return kMissingTensor;
+  }
+  a->grad_out = ConstTensor{params[GRAD_OUT], dy};
+  a->input = ConstTensor{params[INPUT], dy};
+  a->grad_input = MutTensor{params[GRAD_INPUT], dy};
+
+  struct { Slot slot; bool empty_ok; ConstTensor *dst; } chan[] = {
+      {WEIGHT, false, &a->weight},
+      {RUNNING_MEAN, false, &a->running_mean},
+      {RUNNING_VAR, false, &a->running_var},
+      {SAVE_MEAN, !attrs.training, &a->save_mean},
+      {SAVE_INVSTD, !attrs.training, &a->save_invstd},
+  };
+  for (auto &c : chan) {
+    int rc = ParseChannelTensor(params[c.slot], ndims[c.slot], shapes[c.slot], dtypes[c.slot],
+                                a->channels, c.empty_ok, c.dst);
+    if (rc != kOk) return rc;
+  }
+  if (attrs.training && (a->save_mean.data == nullptr || a->save_invstd.data == nullptr) &&
+      a->channels > 0) {
+    return kMissingTensor;
+  }
+  DType dparam = ParseDtype(dtypes[GRAD_WEIGHT]);
+  if (dparam == DType::kNone || ParseDtype(dtypes[GRAD_BIAS]) != dparam) return kBadDtype;
+  for (Slot s : {GRAD_WEIGHT, GRAD_BIAS}) {
+    if (ndims[s] != 1 || shapes[s][0] != a->channels) return kBadShape;
+    if (params[s] == nullptr && a->channels > 0) return kMissingTensor;
+  }
+  a->grad_weight = MutTensor{params[GRAD_WEIGHT], dparam};
+  a->grad_bias = MutTensor{params[GRAD_BIAS], dparam};
+  a->training = attrs.training;
+  a->eps = attrs.eps;
+  for (int i = 0; i < 3; ++i) a->mask[i] = attrs.mask[i];
+  return kOk;
+}
+
+int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+        const Attrs &attrs) {
+  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
+    return kBadParamCount;
+  }
+  BnBackwardArgs a;
+  int64_t numel = 0;
+  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
+  if (rc != kOk) return rc;
+  // Masked outputs come back zero-filled with their normal shape.
+  if (!a.mask[0] && numel > 0) std::memset(a.grad_input.data, 0, numel * ElemSize(a.grad_input.dtype));
+  if (a.channels > 0) {
+    if (!a.mask[1]) std::memset(a.grad_weight.data, 0, a.channels * ElemSize(a.grad_weight.dtype));
+    if (!a.mask[2]) std::memset(a.grad_bias.data, 0, a.channels * ElemSize(a.grad_bias.dtype));
+  }
+  if (!(a.mask[0] || a.mask[1] || a.mask[2]) || a.channels == 0) return kOk;
+  return BnBackward(a) == 0 ? kOk : kKernelFailed;
+}
+
+bool ChannelLast(const std::string &fmt) { return fmt == "NHWC" || fmt == "NDHWC"; }
+
+}  // namespace
+}  // namespace bn_grad
+
+extern "C" {
+
+int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** /*dtypes*/,
+                          mindspore::AotExtra *extra) {
+  auto *data = new bn_grad::AttrsData();
+  bn_grad::Attrs &at = data->attrs;
+  if (extra->HasAttr("training")) at.training = extra->Attr<bool>("training");
+  if (extra->HasAttr("eps")) at.eps = static_cast<double>(extra->Attr<float>("eps"));
+  if (extra->HasAttr("output_mask")) {
+    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>("output_mask");
+    if (m.size() != 3) { delete data; return bn_grad::kBadParamCount; }
+    for (int i = 0; i < 3; ++i) at.mask[i] = m[i] != 0;
+  }
+  if (extra->HasAttr("data_format")) at.channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("data_format"));
+  extra->SetKernelData(data);
+  return 0;
+}
+
+int BatchNormBackward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                      void * /*stream*/, void *extra) {
+  bn_grad::Attrs defaults;
+  const bn_grad::Attrs *attrs = &defaults;
+  if (extra != nullptr) {
+    auto *kd = static_cast<mindspore::AotExtra *>(extra)->KernelData();
+    if (kd != nullptr) attrs = &static_cast<const bn_grad::AttrsData *>(kd)->attrs;
+  }
+  return bn_grad::Run(nparam, params, ndims, shapes, dtypes, *attrs);
+}
+
+int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                   int training, double eps, int mask_input, int mask_weight, int mask_bias,
+                   int channel_last) {
+  bn_grad::Attrs at;
+  at.training = training != 0;
+  at.eps = eps;
+  at.mask[0] = mask_input != 0;
+  at.mask[1] = mask_weight != 0;
+  at.mask[2] = mask_bias != 0;
+  at.channel_last = channel_last != 0;
+  return bn_grad::Run(nparam, params, ndims, shapes, dtypes, at);
+}
+
+void MsBnGradSetNumThreads(int n) { bn_grad::SetNumThreads(n); }
+int MsBnGradGetNumThreads() { return bn_grad::GetNumThreads(); }
+void MsBnGradSetDeterministic(int on) { bn_grad::SetDeterministic(on != 0); }
+int MsBnGradGetDeterministic() { return bn_grad::GetDeterministic() ? 1 : 0; }
+
+}  // extern "C"

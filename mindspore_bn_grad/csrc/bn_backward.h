@@ -1,0 +1,58 @@
+// BatchNormBackward CPU kernel: the interface between the entry points
+// (aot_entry.cpp: MindSpore's ops.Custom aot ABI and a direct ctypes entry)
+// and the compute (bn_backward_cpu.cpp).
+//
+// Every activation tensor is viewed as [outer, channels, inner], contiguous:
+//   channel-first (NCHW, NCL, NCDHW, ND): outer = N, inner = prod(dims[2:])
+//   channel-last  (NHWC, NDHWC):          outer = prod(dims[:-1]), inner = 1
+// so one kernel serves every rank and both layouts.
+#ifndef MS_BN_GRAD_BN_BACKWARD_H_
+#define MS_BN_GRAD_BN_BACKWARD_H_
+
+#include <cstdint>
+
+namespace bn_grad {
+
+enum class DType : int { kNone = 0, kFloat16 = 1, kBFloat16 = 2, kFloat32 = 3, kFloat64 = 4 };
+
+struct ConstTensor {
+  const void *data = nullptr;   // null when absent (dtype kNone)
+  DType dtype = DType::kNone;
+};
+
+struct MutTensor {
+  void *data = nullptr;
+  DType dtype = DType::kNone;
+};
+
+struct BnBackwardArgs {
+  int64_t outer = 0, channels = 0, inner = 0;
+  ConstTensor grad_out, input;                 // [outer, channels, inner]
+  ConstTensor weight;                          // (C,) or absent: 1
+  ConstTensor running_mean, running_var;       // (C,) or absent: 0 and 1
+  ConstTensor save_mean, save_invstd;          // (C,); required when training
+  MutTensor grad_input;                        // [outer, channels, inner], grad_out's dtype
+  MutTensor grad_weight, grad_bias;            // (C,)
+  bool training = true;
+  double eps = 1e-5;
+  bool mask[3] = {true, true, true};           // grad_input, grad_weight, grad_bias
+};
+
+// Computes the outputs whose mask bit is set; does not touch the others
+// (the entry points zero-fill them). Returns 0, or a nonzero code for
+// arguments it cannot honour (the Python layer rejects those earlier).
+int BnBackward(const BnBackwardArgs &args);
+
+// Thread count used by BnBackward (>= 1). Default: MS_BN_GRAD_NUM_THREADS,
+// else the number of CPUs this process may run on.
+void SetNumThreads(int n);
+int GetNumThreads();
+
+// Deterministic mode (default on): bitwise-identical results run to run and
+// for any thread count.
+void SetDeterministic(bool on);
+bool GetDeterministic();
+
+}  // namespace bn_grad
+
+#endif  // MS_BN_GRAD_BN_BACKWARD_H_

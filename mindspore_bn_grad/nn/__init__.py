@@ -1,0 +1,1 @@
+"""BatchNorm cells whose backward is BatchNormBackward."""

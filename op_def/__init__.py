@@ -1,0 +1,1 @@
+"""Package data: the operator prototype YAML files (mindspore_bn_grad.op_def)."""
