@@ -1,0 +1,136 @@
+"""The CPU kernel library: loading it, runtime settings, and a direct call.
+
+The library is loaded (built on first use, see _build.py) by ctypes in the
+same process where MindSpore dlopens it for ops.Custom; the same path gives
+the same library instance, so settings made here apply to MindSpore's calls.
+"""
+import ctypes
+import functools
+import os
+
+import numpy as np
+
+from ._build import library_path
+
+# Error codes of csrc/aot_entry.cpp
+ERRORS = {1: "wrong parameter count", 2: "unsupported dtype", 3: "unsupported rank",
+          4: "shapes do not fit together", 5: "a required tensor is missing",
+          6: "element count overflows int64", 7: "kernel failed"}
+
+_settings = {"num_threads": None, "deterministic": True}
+
+
+def _default_threads() -> int:
+    env = os.environ.get("MS_BN_GRAD_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"BatchNormBackward: MS_BN_GRAD_NUM_THREADS expected a positive "
+                             f"integer, got {env!r}") from None
+        if n >= 1:
+            return n
+        raise ValueError(f"BatchNormBackward: MS_BN_GRAD_NUM_THREADS expected a positive integer, got {env!r}")
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=None)
+def lib():
+    """The loaded library, with the current settings applied."""
+    handle = ctypes.CDLL(str(library_path()))
+    handle.MsBnGradDirect.restype = ctypes.c_int
+    handle.MsBnGradDirect.argtypes = [
+        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
+        ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    handle.MsBnGradSetNumThreads.argtypes = [ctypes.c_int]
+    handle.MsBnGradSetDeterministic.argtypes = [ctypes.c_int]
+    handle.MsBnGradSetNumThreads(_settings["num_threads"] or _default_threads())
+    handle.MsBnGradSetDeterministic(int(_settings["deterministic"]))
+    return handle
+
+
+def aot_func() -> str:
+    """`func` argument of ops.Custom for the CPU kernel."""
+    return f"{library_path()}:BatchNormBackward"
+
+
+def set_num_threads(n: int) -> None:
+    """Threads the CPU kernel uses (default: MS_BN_GRAD_NUM_THREADS, else all CPUs of this process)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"BatchNormBackward: num_threads expected a positive int, got {n!r}")
+    _settings["num_threads"] = n
+    if lib.cache_info().currsize:
+        lib().MsBnGradSetNumThreads(n)
+
+
+def get_num_threads() -> int:
+    return _settings["num_threads"] or _default_threads()
+
+
+def set_deterministic(flag: bool = True) -> None:
+    """Deterministic mode (default on): bitwise-identical results for any thread count."""
+    if not isinstance(flag, (bool, np.bool_)):
+        raise TypeError(f"BatchNormBackward: deterministic expected a bool, got {flag!r}")
+    _settings["deterministic"] = bool(flag)
+    if lib.cache_info().currsize:
+        lib().MsBnGradSetDeterministic(int(flag))
+
+
+def get_deterministic() -> bool:
+    return _settings["deterministic"]
+
+
+_NP_DTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
+              np.dtype(np.float64): "float64"}
+
+
+def _dtype_name(arr, bf16):
+    if arr is None:
+        return "none"
+    if arr.dtype == np.uint16 and bf16:
+        return "bfloat16"
+    name = _NP_DTYPES.get(arr.dtype)
+    if name is None:
+        raise TypeError(f"BatchNormBackward: direct call expected float16/float32/float64 arrays "
+                        f"(or uint16 with bf16=True), got {arr.dtype}")
+    return name
+
+
+def direct(grad_out, input, weight=None, running_mean=None, running_var=None, save_mean=None,
+           save_invstd=None, *, training=True, eps=1e-5, output_mask=(True, True, True),
+           channel_last=False, param_grad_dtype=None, bf16=(), out=None):
+    """Runs the compiled kernel on NumPy arrays, without MindSpore.
+
+    For benchmarks and kernel-level tests. bfloat16 arrays are passed as
+    uint16 bit patterns and named in `bf16` (argument names, plus "grad_out"
+    for the activations and "param_grads" for grad_weight/grad_bias).
+    `out` may pass preallocated (grad_input, grad_weight, grad_bias).
+    Returns the three outputs.
+    """
+    ins = [grad_out, input, weight, running_mean, running_var, save_mean, save_invstd]
+    names = ["grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd"]
+    ins = [None if a is None else np.ascontiguousarray(a) for a in ins]
+    in_dtypes = [_dtype_name(a, n in bf16 or (n == "input" and "grad_out" in bf16))
+                 for a, n in zip(ins, names)]
+    channels = grad_out.shape[-1 if channel_last else 1]
+    if out is None:
+        pdt = param_grad_dtype or (weight.dtype if weight is not None else grad_out.dtype)
+        out = (np.empty_like(ins[0]), np.empty(channels, pdt), np.empty(channels, pdt))
+    pbf16 = "param_grads" in bf16 or ("param_grads" not in bf16 and weight is None and "grad_out" in bf16
+                                      and param_grad_dtype is None)
+    out_dtypes = [in_dtypes[0], _dtype_name(out[1], pbf16), _dtype_name(out[2], pbf16)]
+    arrays = ins + list(out)
+    n = len(arrays)
+    params = (ctypes.c_void_p * n)(*[None if a is None else a.ctypes.data for a in arrays])
+    ndims = (ctypes.c_int * n)(*[0 if a is None else a.ndim for a in arrays])
+    shape_bufs = [(ctypes.c_int64 * max(1, 0 if a is None else a.ndim))(*(() if a is None else a.shape))
+                  for a in arrays]
+    shapes = (ctypes.POINTER(ctypes.c_int64) * n)(
+        *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in shape_bufs])
+    dtypes = (ctypes.c_char_p * n)(*[d.encode() for d in in_dtypes + out_dtypes])
+    rc = lib().MsBnGradDirect(n, params, ndims, shapes, dtypes, int(training), float(eps),
+                              *[int(bool(m)) for m in output_mask], int(channel_last))
+    if rc != 0:
+        raise RuntimeError(f"BatchNormBackward: kernel returned {rc} ({ERRORS.get(rc, 'unknown')})")
+    return out
