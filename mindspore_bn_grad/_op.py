@@ -1,0 +1,73 @@
+"""Public entry points: batch_norm_backward() and the BatchNormBackward primitive."""
+import functools
+
+import mindspore as ms
+from mindspore import ops
+
+from ._checks import fail, normalize_attrs
+from ._infer import make_infer
+from ._opdef import load_opdef
+
+
+def _kernel_kwargs(attrs) -> dict:
+    """func / reg_info of ops.Custom for the current device target."""
+    if ms.get_context("device_target") == "Ascend":
+        from ._ascend import ascend_custom_kwargs
+        return ascend_custom_kwargs(attrs)
+    from . import _native
+    _native.lib()  # build (first use) and apply thread/determinism settings
+    return {"func": _native.aot_func()}
+
+
+class BatchNormBackward(ops.Custom):
+    """BatchNormBackward with aclnnBatchNormBackward semantics, as a MindSpore primitive.
+
+    Usable in PYNATIVE code and inside a GRAPH_MODE ``Cell.construct``::
+
+        op = BatchNormBackward(training=True, eps=1e-5, output_mask=(True, True, True))
+        grad_input, grad_weight, grad_bias = op(grad_out, input, weight, running_mean,
+                                                running_var, save_mean, save_invstd)
+
+    Optional tensors may be None. Attributes are checked here; tensors are
+    checked while MindSpore builds the graph (before any kernel runs).
+    """
+
+    def __init__(self, training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW"):
+        attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
+                                data_format=data_format)
+        infer_shape, infer_dtype = make_infer(attrs)
+        super().__init__(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
+                         **_kernel_kwargs(attrs))
+        for a in load_opdef().attrs:
+            value = attrs[a.name]
+            # The aot Init reads output_mask as an int vector (a bool tuple fails there).
+            self.add_prim_attr(a.name, [int(b) for b in value] if a.type == "bool_tuple" else value)
+        self.bn_attrs = attrs
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_op(training, eps, output_mask, data_format):
+    return BatchNormBackward(training, eps, output_mask, data_format)
+
+
+def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running_var=None,
+                        save_mean=None, save_invstd=None, training=True, eps=1e-5,
+                        output_mask=(True, True, True), data_format="NCHW"):
+    """BatchNorm backward; returns (grad_input, grad_weight, grad_bias) MindSpore Tensors.
+
+    Semantics of aclnnBatchNormBackward (see the README): training uses
+    save_mean / save_invstd, inference uses running_mean / running_var and
+    eps. Outputs whose output_mask bit is False are not computed and come back
+    zero-filled.
+    """
+    tensors = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
+    for arg, t in zip(load_opdef().inputs, tensors):
+        if t is None and arg.optional:
+            continue
+        if not isinstance(t, ms.Tensor):
+            what = "a mindspore.Tensor" + (" or None" if arg.optional else "")
+            fail(TypeError, arg.name, what, type(t).__name__)
+    attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
+                            data_format=data_format)
+    op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
+    return op(*tensors)
