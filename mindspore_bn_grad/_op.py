@@ -41,7 +41,7 @@ class BatchNormBackward(ops.Custom):
         for a in load_opdef().attrs:
             value = attrs[a.name]
             # The aot Init reads output_mask as an int vector (a bool tuple fails there).
-            self.add_prim_attr(a.name, [int(b) for b in value] if a.type == "bool_tuple" else value)
+            self.add_prim_attr(a.kernel_attr, [int(b) for b in value] if a.type == "bool_tuple" else value)
         self.bn_attrs = attrs
 
 

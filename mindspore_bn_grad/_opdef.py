@@ -42,6 +42,11 @@ class Attr:
     length: Optional[int] = None
     values: Optional[Tuple[str, ...]] = None
     min: Optional[float] = None
+    kernel_name: Optional[str] = None   # attribute name the kernels read, when not `name`
+
+    @property
+    def kernel_attr(self) -> str:
+        return self.kernel_name or self.name
 
 
 @dataclass(frozen=True)

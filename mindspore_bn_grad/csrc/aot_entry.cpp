@@ -195,7 +195,8 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
     if (m.size() != 3) { delete data; return bn_grad::kBadParamCount; }
     for (int i = 0; i < 3; ++i) at.mask[i] = m[i] != 0;
   }
-  if (extra->HasAttr("data_format")) at.channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("data_format"));
+  // data_format arrives as `layout` (see op_def/batch_norm_backward.yaml).
+  if (extra->HasAttr("layout")) at.channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("layout"));
   extra->SetKernelData(data);
   return 0;
 }

@@ -1,0 +1,31 @@
+"""Command line: python -m mindspore_bn_grad <command> [args].
+
+  demo      train a small CNN on CPU with our BatchNorm backward (the main job)
+  example   run the operator once and check it against NumPy
+  support   print the per-SoC dtype/format support matrix from the YAML
+  bench     benchmark the CPU kernel against MindSpore's built-in and PyTorch
+"""
+import importlib
+import sys
+
+COMMANDS = {
+    "demo": "mindspore_bn_grad.demo",
+    "example": "mindspore_bn_grad.example",
+    "support": "mindspore_bn_grad.support",
+    "bench": "mindspore_bn_grad.bench",
+}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(__doc__.strip())
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nunknown command {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0
+    return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

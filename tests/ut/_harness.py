@@ -1,0 +1,151 @@
+"""Runs BatchNormBackward from NumPy inputs in either mode and checks results.
+
+`run(mode, arrays, dtypes, **attrs)`: PYNATIVE goes through the public
+function batch_norm_backward(); GRAPH goes through the BatchNormBackward
+primitive inside a compiled Cell. Values are checked against the
+independent float64 reference with per-dtype, per-output tolerances.
+"""
+import numpy as np
+
+from reference import batch_norm_backward_ref
+
+NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
+
+# Rounding of the stored result (relative), per output dtype.
+OUT_RTOL = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -22, "float64": 1e-13}
+# Error of the computation relative to the magnitude of what it combines:
+# accumulation is in float32 (or wider) for 16- and 32-bit data, double for float64.
+COMPUTE_RTOL = {"float16": 2e-6, "bfloat16": 2e-6, "float32": 2e-6, "float64": 1e-11}
+
+
+def ms_tensor(a, dtype):
+    import mindspore as ms
+    if a is None:
+        return None
+    t = ms.Tensor(np.asarray(a, dtype=np.float64 if dtype == "float64" else np.float32))
+    return t.astype(getattr(ms, dtype)) if dtype not in ("float32", "float64") else t
+
+
+def quantize(a, dtype):
+    """The values a tensor of `dtype` holds, as float64 (what the reference must see)."""
+    if a is None:
+        return None
+    return ms_tensor(a, dtype).astype(__import__("mindspore").float64).asnumpy()
+
+
+def run(mode, arrays, dtypes, **attrs):
+    """arrays: name -> np.ndarray or None; dtypes: name -> dtype name. Returns NumPy float64 outputs."""
+    import mindspore as ms
+    import mindspore_bn_grad as mbg
+
+    tensors = [ms_tensor(arrays.get(n), dtypes.get(n, "float32")) for n in NAMES]
+    if mode == "graph":
+        ms.set_context(mode=ms.GRAPH_MODE)
+        try:
+            op = mbg.BatchNormBackward(**attrs)
+
+            class Call(ms.nn.Cell):
+                def __init__(self):
+                    super().__init__()
+                    self.op = op
+
+                def construct(self, dy, x, w, rm, rv, sm, si):
+                    return self.op(dy, x, w, rm, rv, sm, si)
+
+            outs = Call()(*tensors)
+        finally:
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+    else:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+        outs = mbg.batch_norm_backward(*tensors, **attrs)
+    return [o for o in outs]
+
+
+def expected(arrays, dtypes, **attrs):
+    q = {n: quantize(arrays.get(n), dtypes.get(n, "float32")) for n in NAMES}
+    return batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs), q
+
+
+def out_dtypes(arrays, dtypes):
+    gi = dtypes.get("grad_out", "float32")
+    p = dtypes.get("weight", "float32") if arrays.get("weight") is not None else gi
+    return gi, p, p
+
+
+def check(mode, arrays, dtypes, **attrs):
+    """Runs and compares all three outputs; returns the MindSpore outputs."""
+    import mindspore as ms
+    outs = run(mode, arrays, dtypes, **attrs)
+    (want, q) = expected(arrays, dtypes, **attrs)
+    odt = out_dtypes(arrays, dtypes)
+    for name, o, w, dt in zip(("grad_input", "grad_weight", "grad_bias"), outs, want, odt):
+        assert str(o.dtype).lower().replace("mindspore.", "") == dt, (name, o.dtype, dt)
+        assert tuple(o.shape) == w.shape, (name, o.shape, w.shape)
+        got = o.astype(ms.float64).asnumpy()
+        assert_close(name, got, w, dt, dtypes.get("grad_out", "float32"), q, attrs)
+    mask = attrs.get("output_mask", (True, True, True))
+    for o, keep in zip(outs, mask):
+        if not keep:
+            assert not np.any(o.astype(ms.float64).asnumpy()), "masked output must be zero-filled"
+    return outs
+
+
+def magnitude(q, attrs, name):
+    """Scale of the terms an output combines (for the computation error bound)."""
+    dy = q["grad_out"]
+    if dy.size == 0:
+        return 0.0
+    fmt = attrs.get("data_format", "NCHW")
+    axis = dy.ndim - 1 if fmt in ("NHWC", "NDHWC") else 1
+    axes = tuple(i for i in range(dy.ndim) if i != axis)
+    sum_abs_dy = np.abs(dy).sum(axis=axes).max() if dy.shape[axis] else 0.0
+    x = q["input"]
+    xmu = np.abs(x).max() + (np.abs(q["save_mean"]).max() if q.get("save_mean") is not None
+                             and q["save_mean"].size else 0.0)
+    invstd = 1.0
+    for k in ("save_invstd", "running_var"):
+        if q.get(k) is not None and q[k].size:
+            invstd = max(invstd, np.abs(q[k]).max(), 1.0 / np.sqrt(np.abs(q[k]).min() + 1e-12))
+    w = np.abs(q["weight"]).max() if q.get("weight") is not None and q["weight"].size else 1.0
+    red = sum_abs_dy * max(1.0, xmu * invstd)
+    if name == "grad_input":
+        return w * invstd * (np.abs(dy).max() * 2 + xmu * invstd * red / max(1, dy.size // dy.shape[axis]))
+    return red
+
+
+def assert_close(name, got, want, out_dtype, compute_dtype, q, attrs):
+    if got.size == 0:
+        return
+    tol = OUT_RTOL[out_dtype] * np.abs(want) + COMPUTE_RTOL[compute_dtype] * magnitude(q, attrs, name) + 1e-300
+    err = np.abs(got - want)
+    bad = ~(err <= tol) & ~(np.isnan(got) & np.isnan(want))
+    assert not bad.any(), (f"{name} ({out_dtype}): {bad.sum()} of {got.size} off; worst err "
+                           f"{err[bad].max():.3g} vs tol {tol[bad].min():.3g}")
+
+
+def channel_axis(ndim, data_format):
+    return ndim - 1 if data_format in ("NHWC", "NDHWC") else 1
+
+
+def make_arrays(shape, data_format="NCHW", seed=0, weight=True, running=True, saved=True):
+    """Random activations with saved statistics taken from the data itself."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 2.0 + 0.5
+    dy = rng.standard_normal(shape)
+    axis = channel_axis(len(shape), data_format)
+    c = shape[axis]
+    axes = tuple(i for i in range(len(shape)) if i != axis)
+    if x.size:
+        mean, var = x.mean(axis=axes), x.var(axis=axes)
+    else:
+        mean, var = np.zeros(c), np.ones(c)
+    arrays = {"grad_out": dy, "input": x}
+    if weight:
+        arrays["weight"] = rng.uniform(0.5, 1.5, c) * rng.choice([-1.0, 1.0], c)
+    if running:
+        arrays["running_mean"] = rng.standard_normal(c) * 0.1
+        arrays["running_var"] = rng.uniform(0.5, 2.0, c)
+    if saved:
+        arrays["save_mean"] = mean
+        arrays["save_invstd"] = 1.0 / np.sqrt(var + 1e-5)
+    return arrays
