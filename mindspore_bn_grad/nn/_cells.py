@@ -1,0 +1,139 @@
+"""The two cells that carry our backward: drop-in replacements for a BatchNorm cell's primitives.
+
+MindSpore's ``nn.BatchNorm*`` call ``self.bn_train(x, gamma, beta, moving_mean,
+moving_variance)[0]`` in training and ``self.bn_infer(...)[0]`` otherwise.
+``BatchNormTrainCell`` / ``BatchNormInferCell`` take the same five inputs and
+return the same five outputs, but own a ``bprop``: MindSpore 2.10 uses a
+Cell's ``bprop`` in GRAPH and PYNATIVE mode, whereas a Python bprop
+registered for the built-in ``ops.BatchNorm`` is ignored.
+
+Forward: the built-in ``ops.BatchNorm`` (same numbers and the same in-place
+running-statistics update as MindSpore). Channel-last inputs are transposed
+to channel-first around it, because the CPU BatchNorm kernel is NCHW only.
+
+Backward: ``BatchNormBackward`` on ``dout[0]`` and the forward input, in the
+cell's own data_format (channel-last gradients are computed channel-last).
+Training uses the saved batch mean ``out[3]`` and ``save_invstd =
+1 / sqrt(out[4] + eps)``: on CPU ``out[4]`` is the biased batch variance, not
+an inverse std. The moving statistics get zero gradients.
+
+Output mask: ``grad_input`` is always produced (a Cell bprop in MindSpore 2.10
+is not told which of its inputs need a gradient: it gets ``out`` and ``dout``
+only, and ``dout`` of unused outputs is simply zeros). ``grad_weight`` /
+``grad_bias`` are produced only when ``gamma`` / ``beta`` have
+``requires_grad`` (False for ``affine=False``). PYNATIVE reads the flags at
+every backward; GRAPH reads them when the graph is compiled.
+"""
+import functools
+import weakref
+
+from mindspore import nn, ops
+
+from .._op import BatchNormBackward
+
+CHANNEL_LAST = ("NHWC",)
+
+
+@functools.lru_cache(maxsize=64)
+def _backward_op(training, eps, output_mask, data_format):
+    return BatchNormBackward(training=training, eps=eps, output_mask=output_mask,
+                             data_format=data_format)
+
+
+def _to_channel_first(rank):
+    return (0, rank - 1) + tuple(range(1, rank - 1))
+
+
+def _to_channel_last(rank):
+    return (0,) + tuple(range(2, rank)) + (1,)
+
+
+class _BatchNormCell(nn.Cell):
+    """Shared state: eps, layout and where the affine flags come from."""
+
+    def __init__(self, eps, data_format, owner=None):
+        super().__init__()
+        self.eps = float(eps)
+        self.data_format = data_format
+        self.channel_last = data_format in CHANNEL_LAST
+        self.transpose = ops.Transpose()
+        # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
+        self._owner = None if owner is None else weakref.ref(owner)
+
+    @property
+    def output_mask(self):
+        """(grad_input, grad_weight, grad_bias): weight/bias bits follow gamma/beta requires_grad."""
+        owner = None if self._owner is None else self._owner()
+        if owner is None:
+            return (True, True, True)
+        return (True, bool(owner.gamma.requires_grad), bool(owner.beta.requires_grad))
+
+    def _grad_op(self, training):
+        return _backward_op(training, self.eps, self.output_mask, self.data_format)
+
+    def _forward(self, bn, x, gamma, beta, mean, var):
+        if self.channel_last:
+            rank = len(x.shape)
+            out = bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, mean, var)
+            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
+        return bn(x, gamma, beta, mean, var)
+
+
+class BatchNormTrainCell(_BatchNormCell):
+    """``ops.BatchNorm(is_training=True)`` forward, BatchNormBackward(training=True) backward."""
+
+    def __init__(self, eps=1e-5, momentum=0.1, data_format="NCHW", owner=None):
+        super().__init__(eps, data_format, owner)
+        # momentum as ops.BatchNorm takes it: new = (1 - momentum) * old + momentum * batch
+        self.bn = ops.BatchNorm(is_training=True, epsilon=self.eps, momentum=momentum, data_format="NCHW")
+
+    @property
+    def grad_op(self):
+        return self._grad_op(True)
+
+    def construct(self, x, gamma, beta, moving_mean, moving_variance):
+        return self._forward(self.bn, x, gamma, beta, moving_mean, moving_variance)
+
+    def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
+        save_invstd = ops.rsqrt(out[4] + self.eps)
+        dx, dgamma, dbeta = self.grad_op(dout[0], x, gamma, None, None, out[3], save_invstd)
+        return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
+
+
+class BatchNormInferCell(_BatchNormCell):
+    """``ops.BatchNorm(is_training=False)`` forward, BatchNormBackward(training=False) backward."""
+
+    def __init__(self, eps=1e-5, data_format="NCHW", owner=None):
+        super().__init__(eps, data_format, owner)
+        self.bn = ops.BatchNorm(is_training=False, epsilon=self.eps, data_format="NCHW")
+
+    @property
+    def grad_op(self):
+        return self._grad_op(False)
+
+    def construct(self, x, gamma, beta, moving_mean, moving_variance):
+        return self._forward(self.bn, x, gamma, beta, moving_mean, moving_variance)
+
+    def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
+        dx, dgamma, dbeta = self.grad_op(dout[0], x, gamma, moving_mean, moving_variance, None, None)
+        return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
+
+
+def install(bn_cell, data_format=None):
+    """Points a MindSpore ``_BatchNorm`` cell's ``bn_train`` / ``bn_infer`` at our cells.
+
+    ``bn_cell`` keeps its Parameters, names and ``construct``; only the two
+    primitives are replaced. ``bn_cell.momentum`` is already in ops.BatchNorm's
+    convention (1 - the nn momentum).
+    """
+    fmt = data_format or bn_cell.format
+    bn_cell.format = fmt
+    for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too
+        bn_cell._primitives.pop(name, None)  # pylint: disable=protected-access
+    bn_cell.bn_train = BatchNormTrainCell(bn_cell.eps, bn_cell.momentum, fmt, owner=bn_cell)
+    bn_cell.bn_infer = BatchNormInferCell(bn_cell.eps, fmt, owner=bn_cell)
+    return bn_cell
+
+
+def is_installed(bn_cell):
+    return isinstance(getattr(bn_cell, "bn_train", None), BatchNormTrainCell)

@@ -1,0 +1,95 @@
+"""Putting BatchNormBackward into existing networks: convert_batchnorm and the opt-in patch.
+
+Nothing here runs at import. ``convert_batchnorm(net)`` changes one network;
+``patch_batchnorm()`` changes MindSpore's ``nn.BatchNorm1d`` / ``nn.BatchNorm2d``
+(and so ``nn.BatchNorm3d``, which builds a BatchNorm2d) constructors until
+``unpatch_batchnorm()``: cells constructed in between use our backward.
+"""
+import contextlib
+
+from mindspore import nn as ms_nn
+from mindspore.common import dtype as mstype
+from mindspore.nn.layer.normalization import _BatchNorm
+
+from ._cells import install, is_installed
+from ._layers import _OURS, OurBatchNorm, _init_format, to_ours
+
+
+def convert_batchnorm(net):
+    """Makes every BatchNorm1d/2d/3d cell in ``net`` (``net`` itself included) use BatchNormBackward.
+
+    In place: each cell object stays where it is with the very same Parameter
+    objects and names, so checkpoints load either way and optimizers see the
+    same Parameters. Exact ``mindspore.nn.BatchNorm1d/2d/3d`` cells become
+    instances of ``mindspore_bn_grad.nn.BatchNorm1d/2d/3d`` (subclasses of
+    MindSpore's); user subclasses of them keep their class and get our
+    ``bn_train`` / ``bn_infer`` cells. ``SyncBatchNorm`` is left alone (its
+    statistics are cross-device). Convert before the first GRAPH-mode call:
+    an already compiled graph is not recompiled. Returns ``net``.
+    """
+    if not isinstance(net, ms_nn.Cell):
+        raise TypeError(f"convert_batchnorm: net expected a mindspore.nn.Cell, got {type(net).__name__}")
+    for _, cell in list(net.cells_and_names()):
+        if isinstance(cell, OurBatchNorm):
+            continue
+        if type(cell) in _OURS:  # pylint: disable=unidiomatic-typecheck
+            to_ours(cell)
+        elif (isinstance(cell, _BatchNorm) and not isinstance(cell, ms_nn.SyncBatchNorm)
+              and not is_installed(cell)):
+            install(cell)
+    return net
+
+
+_PATCHED = {}  # class -> its own __init__ before patching (None: it had none, inherited)
+
+
+def _patched_init(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
+                  beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
+                  use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+    """``_BatchNorm.__init__`` followed by installing our bn_train / bn_infer cells."""
+    if isinstance(self, OurBatchNorm):  # our classes install their own
+        _BatchNorm.__init__(self, num_features, eps, momentum, affine, gamma_init, beta_init,
+                            moving_mean_init, moving_var_init, use_batch_statistics, data_format, dtype)
+        return
+    _BatchNorm.__init__(self, num_features, eps, momentum, affine, gamma_init, beta_init,
+                        moving_mean_init, moving_var_init, use_batch_statistics,
+                        _init_format(data_format), dtype)
+    install(self, data_format)
+
+
+def patch_batchnorm():
+    """Opt-in: ``mindspore.nn.BatchNorm1d/2d/3d`` constructed from now on use BatchNormBackward.
+
+    Reversible with ``unpatch_batchnorm()``; cells built meanwhile keep our
+    backward. Idempotent. While patched, NHWC is accepted on CPU as well.
+    """
+    for cls in (ms_nn.BatchNorm1d, ms_nn.BatchNorm2d):
+        if cls not in _PATCHED:
+            _PATCHED[cls] = cls.__dict__.get("__init__")
+            cls.__init__ = _patched_init
+
+
+def unpatch_batchnorm():
+    """Restores MindSpore's BatchNorm constructors. Idempotent."""
+    for cls, original in list(_PATCHED.items()):
+        if original is None:
+            del cls.__init__
+        else:
+            cls.__init__ = original
+        del _PATCHED[cls]
+
+
+def is_batchnorm_patched():
+    return bool(_PATCHED)
+
+
+@contextlib.contextmanager
+def batchnorm_patched():
+    """``with batchnorm_patched(): net = build()`` — BatchNorm cells built inside use our backward."""
+    was_patched = is_batchnorm_patched()
+    patch_batchnorm()
+    try:
+        yield
+    finally:
+        if not was_patched:
+            unpatch_batchnorm()

@@ -1,0 +1,84 @@
+"""BatchNorm1d / 2d / 3d: MindSpore's cells, with BatchNormBackward as their backward.
+
+Each class subclasses the ``mindspore.nn`` class of the same name, so the
+constructor arguments and defaults, the Parameters (``gamma``, ``beta``,
+``moving_mean``, ``moving_variance``), their names, the checkpoint layout,
+``construct`` (eval mode, ``use_batch_statistics``) and ``isinstance`` checks
+(for example AMP's keep-in-float32 list) are MindSpore's own. The only change
+is ``bn_train`` / ``bn_infer``: cells with a registered bprop (see _cells.py).
+
+Beyond MindSpore on CPU: ``data_format="NHWC"`` works (MindSpore's CPU
+BatchNorm refuses it); the channel axis is then the last one.
+"""
+from mindspore import context
+from mindspore import nn as ms_nn
+from mindspore.common import dtype as mstype
+
+from ._cells import install
+
+
+class OurBatchNorm:
+    """Marker mixin: this BatchNorm cell already runs BatchNormBackward."""
+
+
+def _init_format(data_format):
+    """Format to give MindSpore's constructor (which rejects NHWC off GPU)."""
+    if data_format == "NHWC" and context.get_context("device_target") != "GPU":
+        return "NCHW"
+    return data_format
+
+
+class BatchNorm1d(OurBatchNorm, ms_nn.BatchNorm1d):
+    """``mindspore.nn.BatchNorm1d`` whose backward is BatchNormBackward. Input (N, C) or (N, C, L)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
+                 beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
+                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
+                         moving_var_init, use_batch_statistics, _init_format(data_format), dtype)
+        install(self, data_format)
+
+
+class BatchNorm2d(OurBatchNorm, ms_nn.BatchNorm2d):
+    """``mindspore.nn.BatchNorm2d`` whose backward is BatchNormBackward. Input NCHW or NHWC."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
+                 beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
+                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
+                         moving_var_init, use_batch_statistics, _init_format(data_format), dtype)
+        install(self, data_format)
+
+
+class BatchNorm3d(OurBatchNorm, ms_nn.BatchNorm3d):
+    """``mindspore.nn.BatchNorm3d`` whose backward is BatchNormBackward. Input NCDHW.
+
+    Like MindSpore's, it holds a BatchNorm2d named ``bn2d`` (parameter names
+    ``<name>.bn2d.gamma`` ...) and runs it on (N, C, D*H, W).
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
+                 beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
+                 use_batch_statistics=None, dtype=mstype.float32):
+        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
+                         moving_var_init, use_batch_statistics, dtype)
+        to_ours(self.bn2d)
+
+
+_OURS = {ms_nn.BatchNorm1d: BatchNorm1d, ms_nn.BatchNorm2d: BatchNorm2d, ms_nn.BatchNorm3d: BatchNorm3d}
+
+
+def to_ours(cell):
+    """Turns an exact ``mindspore.nn.BatchNorm1d/2d/3d`` instance into ours, in place.
+
+    The object stays the same (same Parameters, names, parent links); its class
+    becomes our subclass and its primitives our cells. Returns the cell.
+    """
+    ours = _OURS[type(cell)]
+    cell.__class__ = ours
+    if ours is BatchNorm3d:
+        if not isinstance(cell.bn2d, OurBatchNorm):
+            to_ours(cell.bn2d)
+    else:
+        install(cell)
+    return cell
