@@ -122,6 +122,9 @@ def load_yaml(filename: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
     (key, raw), = load_yaml(filename).items()
+    if "layouts_from" in raw:  # ranks, data_formats, dtypes shared with another prototype
+        (_, base), = load_yaml(raw["layouts_from"]).items()
+        raw = {**{k: base[k] for k in ("ranks", "data_formats", "dtypes")}, **raw}
     inputs = tuple(TensorArg(**{k: v for k, v in a.items()}) for a in raw["inputs"])
     attrs = []
     for a in raw["attrs"]:
