@@ -1,142 +1,612 @@
 // Compute of the BatchNormBackward CPU kernel (see bn_backward.h).
-// First version: straightforward and exact (double accumulation); the
-// performance issue replaces the loops, not the interface.
+//
+// Memory-bound: the floor is reading x and dy once and writing dx once.
+//
+// Two paths, by the length of a channel's contiguous run (`inner`):
+//  * Row path (inner >= kRowMinInner, channel-first): a channel's elements,
+//    numbered p = o * inner + i, are cut into fixed tiles of kTileElems.
+//    Each tile's sums are accumulated in float32 SIMD lanes and reduced to
+//    double; a channel's sums add its tiles' doubles in tile order. Training
+//    then writes dx tile by tile while the channel's x and dy are still in
+//    cache (one sweep from memory per channel).
+//    Threads take whole channels when there are many (C >= kChannelsPerThread
+//    * threads), else split the tiles of a group of channels between them.
+//  * Column path (inner < kRowMinInner; channel-last, NC): the tensor is
+//    [outer, L = C * inner] rows; SIMD runs along the row (across channels),
+//    tiles are (row chunk, column block) and per-column sums are combined in
+//    double, in chunk order, then per channel.
+//
+// Determinism: tile boundaries depend on the shape only, and every sum is
+// combined in a fixed order, so results are bitwise identical for any thread
+// count and run to run. This costs nothing measurable, so the
+// non-deterministic mode (SetDeterministic(false)) computes the same way.
+//
+// float16 / bfloat16 are converted in registers (half.h); float32 / float16 /
+// bfloat16 compute in float32 with double combines; float64 computes in
+// double. No fast-math: NaN and Inf propagate.
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "bn_backward.h"
+#include "half.h"
+#include "thread_pool.h"
 
 namespace bn_grad {
 namespace {
 
-int g_num_threads = 1;
-bool g_deterministic = true;
+constexpr int64_t kTileElems = 16384;        // row path: elements per tile (per channel)
+constexpr int64_t kRowMinInner = 32;         // shorter runs take the column path
+constexpr int64_t kColBlock = 256;           // column path: columns per tile (multiple of 8)
+constexpr int64_t kColTileElems = 32768;     // column path: target elements per tile
+constexpr int64_t kColFlushRows = 256;       // column path: float rows before a double flush
+constexpr int64_t kColMaxPartials = 1 << 21; // column path: bound on chunk * L partial slots
+constexpr int64_t kChannelsPerThread = 8;    // row path: threads over channels above this
+constexpr int64_t kGroupBytes = 4 << 20;     // row path, split mode: x+dy bytes per group
+constexpr int64_t kMaxGroup = 64;            // row path, split mode: channels per group
+constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
+constexpr int64_t kStreamMinBytes = 8 << 20; // dx at least this big: non-temporal stores
 
-inline float HalfToFloat(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (man == 0) { bits = sign; } else {
-      int e = -1;
-      do { ++e; man <<= 1; } while ((man & 0x400) == 0);
-      bits = sign | ((127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+int DefaultThreads() {
+  if (const char *env = std::getenv("MS_BN_GRAD_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n >= 1) return n;
   }
-  float f; std::memcpy(&f, &bits, 4); return f;
-}
-
-inline uint16_t FloatToHalf(float f) {
-  uint32_t x; std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0);
-  if (ax >= 0x477ff000u) return sign | 0x7c00u;  // rounds to inf
-  if (ax < 0x33000001u) return sign;              // rounds to zero
-  int e = (ax >> 23);
-  uint32_t man = (ax & 0x7fffffu) | 0x800000u;
-  if (e < 113) {  // subnormal half
-    int shift = 126 - e;  // 14 + (113 - e) - 1
-    uint32_t r = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1))) ++r;
-    return sign | r;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n >= 1) return n;
   }
-  uint32_t h = ((e - 112) << 10) | ((man >> 13) & 0x3ff);
-  uint32_t rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return sign | h;
+  return 1;
 }
 
-inline float Bf16ToFloat(uint16_t b) { uint32_t x = uint32_t(b) << 16; float f; std::memcpy(&f, &x, 4); return f; }
-inline uint16_t FloatToBf16(float f) {
-  uint32_t x; std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40;  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1);
-  return x >> 16;
+std::atomic<int> g_num_threads{DefaultThreads()};
+std::atomic<bool> g_deterministic{true};
+
+// ---------------------------------------------------------------- element I/O
+
+template <DType D>
+using Compute = std::conditional_t<D == DType::kFloat64, double, float>;
+
+template <DType D>
+inline Compute<D> Ld(const void *p, int64_t i) {
+  if constexpr (D == DType::kFloat16) return HalfToFloat(static_cast<const uint16_t *>(p)[i]);
+  else if constexpr (D == DType::kBFloat16) return Bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  else if constexpr (D == DType::kFloat32) return static_cast<const float *>(p)[i];
+  else return static_cast<const double *>(p)[i];
 }
 
-inline double Load(const void *p, DType d, int64_t i) {
+template <DType D>
+inline void St(void *p, int64_t i, Compute<D> v) {
+  if constexpr (D == DType::kFloat16) static_cast<uint16_t *>(p)[i] = FloatToHalf(v);
+  else if constexpr (D == DType::kBFloat16) static_cast<uint16_t *>(p)[i] = FloatToBf16(v);
+  else if constexpr (D == DType::kFloat32) static_cast<float *>(p)[i] = v;
+  else static_cast<double *>(p)[i] = v;
+}
+
+inline double LoadAny(const void *p, DType d, int64_t i) {
   switch (d) {
-    case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t *>(p)[i]);
-    case DType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-    case DType::kFloat32: return static_cast<const float *>(p)[i];
-    case DType::kFloat64: return static_cast<const double *>(p)[i];
+    case DType::kFloat16: return Ld<DType::kFloat16>(p, i);
+    case DType::kBFloat16: return Ld<DType::kBFloat16>(p, i);
+    case DType::kFloat32: return Ld<DType::kFloat32>(p, i);
+    case DType::kFloat64: return Ld<DType::kFloat64>(p, i);
     default: return 0.0;
   }
 }
 
-inline void Store(void *p, DType d, int64_t i, double v) {
+inline void StoreAny(void *p, DType d, int64_t i, double v) {
   switch (d) {
-    case DType::kFloat16: static_cast<uint16_t *>(p)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBFloat16: static_cast<uint16_t *>(p)[i] = FloatToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double *>(p)[i] = v; break;
+    case DType::kFloat16: St<DType::kFloat16>(p, i, static_cast<float>(v)); break;
+    case DType::kBFloat16: St<DType::kBFloat16>(p, i, static_cast<float>(v)); break;
+    case DType::kFloat32: St<DType::kFloat32>(p, i, static_cast<float>(v)); break;
+    case DType::kFloat64: St<DType::kFloat64>(p, i, v); break;
     default: break;
   }
 }
 
-inline double Param(const ConstTensor &t, int64_t c, double dflt) {
-  return t.data == nullptr ? dflt : Load(t.data, t.dtype, c);
+inline size_t ElemBytes(DType d) {
+  return d == DType::kFloat64 ? 8 : d == DType::kFloat32 ? 4 : 2;
+}
+
+#ifdef BN_GRAD_HAVE_AVX2
+template <DType D> constexpr bool kVec = D != DType::kFloat64;
+
+template <DType D>
+inline __m256 VLd(const void *p, int64_t i) {
+  if constexpr (D == DType::kFloat16) return LoadHalf8(static_cast<const uint16_t *>(p) + i);
+  else if constexpr (D == DType::kBFloat16) return LoadBf16x8(static_cast<const uint16_t *>(p) + i);
+  else return _mm256_loadu_ps(static_cast<const float *>(p) + i);
+}
+
+template <DType D, bool kStream>
+inline void VSt(void *p, int64_t i, __m256 v) {
+  if constexpr (D == DType::kFloat16) {
+    uint16_t *q = static_cast<uint16_t *>(p) + i;
+    if constexpr (kStream) StreamHalf8(q, v); else StoreHalf8(q, v);
+  } else if constexpr (D == DType::kBFloat16) {
+    uint16_t *q = static_cast<uint16_t *>(p) + i;
+    if constexpr (kStream) StreamBf16x8(q, v); else StoreBf16x8(q, v);
+  } else {
+    float *q = static_cast<float *>(p) + i;
+    if constexpr (kStream) _mm256_stream_ps(q, v); else _mm256_storeu_ps(q, v);
+  }
+}
+
+// Sum of 8 float lanes in double, in a fixed order.
+inline double HSum(__m256 v) {
+  __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+#else
+template <DType D> constexpr bool kVec = false;
+#endif
+
+// Orders a thread's non-temporal stores before it reports its work done.
+inline void StreamFence() {
+#ifdef BN_GRAD_HAVE_AVX2
+  _mm_sfence();
+#endif
+}
+
+// Alignment a non-temporal store needs (bytes).
+template <DType D> constexpr uintptr_t kStreamAlign = D == DType::kFloat32 ? 32 : 16;
+
+// ------------------------------------------------------------ per channel math
+
+struct ChanIn {  // per-channel inputs, in double
+  double mean, invstd, w;
+};
+
+inline ChanIn ChannelInputs(const BnBackwardArgs &a, int64_t c) {
+  auto get = [c](const ConstTensor &t, double dflt) {
+    return t.data == nullptr ? dflt : LoadAny(t.data, t.dtype, c);
+  };
+  ChanIn r;
+  r.w = get(a.weight, 1.0);
+  if (a.training) {
+    r.mean = get(a.save_mean, 0.0);
+    r.invstd = get(a.save_invstd, 1.0);
+  } else {
+    r.mean = get(a.running_mean, 0.0);
+    r.invstd = 1.0 / std::sqrt(get(a.running_var, 1.0) + a.eps);
+  }
+  return r;
+}
+
+template <class T>
+struct DxCoef {  // dx = dy * scale - (x - mean) * ks - mdys
+  T mean, scale, ks, mdys;
+};
+
+// Writes grad_weight / grad_bias of channel c from its sums and returns the
+// coefficients of dx.
+template <class T>
+inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c, const ChanIn &in, double sum_dy,
+                               double sum_dy_xmu, double n) {
+  if (a.mask[1]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
+  if (a.mask[2]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
+  const double scale = in.w * in.invstd;
+  double ks = 0.0, mdys = 0.0;
+  if (a.training && n > 0) {
+    ks = sum_dy_xmu * in.invstd * in.invstd / n * scale;
+    mdys = sum_dy / n * scale;
+  }
+  return DxCoef<T>{static_cast<T>(in.mean), static_cast<T>(scale), static_cast<T>(ks),
+                   static_cast<T>(mdys)};
+}
+
+template <class T>
+inline T DxScalar(T dy, T x, const DxCoef<T> &k) {
+  return std::fma(-(x - k.mean), k.ks, std::fma(dy, k.scale, -k.mdys));
+}
+
+// ------------------------------------------------------------------- row path
+
+template <DType D>
+struct RowSums {
+#ifdef BN_GRAD_HAVE_AVX2
+  __m256 dy0 = _mm256_setzero_ps(), dy1 = _mm256_setzero_ps();
+  __m256 dx0 = _mm256_setzero_ps(), dx1 = _mm256_setzero_ps();
+#endif
+  double s_dy = 0.0, s_dyx = 0.0;  // tails, and the total after Finish()
+
+  inline void Add(const void *dy, const void *x, int64_t off, int64_t len, Compute<D> mean) {
+    int64_t i = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+    if constexpr (kVec<D>) {
+      const __m256 m = _mm256_set1_ps(mean);
+      for (; i + 16 <= len; i += 16) {
+        const __m256 d0 = VLd<D>(dy, off + i), d1 = VLd<D>(dy, off + i + 8);
+        const __m256 x0 = VLd<D>(x, off + i), x1 = VLd<D>(x, off + i + 8);
+        dy0 = _mm256_add_ps(dy0, d0);
+        dy1 = _mm256_add_ps(dy1, d1);
+        dx0 = _mm256_fmadd_ps(d0, _mm256_sub_ps(x0, m), dx0);
+        dx1 = _mm256_fmadd_ps(d1, _mm256_sub_ps(x1, m), dx1);
+      }
+      if (i + 8 <= len) {
+        const __m256 d0 = VLd<D>(dy, off + i), x0 = VLd<D>(x, off + i);
+        dy0 = _mm256_add_ps(dy0, d0);
+        dx0 = _mm256_fmadd_ps(d0, _mm256_sub_ps(x0, m), dx0);
+        i += 8;
+      }
+    }
+#endif
+    for (; i < len; ++i) {
+      const Compute<D> d = Ld<D>(dy, off + i), xm = Ld<D>(x, off + i) - mean;
+      s_dy += d;
+      s_dyx += static_cast<double>(d * xm);
+    }
+  }
+
+  inline void Finish() {
+#ifdef BN_GRAD_HAVE_AVX2
+    if constexpr (kVec<D>) {
+      s_dy += HSum(_mm256_add_ps(dy0, dy1));
+      s_dyx += HSum(_mm256_add_ps(dx0, dx1));
+    }
+#endif
+  }
+};
+
+template <DType D, bool kStream>
+inline void RowDx(const void *dy, const void *x, void *dx, int64_t off, int64_t len,
+                  const DxCoef<Compute<D>> &k, bool training) {
+  using T = Compute<D>;
+  int64_t i = 0;
+  if constexpr (kStream && kVec<D>) {  // peel to the alignment of the stream store
+    constexpr uintptr_t es = D == DType::kFloat32 ? 4 : 2;
+    while (i < len && ((reinterpret_cast<uintptr_t>(dx) + (off + i) * es) & (kStreamAlign<D> - 1))) {
+      const T d = Ld<D>(dy, off + i);
+      St<D>(dx, off + i, training ? DxScalar<T>(d, Ld<D>(x, off + i), k) : d * k.scale);
+      ++i;
+    }
+  }
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kVec<D>) {
+    const __m256 m = _mm256_set1_ps(k.mean), sc = _mm256_set1_ps(k.scale);
+    const __m256 ks = _mm256_set1_ps(k.ks), md = _mm256_set1_ps(k.mdys);
+    if (training) {
+      for (; i + 8 <= len; i += 8) {
+        const __m256 d = VLd<D>(dy, off + i), xm = _mm256_sub_ps(VLd<D>(x, off + i), m);
+        VSt<D, kStream>(dx, off + i, _mm256_fnmadd_ps(xm, ks, _mm256_fmsub_ps(d, sc, md)));
+      }
+    } else {
+      for (; i + 8 <= len; i += 8) {
+        VSt<D, kStream>(dx, off + i, _mm256_mul_ps(VLd<D>(dy, off + i), sc));
+      }
+    }
+  }
+#endif
+  if (training) {
+    for (; i < len; ++i) St<D>(dx, off + i, DxScalar<T>(Ld<D>(dy, off + i), Ld<D>(x, off + i), k));
+  } else {
+    for (; i < len; ++i) St<D>(dx, off + i, Ld<D>(dy, off + i) * k.scale);
+  }
+}
+
+template <DType D>
+struct RowPath {
+  using T = Compute<D>;
+  const BnBackwardArgs &a;
+  int64_t C, inner, n, ntiles;
+  bool need_sums, need_dx, stream;
+
+  RowPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
+      : a(args), C(args.channels), inner(args.inner), n(args.outer * args.inner),
+        ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm) {}
+
+  // Calls f(offset, length) for the contiguous runs of tile t of channel c.
+  template <class F>
+  inline void ForRuns(int64_t c, int64_t t, F &&f) const {
+    int64_t p = t * kTileElems;
+    const int64_t end = std::min(n, p + kTileElems);
+    int64_t o = p / inner, i = p - o * inner;
+    while (p < end) {
+      const int64_t len = std::min(inner - i, end - p);
+      f((o * C + c) * inner + i, len);
+      p += len;
+      ++o;
+      i = 0;
+    }
+  }
+
+  void TileSums(int64_t c, int64_t t, T mean, double *s_dy, double *s_dyx) const {
+    RowSums<D> acc;
+    ForRuns(c, t, [&](int64_t off, int64_t len) {
+      acc.Add(a.grad_out.data, a.input.data, off, len, mean);
+    });
+    acc.Finish();
+    *s_dy = acc.s_dy;
+    *s_dyx = acc.s_dyx;
+  }
+
+  void TileDx(int64_t c, int64_t t, const DxCoef<T> &k) const {
+    ForRuns(c, t, [&](int64_t off, int64_t len) {
+      if (stream) RowDx<D, true>(a.grad_out.data, a.input.data, a.grad_input.data, off, len, k, a.training);
+      else RowDx<D, false>(a.grad_out.data, a.input.data, a.grad_input.data, off, len, k, a.training);
+    });
+  }
+
+  // One channel, start to end, on this thread.
+  void Channel(int64_t c) const {
+    const ChanIn in = ChannelInputs(a, c);
+    double s_dy = 0.0, s_dyx = 0.0;
+    if (need_sums) {
+      for (int64_t t = 0; t < ntiles; ++t) {
+        double p0, p1;
+        TileSums(c, t, static_cast<T>(in.mean), &p0, &p1);
+        s_dy += p0;
+        s_dyx += p1;
+      }
+    }
+    const DxCoef<T> k = FinishChannel<T>(a, c, in, s_dy, s_dyx, static_cast<double>(n));
+    if (need_dx) {
+      for (int64_t t = 0; t < ntiles; ++t) TileDx(c, t, k);
+    }
+  }
+
+  void Run(int nthreads, std::vector<double> *scratch) const {
+    if (nthreads <= 1) {
+      for (int64_t c = 0; c < C; ++c) Channel(c);
+      return;
+    }
+    if (C >= kChannelsPerThread * nthreads) {  // threads over whole channels
+      std::atomic<int64_t> next{0};
+      ThreadPool::Global().Run(nthreads, [&](int, int) {
+        for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < C;) Channel(c);
+        if (stream) StreamFence();
+      });
+      return;
+    }
+    // Few channels: split the tiles of a group of channels between threads;
+    // each thread writes dx for the tiles it summed (still in its cache).
+    const int64_t chan_bytes = std::max<int64_t>(1, 2 * n * static_cast<int64_t>(ElemBytes(a.grad_out.dtype)));
+    const int64_t group = std::max<int64_t>(1, std::min<int64_t>({C, kMaxGroup, kGroupBytes / chan_bytes}));
+    scratch->resize(static_cast<size_t>(2 * group * ntiles));
+    double *part = scratch->data();
+    DxCoef<T> coefs_small[kMaxGroup];
+    for (int64_t c0 = 0; c0 < C; c0 += group) {
+      const int64_t g = std::min(group, C - c0), total = g * ntiles;
+      ChanIn ins[kMaxGroup];
+      for (int64_t j = 0; j < g; ++j) ins[j] = ChannelInputs(a, c0 + j);
+      if (need_sums) {
+        ThreadPool::Global().Run(nthreads, [&](int tid, int nt) {
+          int64_t b, e;
+          StaticRange(total, tid, nt, &b, &e);
+          for (int64_t q = b; q < e; ++q) {
+            const int64_t j = q / ntiles, t = q - j * ntiles;
+            TileSums(c0 + j, t, static_cast<T>(ins[j].mean), &part[2 * q], &part[2 * q + 1]);
+          }
+        });
+      }
+      for (int64_t j = 0; j < g; ++j) {
+        double s_dy = 0.0, s_dyx = 0.0;
+        if (need_sums) {
+          for (int64_t t = 0; t < ntiles; ++t) {
+            s_dy += part[2 * (j * ntiles + t)];
+            s_dyx += part[2 * (j * ntiles + t) + 1];
+          }
+        }
+        coefs_small[j] = FinishChannel<T>(a, c0 + j, ins[j], s_dy, s_dyx, static_cast<double>(n));
+      }
+      if (need_dx) {
+        ThreadPool::Global().Run(nthreads, [&](int tid, int nt) {
+          int64_t b, e;
+          StaticRange(total, tid, nt, &b, &e);
+          for (int64_t q = b; q < e; ++q) {
+            const int64_t j = q / ntiles, t = q - j * ntiles;
+            TileDx(c0 + j, t, coefs_small[j]);
+          }
+          if (stream) StreamFence();
+        });
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------- column path
+
+template <DType D>
+struct ColPath {
+  using T = Compute<D>;
+  const BnBackwardArgs &a;
+  int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
+  bool need_sums, need_dx, stream;
+  // scratch views
+  double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
+  T *c_mean = nullptr, *c_scale = nullptr, *c_ks = nullptr, *c_mdys = nullptr;  // [L]
+
+  ColPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
+      : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
+        need_sums(sums), need_dx(dx), stream(strm) {
+    nblocks = (L + kColBlock - 1) / kColBlock;
+    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
+    const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
+    nchunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
+    if (nchunks > max_chunks) {
+      nchunks = max_chunks;
+      rows_per_chunk = (M + nchunks - 1) / nchunks;
+    }
+  }
+
+  void Bind(std::vector<double> *scratch) {
+    const int64_t tn = (sizeof(T) * L + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
+    scratch->resize(static_cast<size_t>(2 * nchunks * L + 4 * tn + 8));
+    double *s = scratch->data();
+    p_dy = s;
+    p_dyx = s + nchunks * L;
+    double *t0 = s + 2 * nchunks * L;
+    auto arr = [&](int k) {
+      uintptr_t u = reinterpret_cast<uintptr_t>(t0 + k * tn);
+      return reinterpret_cast<T *>((u + 31) & ~uintptr_t(31));
+    };
+    c_mean = arr(0); c_scale = arr(1); c_ks = arr(2); c_mdys = arr(3);
+  }
+
+  void TileSums(int64_t k, int64_t b) const {
+    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
+    const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
+    double *o_dy = p_dy + k * L + j0, *o_dyx = p_dyx + k * L + j0;
+    for (int64_t j = 0; j < w; ++j) { o_dy[j] = 0.0; o_dyx[j] = 0.0; }
+    alignas(32) T f_dy[kColBlock], f_dyx[kColBlock];
+    const T *mean = c_mean + j0;
+    for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
+      const int64_t re = std::min(r1, rb + kColFlushRows);
+      for (int64_t j = 0; j < w; ++j) { f_dy[j] = 0; f_dyx[j] = 0; }
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t off = r * L + j0;
+        int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+        if constexpr (kVec<D>) {
+          for (; j + 8 <= w; j += 8) {
+            const __m256 d = VLd<D>(a.grad_out.data, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(a.input.data, off + j), _mm256_load_ps(mean + j));
+            _mm256_store_ps(f_dy + j, _mm256_add_ps(_mm256_load_ps(f_dy + j), d));
+            _mm256_store_ps(f_dyx + j, _mm256_fmadd_ps(d, xm, _mm256_load_ps(f_dyx + j)));
+          }
+        }
+#endif
+        for (; j < w; ++j) {
+          const T d = Ld<D>(a.grad_out.data, off + j);
+          f_dy[j] += d;
+          f_dyx[j] = std::fma(d, Ld<D>(a.input.data, off + j) - mean[j], f_dyx[j]);
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) { o_dy[j] += f_dy[j]; o_dyx[j] += f_dyx[j]; }
+    }
+  }
+
+  template <bool kStream>
+  void TileDxT(int64_t k, int64_t b) const {
+    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
+    const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
+    const T *mean = c_mean + j0, *scale = c_scale + j0, *ks = c_ks + j0, *mdys = c_mdys + j0;
+    const bool training = a.training;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t off = r * L + j0;
+      int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+      if constexpr (kVec<D>) {
+        if (training) {
+          for (; j + 8 <= w; j += 8) {
+            const __m256 d = VLd<D>(a.grad_out.data, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(a.input.data, off + j), _mm256_load_ps(mean + j));
+            const __m256 t = _mm256_fmsub_ps(d, _mm256_load_ps(scale + j), _mm256_load_ps(mdys + j));
+            VSt<D, kStream>(a.grad_input.data, off + j, _mm256_fnmadd_ps(xm, _mm256_load_ps(ks + j), t));
+          }
+        } else {
+          for (; j + 8 <= w; j += 8) {
+            VSt<D, kStream>(a.grad_input.data, off + j,
+                            _mm256_mul_ps(VLd<D>(a.grad_out.data, off + j), _mm256_load_ps(scale + j)));
+          }
+        }
+      }
+#endif
+      for (; j < w; ++j) {
+        const T d = Ld<D>(a.grad_out.data, off + j);
+        const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
+        St<D>(a.grad_input.data, off + j, training ? DxScalar<T>(d, Ld<D>(a.input.data, off + j), kc)
+                                                   : d * kc.scale);
+      }
+    }
+  }
+
+  void Run(int nthreads, std::vector<double> *scratch) {
+    Bind(scratch);
+    const double n = static_cast<double>(M) * static_cast<double>(inner);
+    for (int64_t c = 0; c < C; ++c) {
+      const T m = static_cast<T>(ChannelInputs(a, c).mean);
+      for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
+    }
+    const int64_t ntiles = nchunks * nblocks;
+    auto parallel_tiles = [&](auto &&tile_fn, bool fence) {
+      auto body = [&](int tid, int nt) {
+        int64_t b, e;
+        StaticRange(ntiles, tid, nt, &b, &e);
+        for (int64_t q = b; q < e; ++q) tile_fn(q / nblocks, q % nblocks);
+        if (fence) StreamFence();
+      };
+      if (nthreads <= 1) body(0, 1); else ThreadPool::Global().Run(nthreads, body);
+    };
+    if (need_sums) parallel_tiles([&](int64_t k, int64_t b) { TileSums(k, b); }, false);
+    for (int64_t c = 0; c < C; ++c) {
+      const ChanIn in = ChannelInputs(a, c);
+      double s_dy = 0.0, s_dyx = 0.0;
+      if (need_sums) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t j = c * inner + i;
+          double cd = 0.0, cx = 0.0;
+          for (int64_t k = 0; k < nchunks; ++k) { cd += p_dy[k * L + j]; cx += p_dyx[k * L + j]; }
+          s_dy += cd;
+          s_dyx += cx;
+        }
+      }
+      const DxCoef<T> k = FinishChannel<T>(a, c, in, s_dy, s_dyx, n);
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t j = c * inner + i;
+        c_scale[j] = k.scale; c_ks[j] = k.ks; c_mdys[j] = k.mdys;
+      }
+    }
+    if (need_dx) {
+      const bool aligned = (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
+                           (L * ElemBytes(D)) % kStreamAlign<D> == 0;
+      if (stream && aligned && kVec<D>) parallel_tiles([&](int64_t k, int64_t b) { TileDxT<true>(k, b); }, true);
+      else parallel_tiles([&](int64_t k, int64_t b) { TileDxT<false>(k, b); }, false);
+    }
+  }
+};
+
+// ------------------------------------------------------------------- dispatch
+
+template <DType D>
+int Dispatch(const BnBackwardArgs &a) {
+  const int64_t total = a.outer * a.channels * a.inner;
+  const bool need_dx = a.mask[0];
+  const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
+  int nthreads = g_num_threads.load(std::memory_order_relaxed);
+  if (total < kMinParallelElems) nthreads = 1;
+  const bool stream = kVec<D> && need_dx &&
+                      static_cast<int64_t>(total * ElemBytes(D)) >= kStreamMinBytes;
+  if (a.outer == 0 || a.inner == 0) {  // empty: the sums are 0, no dx to write
+    for (int64_t c = 0; c < a.channels; ++c) {
+      FinishChannel<Compute<D>>(a, c, ChannelInputs(a, c), 0.0, 0.0, 0.0);
+    }
+    return 0;
+  }
+  thread_local std::vector<double> scratch;  // grows, never shrinks: no allocation per call
+  if (a.inner >= kRowMinInner) {
+    RowPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
+  } else {
+    ColPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
+  }
+  return 0;
 }
 
 }  // namespace
 
 int BnBackward(const BnBackwardArgs &a) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
-  const double n = static_cast<double>(outer) * static_cast<double>(inner);
-  for (int64_t c = 0; c < C; ++c) {
-    const double w = Param(a.weight, c, 1.0);
-    double mean, invstd;
-    if (a.training) {
-      mean = Param(a.save_mean, c, 0.0);
-      invstd = Param(a.save_invstd, c, 1.0);
-    } else {
-      mean = Param(a.running_mean, c, 0.0);
-      invstd = 1.0 / std::sqrt(Param(a.running_var, c, 1.0) + a.eps);
-    }
-    double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
-    if (need_sums) {
-      for (int64_t o = 0; o < outer; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        for (int64_t i = 0; i < inner; ++i) {
-          const double dy = Load(a.grad_out.data, a.grad_out.dtype, base + i);
-          const double x = Load(a.input.data, a.input.dtype, base + i);
-          sum_dy += dy;
-          sum_dy_xmu += dy * (x - mean);
-        }
-      }
-    }
-    if (a.mask[0]) {
-      const double scale = w * invstd;
-      const double k = a.training && n > 0 ? sum_dy_xmu * invstd * invstd / n : 0.0;
-      const double mean_dy = a.training && n > 0 ? sum_dy / n : 0.0;
-      for (int64_t o = 0; o < outer; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        for (int64_t i = 0; i < inner; ++i) {
-          const double dy = Load(a.grad_out.data, a.grad_out.dtype, base + i);
-          double gi;
-          if (a.training) {
-            const double x = Load(a.input.data, a.input.dtype, base + i);
-            gi = (dy - mean_dy - (x - mean) * k) * scale;
-          } else {
-            gi = dy * scale;
-          }
-          Store(a.grad_input.data, a.grad_input.dtype, base + i, gi);
-        }
-      }
-    }
-    if (a.mask[1]) Store(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * invstd);
-    if (a.mask[2]) Store(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
+  if (a.channels <= 0) return 0;
+  if (a.outer < 0 || a.inner < 0) return 1;
+  switch (a.grad_out.dtype) {
+    case DType::kFloat16: return Dispatch<DType::kFloat16>(a);
+    case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a);
+    case DType::kFloat32: return Dispatch<DType::kFloat32>(a);
+    case DType::kFloat64: return Dispatch<DType::kFloat64>(a);
+    default: return 1;
   }
-  return 0;
 }
 
-void SetNumThreads(int n) { g_num_threads = n < 1 ? 1 : n; }
-int GetNumThreads() { return g_num_threads; }
-void SetDeterministic(bool on) { g_deterministic = on; }
-bool GetDeterministic() { return g_deterministic; }
+void SetNumThreads(int n) { g_num_threads.store(n < 1 ? 1 : n); }
+int GetNumThreads() { return g_num_threads.load(); }
+void SetDeterministic(bool on) { g_deterministic.store(on); }
+bool GetDeterministic() { return g_deterministic.load(); }
 
 }  // namespace bn_grad
