@@ -1,0 +1,114 @@
+// Host-side tiling of BatchNormBackward as a pure function of shapes,
+// attributes and the SoC's limits (UB bytes, cores, DataCopyPad). Called
+// by the op_host tiling function and by the CPU build's launcher.
+#ifndef BATCH_NORM_BACKWARD_TILING_CALC_H
+#define BATCH_NORM_BACKWARD_TILING_CALC_H
+#include <algorithm>
+#include <string>
+#include <vector>
+#include "../op_kernel/batch_norm_backward_tiling.h"
+
+namespace bnb {
+
+struct TilingInput {
+    std::vector<int64_t> shape;   // grad_out shape, rank 2..8
+    bool channelLast = false;
+    uint32_t dtype = DT_FLOAT;
+    bool training = true;
+    uint32_t outputMask = 7;
+    uint32_t present = 0;         // bit per Param
+    uint32_t paramFloat32 = 0;    // bit per Param
+    bool gradParamFloat32 = false;
+    float eps = 1e-5f;
+    uint32_t ubBytes = 0;
+    uint32_t coreNum = 1;
+    bool hasDataCopyPad = true;
+};
+
+// Fills `t`; returns "" or the reason the shape cannot run.
+inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    t = BatchNormBackwardTilingData{};
+    const auto &s = in.shape;
+    if (s.size() < 2 || s.size() > 8) {
+        return "rank must be 2..8";
+    }
+    int64_t outer = 1, inner = 1, channels;
+    if (in.channelLast) {
+        channels = s.back();
+        for (size_t i = 0; i + 1 < s.size(); ++i) outer *= s[i];
+    } else {
+        channels = s[1];
+        outer = s[0];
+        for (size_t i = 2; i < s.size(); ++i) inner *= s[i];
+    }
+    // inner == 1 is channel-last [outer, C] in memory.
+    t.layout = (in.channelLast || inner == 1) ? LAYOUT_CHANNEL_LAST : LAYOUT_CHANNEL_FIRST;
+    t.outer = outer;
+    t.channels = channels;
+    t.inner = t.layout == LAYOUT_CHANNEL_LAST ? 1 : inner;
+    t.dtype = in.dtype;
+    t.training = in.training;
+    t.outputMask = in.outputMask;
+    t.present = in.present;
+    t.paramFloat32 = in.paramFloat32;
+    t.gradParamFloat32 = in.gradParamFloat32;
+    t.eps = in.eps;
+    const uint64_t count = uint64_t(outer) * uint64_t(t.inner);
+    t.invCount = count ? 1.0f / float(count) : 0.0f;
+
+    const bool first = t.layout == LAYOUT_CHANNEL_FIRST;
+    const uint32_t eb = DtypeBytes(in.dtype);
+    const uint64_t span = first ? uint64_t(t.inner) : uint64_t(channels);  // elements along a tile row
+    const uint64_t vecFirst = AlignUp(std::min<uint64_t>(std::max<int64_t>(channels, 1), PARAM_CHUNK), VEC_ALIGN);
+
+    uint64_t cols = std::max<uint64_t>(span, 1);
+    for (;;) {
+        const uint32_t stride = uint32_t(AlignUp(cols, VEC_ALIGN));
+        const uint32_t vec = first ? uint32_t(vecFirst) : stride;
+        const uint64_t fixed = MakeUbPlan(0, stride, vec, t.layout, in.dtype).Total();
+        const uint64_t perRow = MakeUbPlan(1, stride, vec, t.layout, in.dtype).Total() - fixed;
+        const uint64_t rows = in.ubBytes > fixed ? (in.ubBytes - fixed) / perRow : 0;
+        if (rows >= 1) {
+            t.tileCols = uint32_t(cols);
+            t.rowStride = stride;
+            t.vecElems = vec;
+            t.tileRows = uint32_t(std::min<uint64_t>({rows, MAX_TILE_ROWS, uint64_t(std::max<int64_t>(outer, 1))}));
+            break;
+        }
+        const uint64_t half = AlignUp(cols / 2, VEC_ALIGN);
+        if (half >= cols) {
+            return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one tile";
+        }
+        cols = half;
+    }
+    t.rowBlocks = CeilDiv(uint64_t(outer), t.tileRows);
+    t.colBlocks = CeilDiv(span, t.tileCols);
+    if (first) {
+        t.units = channels * t.rowBlocks * t.colBlocks;
+        t.groupWidth = uint32_t(std::min<int64_t>(std::max<int64_t>(channels, 1), PARAM_CHUNK));
+        t.groups = CeilDiv(uint64_t(channels), t.groupWidth);
+        t.partFloats = SLOT_FLOATS;
+    } else {
+        t.units = t.rowBlocks * t.colBlocks;
+        t.groupWidth = t.tileCols;
+        t.groups = t.colBlocks;
+        t.partFloats = 2 * t.rowStride;
+    }
+    const uint64_t work = std::max<uint64_t>(uint64_t(t.units), uint64_t(t.groups));
+    t.usedCores = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>({work, in.coreNum, MAX_CORES})));
+
+    // Whole-block copies only when every row, stride and channel slice is whole blocks.
+    const bool rowsAligned = first ? (uint64_t(t.inner) * eb % BLOCK_BYTES == 0 && t.tileCols * eb % BLOCK_BYTES == 0)
+                                   : (uint64_t(channels) * eb % BLOCK_BYTES == 0 && t.tileCols * eb % BLOCK_BYTES == 0);
+    const bool channelsAligned = channels % VEC_ALIGN == 0 && t.groupWidth % VEC_ALIGN == 0;
+    t.usePad = (rowsAligned && channelsAligned) ? 0 : 1;
+    if (t.usePad && !in.hasDataCopyPad) {
+        return "shape needs unaligned copies (C and the spatial size not multiples of 16 elements) and this SoC has "
+               "no DataCopyPad";
+    }
+    return "";
+}
+
+}  // namespace bnb
+#endif

@@ -1,0 +1,107 @@
+// Tiling data of BatchNormBackward: declared once, included by the host
+// tiling (op_host/) and by the kernel. Every constant the two sides share
+// lives here, and so does the UB plan both use (tiling checks it fits, the
+// kernel carves exactly it).
+#ifndef BATCH_NORM_BACKWARD_TILING_H
+#define BATCH_NORM_BACKWARD_TILING_H
+#include <cstdint>
+
+#ifdef __aicore__
+#define BNB_FN __aicore__ inline
+#else
+#define BNB_FN inline
+#endif
+
+namespace bnb {
+
+// How the kernel sees the activation: [outer, C, inner] or [outer, C].
+enum Layout : uint32_t { LAYOUT_CHANNEL_FIRST = 0, LAYOUT_CHANNEL_LAST = 1 };
+// Element type of grad_out / input / grad_input.
+enum DataType : uint32_t { DT_FLOAT = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
+// The optional per-channel inputs, in kernel argument order (bit positions).
+enum Param : uint32_t { WEIGHT = 0, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD, PARAM_COUNT };
+// output_mask bits.
+enum Output : uint32_t { GRAD_INPUT = 0, GRAD_WEIGHT, GRAD_BIAS };
+
+constexpr uint32_t BLOCK_BYTES = 32;
+constexpr uint32_t QUEUE_DEPTH = 2;        // double-buffered GM<->UB queues
+constexpr uint32_t TILE_QUEUES = 3;        // grad_out in, input in, grad_input out
+constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input
+constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
+constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
+constexpr uint32_t MAX_CORES = 64;         // SyncAll scratch is sized for this many cores
+constexpr uint32_t SYNC_INTS = MAX_CORES * BLOCK_BYTES / sizeof(int32_t);
+constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
+constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one partial-sum slot: [sum_dy, sum_dy_xhat, pad]
+constexpr uint32_t SLOTS_PER_LOAD = 32;    // slots fetched at once when combining partial sums
+constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
+constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
+
+struct BatchNormBackwardTilingData {
+    int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
+    int64_t channels;      // C
+    int64_t inner;         // spatial size (channel-first); 1 for channel-last
+    int64_t rowBlocks;     // tiles along `outer`
+    int64_t colBlocks;     // tiles along `inner` (channel-first) or along C (channel-last)
+    int64_t units;         // work units: one tile of one channel (first) / of one channel block (last)
+    int64_t groups;        // channel groups for parameters and grad_weight / grad_bias
+    uint32_t layout;       // Layout
+    uint32_t dtype;        // DataType of grad_out
+    uint32_t training;
+    uint32_t outputMask;   // bit per Output
+    uint32_t present;      // bit per Param: input given
+    uint32_t paramFloat32; // bit per Param: stored as float32 rather than grad_out's dtype
+    uint32_t gradParamFloat32;  // grad_weight / grad_bias stored as float32
+    uint32_t tileRows;
+    uint32_t tileCols;
+    uint32_t rowStride;    // UB elements between tile rows (tileCols rounded up to a block)
+    uint32_t groupWidth;   // channels per group
+    uint32_t vecElems;     // UB elements of one channel vector
+    uint32_t partFloats;   // workspace floats per unit
+    uint32_t usedCores;
+    uint32_t usePad;       // 1: DataCopyPad for unaligned rows; 0: every copy is whole blocks
+    float eps;
+    float invCount;        // 1 / (outer * inner), 0 when empty
+};
+
+// UB bytes of each buffer the kernel allocates, from the tiling.
+struct UbPlan {
+    uint32_t tileBytes;    // one queue buffer (grad_out dtype)
+    uint32_t floatTileBytes;
+    uint32_t rowVecBytes;
+    uint32_t channelVecBytes;
+    uint32_t partBytes;
+    uint32_t syncBytes;
+    BNB_FN uint64_t Total() const
+    {
+        return uint64_t(TILE_QUEUES) * QUEUE_DEPTH * tileBytes + uint64_t(FLOAT_TILES) * floatTileBytes +
+               uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + syncBytes;
+    }
+};
+
+BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == DT_FLOAT ? 4 : 2; }
+
+BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype)
+{
+    UbPlan p;
+    const uint32_t tileElems = tileRows * rowStride;
+    p.tileBytes = tileElems * DtypeBytes(dtype);
+    p.floatTileBytes = tileElems * sizeof(float);
+    p.rowVecBytes = rowStride * sizeof(float);
+    p.channelVecBytes = vecElems * sizeof(float);
+    p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? SLOTS_PER_LOAD * SLOT_FLOATS : 2 * rowStride) * sizeof(float);
+    p.syncBytes = SYNC_INTS * sizeof(int32_t);
+    return p;
+}
+
+BNB_FN uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
+
+// Workspace: SyncAll flags, then `units * partFloats` partial sums.
+BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)
+{
+    return uint64_t(SYNC_INTS) * sizeof(int32_t) + uint64_t(t.units) * t.partFloats * sizeof(float);
+}
+
+}  // namespace bnb
+#endif

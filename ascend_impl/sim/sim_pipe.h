@@ -1,0 +1,162 @@
+// TPipe / TQue / TBuf (CPU build). TPipe::InitBuffer carves the core's UB;
+// asking for more than the SoC's UB fails. TQue enforces its buffer count
+// and queue depth; FreeTensor invalidates every view of the buffer.
+#ifndef BNB_SIM_PIPE_H
+#define BNB_SIM_PIPE_H
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+#include "sim_tensor.h"
+
+namespace AscendC {
+
+class TPipe;
+inline TPipe *&SimPipePtr()
+{
+    thread_local TPipe *pipe = nullptr;
+    return pipe;
+}
+
+// Shared part of TQue and TBuf: the UB slots they own.
+class SimBufOwner {
+public:
+    std::vector<std::unique_ptr<SimSlot>> slots;
+};
+
+template <TPosition pos, int32_t depth, auto mask = 0>
+class TQue : public SimBufOwner {
+    static_assert(depth >= 1, "TQue depth must be at least 1");
+
+public:
+    template <typename T>
+    LocalTensor<T> AllocTensor()
+    {
+        SimCheck(!slots.empty(), "AllocTensor: queue has no buffers (TPipe::InitBuffer not called)");
+        for (auto &s : slots) {
+            if (!s->live) {
+                s->live = true;
+                return LocalTensor<T>(s.get(), 0, s->bytes / sizeof(T));
+            }
+        }
+        throw SimError("AllocTensor: all " + std::to_string(slots.size()) +
+                       " buffers of the queue are in use (the core would wait forever)");
+    }
+    template <typename T>
+    bool EnQue(const LocalTensor<T> &tensor)
+    {
+        CheckOwned(tensor, "EnQue");
+        SimCheck(static_cast<int32_t>(queued_.size()) < depth,
+                 "EnQue: queue depth " + std::to_string(depth) + " exceeded");
+        queued_.push_back(tensor.SimSlotPtr());
+        return true;
+    }
+    template <typename T>
+    LocalTensor<T> DeQue()
+    {
+        SimCheck(!queued_.empty(), "DeQue: queue is empty (the core would wait forever)");
+        SimSlot *s = queued_.front();
+        queued_.pop_front();
+        return LocalTensor<T>(s, 0, s->bytes / sizeof(T));
+    }
+    template <typename T>
+    void FreeTensor(LocalTensor<T> &tensor)
+    {
+        CheckOwned(tensor, "FreeTensor");
+        SimSlot *s = tensor.SimSlotPtr();
+        for (auto *q : queued_) {
+            SimCheck(q != s, "FreeTensor: tensor is still enqueued");
+        }
+        s->live = false;
+        s->gen++;
+    }
+
+private:
+    template <typename T>
+    void CheckOwned(const LocalTensor<T> &tensor, const char *op)
+    {
+        SimSlot *s = tensor.SimSlotPtr();
+        bool owned = false;
+        for (auto &o : slots) {
+            owned = owned || o.get() == s;
+        }
+        SimCheck(owned, std::string(op) + ": tensor does not belong to this queue");
+        SimCheck(s->live && s->gen == tensor.SimGen(), std::string(op) + ": tensor was already freed");
+    }
+    std::deque<SimSlot *> queued_;
+};
+
+template <TPosition pos = TPosition::VECCALC>
+class TBuf : public SimBufOwner {
+public:
+    template <typename T>
+    LocalTensor<T> Get()
+    {
+        SimCheck(!slots.empty(), "TBuf::Get: TPipe::InitBuffer not called");
+        return LocalTensor<T>(slots[0].get(), 0, slots[0]->bytes / sizeof(T));
+    }
+    template <typename T>
+    LocalTensor<T> Get(uint32_t len)
+    {
+        LocalTensor<T> t = Get<T>();
+        SimCheck(len <= t.GetSize(), "TBuf::Get: " + std::to_string(len) + " elements exceed the buffer");
+        return LocalTensor<T>(slots[0].get(), 0, len);
+    }
+};
+
+class TPipe {
+public:
+    TPipe()
+    {
+        SimPipePtr() = this;
+        SimThisCore().ubUsed = 0;
+    }
+    ~TPipe()
+    {
+        if (SimPipePtr() == this) {
+            SimPipePtr() = nullptr;
+        }
+    }
+    template <class Q>
+    bool InitBuffer(Q &que, uint8_t num, uint32_t len)
+    {
+        SimCheck(num >= 1, "InitBuffer: buffer count must be at least 1");
+        for (uint8_t i = 0; i < num; ++i) {
+            que.slots.push_back(Carve(len, TPosition::VECIN));
+        }
+        return true;
+    }
+    template <TPosition bufPos>
+    bool InitBuffer(TBuf<bufPos> &buf, uint32_t len)
+    {
+        auto slot = Carve(len, bufPos);
+        slot->live = true;
+        buf.slots.push_back(std::move(slot));
+        return true;
+    }
+    void Destroy() { SimThisCore().ubUsed = 0; }
+    int8_t FetchEventID(HardEvent) { return 0; }
+
+private:
+    std::unique_ptr<SimSlot> Carve(uint32_t len, TPosition p)
+    {
+        SimCore &core = SimThisCore();
+        uint32_t aligned = (len + ONE_BLK_SIZE - 1) / ONE_BLK_SIZE * ONE_BLK_SIZE;
+        SimCheck(len > 0, "InitBuffer: zero-length buffer");
+        SimCheck(static_cast<uint64_t>(core.ubUsed) + aligned <= core.ubBytes,
+                 "InitBuffer: UB overflow on " + std::string(core.soc.name) + ": " + std::to_string(aligned) +
+                     " more bytes with " + std::to_string(core.ubUsed) + " of " + std::to_string(core.ubBytes) +
+                     " in use");
+        auto slot = std::make_unique<SimSlot>();
+        slot->addr = core.ub + core.ubUsed;
+        slot->bytes = aligned;
+        slot->pos = p;
+        core.ubUsed += aligned;
+        return slot;
+    }
+};
+
+inline TPipe *GetTPipePtr() { return SimPipePtr(); }
+
+}  // namespace AscendC
+#endif

@@ -1,0 +1,89 @@
+// Launcher of the CPU build: runs the unchanged kernel source core by core
+// (one thread per core, SyncAll as a barrier) after the unchanged host
+// tiling. Loaded by the ascend_sim tests through ctypes.
+#include <string>
+#include <thread>
+#include <vector>
+#include "kernel_operator.h"
+#include "batch_norm_backward.cpp"
+#include "batch_norm_backward_tiling_calc.h"
+
+namespace {
+void CopyError(const std::string &msg, char *err, int errLen)
+{
+    if (err && errLen > 0) {
+        std::snprintf(err, errLen, "%s", msg.c_str());
+    }
+}
+}  // namespace
+
+// Tiling summary handed back to the tests.
+struct SimTilingInfo {
+    int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad;
+};
+
+extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, const int64_t *shape, int rank,
+                           int channelLast, int dtype, int training, float eps, int outputMask, void *gradOut,
+                           void *input, void **params, uint32_t paramFloat32, int gradParamFloat32, void *gradInput,
+                           void *gradWeight, void *gradBias, SimTilingInfo *info, char *err, int errLen)
+{
+    try {
+        const AscendC::SimSoc &s = AscendC::SimFindSoc(soc);
+        bnb::TilingInput in;
+        in.shape.assign(shape, shape + rank);
+        in.channelLast = channelLast;
+        in.dtype = dtype;
+        in.training = training;
+        in.outputMask = outputMask;
+        for (uint32_t i = 0; i < bnb::PARAM_COUNT; ++i) {
+            in.present |= (params[i] != nullptr) << i;
+        }
+        in.paramFloat32 = paramFloat32;
+        in.gradParamFloat32 = gradParamFloat32;
+        in.eps = eps;
+        in.ubBytes = ubBytes ? ubBytes : s.ubBytes;
+        in.coreNum = coreNum ? coreNum : s.coreNum;
+        in.hasDataCopyPad = s.hasDataCopyPad;
+        bnb::BatchNormBackwardTilingData t;
+        std::string why = bnb::ComputeTiling(in, t);
+        if (!why.empty()) {
+            CopyError("tiling: " + why, err, errLen);
+            return 1;
+        }
+        *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad};
+        std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0);
+        std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));
+        AscendC::SimBarrier barrier(t.usedCores);
+        std::vector<std::string> errors(t.usedCores);
+        std::vector<std::thread> cores;
+        for (uint32_t c = 0; c < t.usedCores; ++c) {
+            cores.emplace_back([&, c] {
+                AscendC::SimCore &core = AscendC::SimThisCore();
+                core.Reset(s, in.ubBytes, c, t.usedCores);
+                core.barrier = &barrier;
+                try {
+                    auto p = reinterpret_cast<GM_ADDR *>(params);
+                    batch_norm_backward(static_cast<GM_ADDR>(gradOut), static_cast<GM_ADDR>(input), p[0], p[1], p[2],
+                                        p[3], p[4], static_cast<GM_ADDR>(gradInput), static_cast<GM_ADDR>(gradWeight),
+                                        static_cast<GM_ADDR>(gradBias), workspace.data(), tiling.data());
+                } catch (const std::exception &e) {
+                    errors[c] = "core " + std::to_string(c) + ": " + e.what();
+                    barrier.Abort();
+                }
+            });
+        }
+        for (auto &th : cores) {
+            th.join();
+        }
+        for (const auto &e : errors) {
+            if (!e.empty() && e.find("another core failed") == std::string::npos) {
+                CopyError(e, err, errLen);
+                return 2;
+            }
+        }
+        return 0;
+    } catch (const std::exception &e) {
+        CopyError(e.what(), err, errLen);
+        return 2;
+    }
+}

@@ -1,0 +1,111 @@
+// Small programs that break one hardware rule each; the ascend_sim tests
+// check that the CPU build refuses every one of them (and accepts "ok").
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include "kernel_operator.h"
+
+using namespace AscendC;
+
+namespace {
+float g_gm[1024];
+
+const std::map<std::string, std::function<void()>> &Cases()
+{
+    static const std::map<std::string, std::function<void()>> cases = {
+        {"ok", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 2> q;
+             pipe.InitBuffer(q, 2, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             LocalTensor<float> a = q.AllocTensor<float>();
+             DataCopy(a, gm, 64);
+             q.EnQue(a);
+             LocalTensor<float> b = q.DeQue<float>();
+             Adds(b, b, 1.0f, 64);
+             q.FreeTensor(b);
+         }},
+        {"unaligned_datacopy", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             DataCopy(buf.Get<float>(), gm, 7);  // 28 bytes
+         }},
+        {"unaligned_ub_address", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 256);
+             LocalTensor<float> t = buf.Get<float>();
+             Adds(t[3], t[3], 1.0f, 8);
+         }},
+        {"ub_overflow", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> a, b;
+             pipe.InitBuffer(a, SimThisCore().ubBytes - 64);
+             pipe.InitBuffer(b, 96);
+         }},
+        {"use_after_free", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 1> q;
+             pipe.InitBuffer(q, 1, 256);
+             LocalTensor<float> a = q.AllocTensor<float>();
+             q.FreeTensor(a);
+             Duplicate(a, 0.0f, 8);
+         }},
+        {"queue_depth", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 1> q;
+             pipe.InitBuffer(q, 2, 256);
+             q.EnQue(q.AllocTensor<float>());
+             q.EnQue(q.AllocTensor<float>());
+         }},
+        {"alloc_beyond_buffers", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 2> q;
+             pipe.InitBuffer(q, 1, 256);
+             q.AllocTensor<float>();
+             q.AllocTensor<float>();
+         }},
+        {"gm_out_of_bounds", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 16);
+             DataCopy(buf.Get<float>(), gm, 24);
+         }},
+        {"datacopypad", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             DataCopyExtParams p(1, 7 * sizeof(float), 0, 0, 0);
+             DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+             DataCopyPad(buf.Get<float>(), gm, p, pad);
+         }},
+    };
+    return cases;
+}
+}  // namespace
+
+// 0: ran clean; 2: refused (reason in err); 3: no such case.
+extern "C" int bnb_sim_misuse(const char *soc, const char *name, char *err, int errLen)
+{
+    auto it = Cases().find(name);
+    if (it == Cases().end()) {
+        return 3;
+    }
+    try {
+        SimThisCore().Reset(SimFindSoc(soc), SimFindSoc(soc).ubBytes, 0, 1);
+        it->second();
+        return 0;
+    } catch (const SimError &e) {
+        std::snprintf(err, errLen, "%s", e.what());
+        return 2;
+    }
+}

@@ -1,0 +1,147 @@
+"""Build and call the CPU build of the Ascend C kernel (ctypes).
+
+The unchanged kernel (ascend_impl/op_kernel) and host tiling
+(ascend_impl/op_host) are compiled with g++ against the project's Ascend C
+headers (ascend_impl/sim) once, cached by a hash of the sources.
+"""
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
+UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
+CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
+
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
+PARAMS = ("weight", "running_mean", "running_var", "save_mean", "save_invstd")  # kernel order
+SOCS = ("ascend910", "ascend310p", "ascend910b", "ascend910_93", "ascend950")
+
+
+class SimError(RuntimeError):
+    """The CPU build refused the run (a hardware rule was broken)."""
+
+
+class TilingError(RuntimeError):
+    """The host tiling refused the shape."""
+
+
+class TilingInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in (
+        "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad")]
+
+
+def _sources():
+    files = list(UNITS)
+    for inc in INCLUDES:
+        files += sorted(inc.glob("*.h")) + sorted(inc.glob("*.cpp"))
+    return files
+
+
+def build(cache_dir=None):
+    """Compiles (if needed) and loads the shared library."""
+    digest = hashlib.sha256()
+    for f in _sources():
+        digest.update(f.read_bytes())
+    digest.update(" ".join(CXXFLAGS).encode())
+    cache = Path(cache_dir or os.path.join(tempfile.gettempdir(), "bnb_ascend_sim")) / digest.hexdigest()[:16]
+    lib = cache / "libbnbsim.so"
+    if not lib.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        inc = [f"-I{p}" for p in INCLUDES]
+        objs = [cache / (u.stem + ".o") for u in UNITS]
+
+        def compile_one(pair):
+            src, obj = pair
+            subprocess.run(["g++", *CXXFLAGS, *inc, "-c", str(src), "-o", str(obj)], check=True,
+                           capture_output=True, text=True)
+
+        with ThreadPoolExecutor(len(UNITS)) as pool:
+            list(pool.map(compile_one, zip(UNITS, objs)))
+        tmp = cache / f"libbnbsim.{os.getpid()}.so"
+        subprocess.run(["g++", "-shared", "-pthread", *map(str, objs), "-o", str(tmp)], check=True)
+        os.replace(tmp, lib)
+    return ctypes.CDLL(str(lib))
+
+
+# ---- dtype helpers: bfloat16 travels as uint16 bits ----
+def to_device(a, dtype):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if dtype == "float32":
+        return a.copy()
+    if dtype == "float16":
+        return a.astype(np.float16)
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def from_device(a, dtype):
+    if dtype == "bfloat16":
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
+def quantize(a, dtype):
+    """What the kernel actually sees after the dtype round trip."""
+    return from_device(to_device(a, dtype), dtype)
+
+
+def _garbage(shape, dtype):
+    """Output buffers start as NaN so an unwritten element cannot pass."""
+    return to_device(np.full(shape, np.nan, dtype=np.float32), dtype)
+
+
+def run(lib, grad_out, x, weight=None, running_mean=None, running_var=None, save_mean=None, save_invstd=None,
+        training=True, eps=1e-5, output_mask=(True, True, True), channel_last=False, dtype="float32",
+        soc="ascend910b", ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False):
+    """Runs the kernel; returns (grad_input, grad_weight, grad_bias) as float64 and the TilingInfo.
+
+    param_float32 names the per-channel inputs stored as float32 instead of `dtype`.
+    """
+    shape = np.asarray(grad_out).shape
+    c = shape[-1] if channel_last else shape[1]
+    dy, xx = to_device(grad_out, dtype), to_device(x, dtype)
+    given = dict(weight=weight, running_mean=running_mean, running_var=running_var, save_mean=save_mean,
+                 save_invstd=save_invstd)
+    keep, ptrs, f32_bits = [], (ctypes.c_void_p * len(PARAMS))(), 0
+    for i, name in enumerate(PARAMS):
+        if given[name] is None:
+            continue
+        as_f32 = name in param_float32
+        f32_bits |= as_f32 << i
+        buf = to_device(given[name], "float32" if as_f32 else dtype)
+        keep.append(buf)
+        ptrs[i] = buf.ctypes.data
+    gdt = "float32" if grad_param_float32 else dtype
+    gi, gw, gb = _garbage(shape, dtype), _garbage((c,), gdt), _garbage((c,), gdt)
+    info, err = TilingInfo(), ctypes.create_string_buffer(2048)
+    shp = (ctypes.c_int64 * len(shape))(*shape)
+    mask = sum(int(bool(b)) << i for i, b in enumerate(output_mask))
+    rc = lib.bnb_sim_run(
+        soc.encode(), ctypes.c_uint32(ub_bytes), ctypes.c_uint32(cores), shp, len(shape), int(channel_last),
+        DTYPES[dtype], int(training), ctypes.c_float(eps), mask, ctypes.c_void_p(dy.ctypes.data),
+        ctypes.c_void_p(xx.ctypes.data), ptrs, ctypes.c_uint32(f32_bits), int(grad_param_float32),
+        ctypes.c_void_p(gi.ctypes.data), ctypes.c_void_p(gw.ctypes.data), ctypes.c_void_p(gb.ctypes.data),
+        ctypes.byref(info), err, len(err))
+    if rc == 1:
+        raise TilingError(err.value.decode())
+    if rc != 0:
+        raise SimError(err.value.decode())
+    return (from_device(gi, dtype), from_device(gw, gdt), from_device(gb, gdt)), info
+
+
+def misuse(lib, name, soc="ascend910b"):
+    """Runs one misuse case; returns None when it ran clean, else the refusal message."""
+    err = ctypes.create_string_buffer(1024)
+    rc = lib.bnb_sim_misuse(soc.encode(), name.encode(), err, len(err))
+    if rc == 3:
+        raise KeyError(name)
+    return err.value.decode() if rc == 2 else None

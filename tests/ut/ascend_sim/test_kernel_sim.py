@@ -1,0 +1,162 @@
+"""The unchanged Ascend C kernel and host tiling, run core by core on the CPU
+build of the Ascend C API, against the float64 reference (tests/reference.py).
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import simlib
+from reference import batch_norm_backward_ref
+
+pytestmark = pytest.mark.ascend_sim
+
+ALL_MASKS = list(itertools.product([True, False], repeat=3))
+# (rtol, atol) per dtype for the element-wise output; reductions add an
+# accumulation term that grows with the number of reduced elements.
+TOL = {"float32": (1e-4, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+
+
+def make_inputs(shape, channel_last, dtype, seed=0, training=True, param_float32=(), with_weight=True,
+                with_running=True):
+    rng = np.random.default_rng(seed)
+    c = shape[-1] if channel_last else shape[1]
+    q = lambda a, name=None: simlib.quantize(a, "float32" if name in param_float32 else dtype)  # noqa: E731
+    args = dict(
+        grad_out=q(rng.standard_normal(shape)),
+        x=q(rng.standard_normal(shape) * 2 + 0.5),
+        weight=q(rng.uniform(0.5, 1.5, c), "weight") if with_weight else None,
+        running_mean=q(rng.standard_normal(c) * 0.3, "running_mean") if with_running else None,
+        running_var=q(rng.uniform(0.5, 2.0, c), "running_var") if with_running else None,
+        save_mean=q(rng.standard_normal(c) * 0.3, "save_mean"),
+        save_invstd=q(rng.uniform(0.5, 1.5, c), "save_invstd"),
+    )
+    return args
+
+
+def check(sim, shape, channel_last=False, dtype="float32", training=True, mask=(True, True, True), soc="ascend910b",
+          ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, seed=0, **kw):
+    args = make_inputs(shape, channel_last, dtype, seed, training, param_float32, **kw)
+    outs, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], args["running_mean"],
+                            args["running_var"], args["save_mean"], args["save_invstd"], training=training,
+                            output_mask=mask, channel_last=channel_last, dtype=dtype, soc=soc, ub_bytes=ub_bytes,
+                            cores=cores, param_float32=param_float32, grad_param_float32=grad_param_float32)
+    refs = batch_norm_backward_ref(args["grad_out"], args["x"], args["weight"], args["running_mean"],
+                                   args["running_var"], args["save_mean"], args["save_invstd"], training=training,
+                                   eps=1e-5, output_mask=mask, data_format="NHWC" if channel_last else "NCHW")
+    c = shape[-1] if channel_last else shape[1]
+    n = int(np.prod(shape)) // c if c else 0
+    gdt = "float32" if grad_param_float32 else dtype
+    for i, (got, ref) in enumerate(zip(outs, refs)):
+        rtol, atol = TOL[dtype if i == 0 else gdt]
+        if i > 0:
+            atol += 2e-6 * n * (1 + np.abs(args["x"]).max() if n else 1)  # float32 accumulation over n terms
+        if not mask[i]:
+            assert np.array_equal(got, np.zeros_like(ref)), f"output {i} masked but not zero-filled"
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, err_msg=f"output {i} ({info.layout=})")
+    return info
+
+
+def test_spec_worked_example(sim):
+    dy = np.arange(8, dtype=np.float64).reshape(1, 2, 4)
+    ones, zeros = np.ones(2), np.zeros(2)
+    (gi, gw, gb), _ = simlib.run(sim, dy, dy, ones, zeros, ones, zeros, ones)
+    ref = batch_norm_backward_ref(dy, dy, ones, zeros, ones, zeros, ones)
+    np.testing.assert_allclose(gi, ref[0], atol=1e-5)
+    np.testing.assert_allclose(gw, [14, 126])
+    np.testing.assert_allclose(gb, [6, 22])
+
+
+SHAPES = [
+    ((4, 3, 5, 7), False),             # channel-first, tails everywhere
+    ((2, 70, 9), False),               # two parameter groups
+    ((6, 5), False),                   # NC: channel-last in memory
+    ((3, 4, 5, 6), True),              # NHWC
+    ((2, 3, 4, 5, 19), True),          # NDHWC, odd C
+    ((2, 3, 1, 2, 1, 2, 1, 3), False),  # rank 8
+    ((2, 16, 8, 8), False),            # whole blocks everywhere (no DataCopyPad)
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape,channel_last", SHAPES)
+def test_shapes_dtypes_modes(sim, shape, channel_last, dtype, training):
+    check(sim, shape, channel_last, dtype, training)
+
+
+@pytest.mark.parametrize("mask", ALL_MASKS)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("channel_last", [False, True])
+def test_all_masks(sim, mask, training, channel_last):
+    check(sim, (3, 5, 6, 7) if not channel_last else (3, 6, 7, 5), channel_last, "float16", training, mask)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_absent_optional_inputs(sim, training):
+    check(sim, (2, 6, 11), False, "float32", training, with_weight=False, with_running=False)
+    check(sim, (5, 9), True, "float16", training, with_weight=False, with_running=False)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mixed_precision_params(sim, dtype):
+    """Atlas 350 style: float32 statistics and gradients beside 16-bit activations."""
+    params = ("weight", "running_mean", "running_var", "save_mean", "save_invstd")
+    for training in (True, False):
+        check(sim, (2, 7, 13), False, dtype, training, soc="ascend950", param_float32=params,
+              grad_param_float32=True)
+        check(sim, (4, 3, 10), True, dtype, training, soc="ascend950", param_float32=("weight",),
+              grad_param_float32=True)
+
+
+def test_small_c_splits_rows_over_cores(sim):
+    """C=2 with a small UB: each channel's reduction spans many units on many cores."""
+    info = check(sim, (3, 2, 3000), False, "float32", True, ub_bytes=24 * 1024, cores=8)
+    assert info.used_cores == 8 and info.units >= 16 and info.layout == 0
+    info = check(sim, (4000, 3), True, "float16", True, ub_bytes=24 * 1024, cores=8)
+    assert info.used_cores == 8 and info.row_blocks >= 2
+
+
+def test_large_c_splits_channels_over_cores(sim):
+    info = check(sim, (2, 300, 3), False, "float16", True, cores=8)
+    assert info.used_cores == 8 and info.units == 300 and info.groups == 5
+
+
+def test_tiny_ub_many_tiles(sim):
+    info = check(sim, (5, 3, 2000), False, "bfloat16", True, ub_bytes=16 * 1024, cores=3)
+    assert info.col_blocks > 1 and info.tile_cols < 2000
+    info = check(sim, (50, 700), True, "float32", False, ub_bytes=16 * 1024, cores=3)
+    assert info.col_blocks > 1 and info.row_blocks > 1
+
+
+@pytest.mark.parametrize("soc", simlib.SOCS)
+def test_each_soc_ub_size(sim, soc):
+    """Whole-block shapes run on every SoC with its own UB; the tile grows with the UB."""
+    dtype = "float16"
+    info = check(sim, (64, 32, 512), False, dtype, True, soc=soc, cores=4)
+    assert info.use_pad == 0
+    ub = {"ascend910b": 192, "ascend910_93": 192}.get(soc, 256) * 1024
+    assert info.tile_rows * info.tile_cols * 2 * 6 < ub  # six 16-bit tile buffers fit
+    assert info.tile_rows * info.tile_cols > 2000  # and the tile is not trivially small
+
+
+@pytest.mark.parametrize("cores", [2, 3, 8])
+def test_deterministic_for_any_core_count(sim, cores):
+    args = make_inputs((4, 3, 999), False, "float32")
+    run = lambda n: simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None,  # noqa: E731
+                               args["save_mean"], args["save_invstd"], ub_bytes=20 * 1024, cores=n)
+    (a, info1), (b, info2) = run(1), run(cores)
+    assert info1.used_cores == 1 and info2.used_cores == cores
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("shape,channel_last", [((0, 3, 4), False), ((2, 3, 0), False), ((0, 5), True),
+                                                ((2, 0, 4), False)])
+def test_empty(sim, shape, channel_last):
+    check(sim, shape, channel_last, "float32", True)
+    check(sim, shape, channel_last, "float16", False, mask=(True, False, True))
+
+
+def test_large(sim):
+    check(sim, (8, 4, 96, 97), False, "float32", True, cores=8)
