@@ -132,7 +132,7 @@ def make_arrays(shape, data_format="NCHW", seed=0, weight=True, running=True, sa
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape) * 2.0 + 0.5
     dy = rng.standard_normal(shape)
-    axis = channel_axis(len(shape), data_format)
+    axis = min(channel_axis(len(shape), data_format), len(shape) - 1)
     c = shape[axis]
     axes = tuple(i for i in range(len(shape)) if i != axis)
     if x.size:
