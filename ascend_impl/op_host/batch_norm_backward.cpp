@@ -1,0 +1,120 @@
+// Ascend C op definition of BatchNormBackward: signature and per-SoC
+// AddConfig blocks (generated from op_def/ into batch_norm_backward_def.gen.h),
+// InferShape / InferDataType, and the tiling function, which reads the
+// SoC's UB size and core count from the platform and fills the tiling data
+// declared in op_kernel/batch_norm_backward_tiling.h.
+#include <string>
+#include "register/op_def_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "batch_norm_backward_def.gen.h"
+#include "batch_norm_backward_tiling_calc.h"
+
+namespace {
+using namespace bnb_gen;
+
+bool ChannelLast(const char *layout)
+{
+    const std::string l = layout ? layout : "";
+    return l == "NHWC" || l == "NDHWC";
+}
+
+uint32_t KernelDtype(ge::DataType dt)
+{
+    return dt == ge::DT_FLOAT16 ? bnb::DT_FLOAT16 : dt == ge::DT_BF16 ? bnb::DT_BFLOAT16 : bnb::DT_FLOAT;
+}
+}  // namespace
+
+namespace optiling {
+static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
+{
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    const auto soc = platform.GetSocVersion();
+
+    bnb::TilingInput in;
+    const gert::Shape &shape = context->GetInputShape(INPUT_GRAD_OUT)->GetStorageShape();
+    for (size_t i = 0; i < shape.GetDimNum(); ++i) {
+        in.shape.push_back(shape.GetDim(i));
+    }
+    const auto *attrs = context->GetAttrs();
+    in.training = *attrs->GetAttrPointer<bool>(ATTR_TRAINING);
+    in.eps = *attrs->GetAttrPointer<float>(ATTR_EPS);
+    const auto *mask = attrs->GetAttrPointer<gert::TypedContinuousVector<bool>>(ATTR_OUTPUT_MASK);
+    in.outputMask = 0;
+    for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < 3; ++i) {
+        in.outputMask |= uint32_t(mask->GetData()[i]) << i;
+    }
+    in.channelLast = ChannelLast(attrs->GetAttrPointer<char>(ATTR_LAYOUT));
+    const ge::DataType dtype = context->GetInputDesc(INPUT_GRAD_OUT)->GetDataType();
+    in.dtype = KernelDtype(dtype);
+    for (uint32_t p = 0; p < bnb::PARAM_COUNT; ++p) {
+        const int index = INPUT_WEIGHT + int(p);
+        if (context->GetOptionalInputShape(index) == nullptr) {
+            continue;
+        }
+        in.present |= 1u << p;
+        if (context->GetOptionalInputDesc(index)->GetDataType() == ge::DT_FLOAT && dtype != ge::DT_FLOAT) {
+            in.paramFloat32 |= 1u << p;
+        }
+    }
+    in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
+                          dtype != ge::DT_FLOAT;
+    in.ubBytes = uint32_t(ubBytes);
+    in.coreNum = platform.GetCoreNumAiv();
+    in.hasDataCopyPad = soc != platform_ascendc::SocVersion::ASCEND910 &&
+                        soc != platform_ascendc::SocVersion::ASCEND310P;
+
+    bnb::BatchNormBackwardTilingData tiling;
+    const std::string why = bnb::ComputeTiling(in, tiling);
+    if (!why.empty()) {
+        return ge::GRAPH_FAILED;
+    }
+    *context->GetTilingData<bnb::BatchNormBackwardTilingData>() = tiling;
+    context->SetBlockDim(tiling.usedCores);
+    size_t *workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = platform.GetLibApiWorkSpaceSize() + bnb::WorkspaceBytes(tiling);
+    return ge::GRAPH_SUCCESS;
+}
+}  // namespace optiling
+
+namespace ge {
+static ge::graphStatus BatchNormBackwardInferShape(gert::InferShapeContext *context)
+{
+    const gert::Shape *gradOut = context->GetInputShape(INPUT_GRAD_OUT);
+    *context->GetOutputShape(OUTPUT_GRAD_INPUT) = *gradOut;
+    const bool last = ChannelLast(context->GetAttrs()->GetAttrPointer<char>(ATTR_LAYOUT));
+    const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
+    for (int out : {OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS}) {
+        gert::Shape *s = context->GetOutputShape(out);
+        s->SetDimNum(1);
+        s->SetDim(0, channels);
+    }
+    return GRAPH_SUCCESS;
+}
+
+static ge::graphStatus BatchNormBackwardInferDataType(gert::InferDataTypeContext *context)
+{
+    const ge::DataType dtype = context->GetInputDataType(INPUT_GRAD_OUT);
+    const ge::DataType weight = context->GetOptionalInputDataType(INPUT_WEIGHT);
+    const ge::DataType param = weight == ge::DT_UNDEFINED ? dtype : weight;
+    context->SetOutputDataType(OUTPUT_GRAD_INPUT, dtype);
+    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT, param);
+    context->SetOutputDataType(OUTPUT_GRAD_BIAS, param);
+    return GRAPH_SUCCESS;
+}
+}  // namespace ge
+
+namespace ops {
+class BatchNormBackward : public OpDef {
+public:
+    explicit BatchNormBackward(const char *name) : OpDef(name)
+    {
+        bnb_gen::DeclareSignature(*this);
+        this->SetInferShape(ge::BatchNormBackwardInferShape).SetInferDataType(ge::BatchNormBackwardInferDataType);
+        this->AICore().SetTiling(optiling::BatchNormBackwardTiling);
+        bnb_gen::AddSocConfigs(*this);
+    }
+};
+OP_ADD(BatchNormBackward);
+}  // namespace ops
