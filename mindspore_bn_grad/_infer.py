@@ -103,6 +103,7 @@ def _channel_last_formats():
 def infer_dtypes(dtypes: dict, attrs: dict):
     """dtypes: input name -> dtype name or None. Returns one dtype name per output."""
     opdef = load_opdef()
+    _soc.check_dtypes(dtypes)  # the target's rules first: their message names the SoC
     allowed = list(opdef.dtypes)
     for arg in opdef.inputs:
         d = dtypes.get(arg.name)

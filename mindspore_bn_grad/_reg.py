@@ -1,0 +1,65 @@
+"""CustomRegOp registration info for the Ascend target, generated from the YAML.
+
+``ascend_reg_info(soc, absent=(), derived_outputs=True)`` builds
+``CustomRegOp(<op_name>)`` with the prototype's input / output / attribute
+names and one ``dtype_format`` row per accepted combination of
+``_soc.accepted_combinations(soc, absent, derived_outputs)`` (duplicates
+dropped), ``.target("Ascend")``, and returns ``.get_op_info()``.
+
+Formats: grad_out / input / grad_input carry the call's ACLNN format
+(NCHW, NHWC, NCDHW, NDHWC; NC / NCL / ND are MindSpore's DefaultFormat);
+the per-channel tensors are 1-D and always DefaultFormat. Optional inputs
+listed in ``absent`` get ``DataType.None_None`` in their slot.
+"""
+from ._opdef import load_opdef
+from . import _soc
+
+_DTYPE_PREFIX = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64"}
+# ACLNN format name -> MindSpore DataType format suffix.
+_FORMAT_SUFFIX = {"NC": "Default", "NCL": "Default", "ND": "Default", "NCHW": "NCHW",
+                  "NHWC": "NHWC", "NCDHW": "NCDHW", "NDHWC": "NDHWC",
+                  "NLC": "ChannelLast", "ND_CHANNEL_LAST": "ChannelLast"}
+# Prototype attribute type -> CustomRegOp value_type (output_mask reaches kernels as ints).
+_ATTR_VALUE_TYPE = {"bool": "bool", "float": "float", "str": "str", "bool_tuple": "listInt"}
+
+
+def data_type(dtype, fmt="ND"):
+    """('float16', 'NHWC') -> DataType.F16_NHWC; dtype None -> DataType.None_None."""
+    from mindspore.ops import DataType
+    if dtype is None:
+        return DataType.None_None
+    return getattr(DataType, f"{_DTYPE_PREFIX[dtype]}_{_FORMAT_SUFFIX[fmt]}")
+
+
+def reg_rows(soc, absent=(), derived_outputs=True):
+    """Distinct dtype_format rows (tuples of DataType pairs, inputs then outputs)."""
+    opdef = load_opdef()
+    full = {a.name for a in opdef.inputs + opdef.outputs if a.shape == "full"}
+    names = opdef.input_names + opdef.output_names
+    rows, seen = [], set()
+    for combo in _soc.accepted_combinations(soc, absent, derived_outputs):
+        row = tuple(data_type(combo[n], combo["format"] if n in full else "ND") for n in names)
+        if row not in seen:
+            seen.add(row)
+            rows.append(row)
+    return rows
+
+
+def ascend_reg_info(soc=None, absent=(), derived_outputs=True):
+    """CustomRegOp(...).get_op_info() for an Ascend SoC (default: the active target)."""
+    from mindspore.ops import CustomRegOp
+    soc = _soc.resolve(soc) if soc is not None else _soc.active_target()
+    if soc not in _soc.targets(device="Ascend"):
+        raise ValueError(f"BatchNormBackward: target SoC expected an Ascend SoC "
+                         f"({', '.join(_soc.targets(device='Ascend'))}), got {soc!r}")
+    opdef = load_opdef()
+    reg = CustomRegOp(opdef.op_name)
+    for i, a in enumerate(opdef.inputs):
+        reg = reg.input(i, a.name, "optional" if a.optional else "required")
+    for i, o in enumerate(opdef.outputs):
+        reg = reg.output(i, o.name, "required")
+    for a in opdef.attrs:
+        reg = reg.attr(a.kernel_attr, "required", _ATTR_VALUE_TYPE[a.type])
+    for row in reg_rows(soc, absent, derived_outputs):
+        reg = reg.dtype_format(*row)
+    return reg.target("Ascend").get_op_info()

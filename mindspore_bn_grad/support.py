@@ -1,0 +1,136 @@
+"""`python -m mindspore_bn_grad support [--soc NAME] [--combinations]`: the support matrix.
+
+Everything printed is derived from op_def/batch_norm_backward_support.yaml
+through _soc.py. ``support_markdown()`` is also what
+scripts/gen_support_table.py writes to docs/support_table.md and into the
+README's marked block (a test fails when they drift).
+"""
+import argparse
+import sys
+
+from . import _soc
+from ._opdef import load_opdef
+
+README_START = "<!-- support-table:start -->"
+README_END = "<!-- support-table:end -->"
+MAX_LISTED = 500
+
+
+def _row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(header, rows):
+    return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
+
+
+def _constraint_text(c, relations):
+    src = c.by[0] + (f" (or {', '.join(c.by[1:])} when {c.by[0]} is absent)" if len(c.by) > 1 else "")
+    if c.relation == _soc.SAME:
+        return f"the dtype of {src}"
+    pairs = "; ".join(f"{k} → {', '.join(v)}" for k, v in relations[c.relation].items())
+    return f"by {src}: {pairs}"
+
+
+def summary_lines(socs):
+    rows = []
+    for soc in socs:
+        t = _soc.target_info(soc)
+        rows.append([f"`{t.name}`", t.product_line, ", ".join(t.dtypes), t.rule_summary,
+                     ", ".join(t.formats)])
+    return _table(["target", "product line", "dtypes (grad_out, input, grad_input)",
+                   "per-channel tensors (weight, running_*, save_*, grad_weight, grad_bias)",
+                   "formats (grad_out, input, grad_input)"], rows)
+
+
+def _has_relations(t):
+    return any(c.relation != _soc.SAME for cons in t.rules.values() for c in cons)
+
+
+def detail_lines(soc):
+    """Per grad_out dtype, the dtypes each tensor may have, and the rules behind them."""
+    t = _soc.target_info(soc)
+    opdef = load_opdef()
+    names = [n for n in opdef.input_names + opdef.output_names if n != "grad_out"]
+    combos = _soc.dtype_combinations(t.name, derived_outputs=False)
+    rows = []
+    for g in t.dtypes:
+        mine = [c for c in combos if c["grad_out"] == g]
+        rows.append([g] + [", ".join(d for d in t.dtypes if any(c[n] == d for c in mine)) for n in names])
+    support = _soc.load_support()
+    lines = [f"### `{t.name}` ({t.rule_set}): dtypes per grad_out dtype", ""]
+    lines += _table(["grad_out"] + names, rows)
+    lines += ["", "Each tensor must also meet every rule of its line:", ""]
+    for n in names:
+        cons = t.rules.get(n, ())
+        if cons:
+            lines.append(f"- {n}: " + "; and ".join(_constraint_text(c, support.relations) for c in cons))
+    return lines
+
+
+def support_markdown(socs=None) -> str:
+    """The support matrix as Markdown (all targets by default)."""
+    socs = [_soc.resolve(s) for s in socs] if socs else _soc.targets()
+    lines = ["<!-- Generated from op_def/batch_norm_backward_support.yaml by "
+             "scripts/gen_support_table.py; do not edit by hand. -->", ""]
+    lines += summary_lines(socs)
+    lines += ["", "input and grad_input always have grad_out's dtype and format. Per-channel "
+              "tensors are 1-D. A rule whose source tensor is absent does not apply; "
+              "gradients of an absent weight take grad_out's dtype.", ""]
+    lines += ["Names accepted by `set_target_soc()` and `MS_BN_GRAD_SOC` (case-insensitive):", ""]
+    for soc in socs:
+        t = _soc.target_info(soc)
+        lines.append(f"- `{t.name}`" + (f": also {', '.join(t.aliases)}" if t.aliases else ""))
+    lines.append("")
+    for soc in socs:
+        if _has_relations(_soc.target_info(soc)):
+            lines += detail_lines(soc) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def replace_block(text: str, block: str) -> str:
+    """README text with the marked block replaced by `block` (appended when the markers are missing)."""
+    body = f"{README_START}\n{block.rstrip()}\n{README_END}"
+    if README_START in text and README_END in text:
+        head, rest = text.split(README_START, 1)
+        _, tail = rest.split(README_END, 1)
+        return head + body + tail
+    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    return text + sep + body + "\n"
+
+
+def readme_block(text: str):
+    """The content between the README markers, or None."""
+    if README_START not in text or README_END not in text:
+        return None
+    return text.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n") + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad support",
+                                description="Per-SoC dtype/format support of BatchNormBackward "
+                                            "(from op_def/batch_norm_backward_support.yaml).")
+    p.add_argument("--soc", action="append", metavar="NAME",
+                   help=f"target or alias (repeatable; default: all of {', '.join(_soc.targets())})")
+    p.add_argument("--combinations", action="store_true",
+                   help="also list every accepted dtype combination (inputs, then outputs)")
+    args = p.parse_args(argv)
+    try:
+        socs = [_soc.resolve(s) for s in args.soc] if args.soc else _soc.targets()
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    out = [support_markdown(socs)]
+    if args.combinations:
+        opdef = load_opdef()
+        names = opdef.input_names + opdef.output_names
+        for soc in socs:
+            combos = _soc.dtype_combinations(soc, derived_outputs=False)
+            out.append(f"### `{soc}`: {len(combos)} dtype combinations x "
+                       f"{len(_soc.accepted_formats(soc))} formats\n")
+            if len(combos) > MAX_LISTED:
+                out.append(f"(more than {MAX_LISTED}: not listed)\n")
+                continue
+            out.append("\n".join(_table(names, [[c[n] for n in names] for c in combos])) + "\n")
+    sys.stdout.write("\n".join(out))
+    return 0

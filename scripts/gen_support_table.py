@@ -1,0 +1,48 @@
+#!/usr/bin/env python
+"""Regenerates the support table from op_def/batch_norm_backward_support.yaml.
+
+Writes docs/support_table.md and the block between
+`<!-- support-table:start -->` and `<!-- support-table:end -->` in README.md
+(appended at the end when the markers are missing). `--check` writes nothing
+and exits 1 when either file is out of date. tests/ut/test_support_table.py
+runs the same comparison.
+"""
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "support_table.md"
+README = ROOT / "README.md"
+
+
+def expected():
+    """{path: wanted text} for the two generated files."""
+    sys.path.insert(0, str(ROOT))
+    from mindspore_bn_grad.support import replace_block, support_markdown
+    table = support_markdown()
+    readme = README.read_text(encoding="utf-8") if README.exists() else ""
+    doc = "# BatchNormBackward: dtype and format support per target\n\n" + table
+    return {DOC: doc, README: replace_block(readme, table)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="only report drift (exit 1)")
+    args = p.parse_args(argv)
+    stale = []
+    for path, text in expected().items():
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        if old == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    for path in stale:
+        print(f"{'out of date' if args.check else 'rewrote'}: {path.relative_to(ROOT)}")
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The support matrix (CLI, docs/support_table.md, README block) is generated from the YAML and stays in sync."""
+import importlib.util
+import pathlib
+
+import pytest
+
+from mindspore_bn_grad import support
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_support_table", ROOT / "scripts" / "gen_support_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_and_doc_match_the_yaml():
+    """Fails when README.md or docs/support_table.md drift; fix: python scripts/gen_support_table.py."""
+    for path, text in _generator().expected().items():
+        assert path.exists(), f"{path} missing: run scripts/gen_support_table.py"
+        assert path.read_text(encoding="utf-8") == text, \
+            f"{path.name} is out of date with op_def/batch_norm_backward_support.yaml: run scripts/gen_support_table.py"
+    block = support.readme_block((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert block == support.support_markdown()
+
+
+def test_replace_block():
+    table = "| a |\n"
+    assert support.replace_block("", table) == f"{support.README_START}\n| a |\n{support.README_END}\n"
+    text = f"# T\n\nintro\n\n{support.README_START}\nold\n{support.README_END}\n\nmore\n"
+    new = support.replace_block(text, table)
+    assert new == f"# T\n\nintro\n\n{support.README_START}\n| a |\n{support.README_END}\n\nmore\n"
+    assert support.replace_block(new, table) == new
+    appended = support.replace_block("# T\nintro\n", table)
+    assert appended.startswith("# T\nintro\n\n") and support.readme_block(appended) == table
+
+
+def test_table_states_the_rules():
+    md = support.support_markdown()
+    for line in md.splitlines():
+        if line.startswith("| `ascend910` "):
+            assert "bfloat16" not in line and "NHWC" not in line
+        if line.startswith("| `ascend950` "):
+            assert "NHWC" in line and "NDHWC" in line and "NLC" not in line
+        if line.startswith("| `cpu` "):
+            assert "float64" in line and "ND_CHANNEL_LAST" in line
+    assert "running_var: " in md and "the dtype of running_mean" in md
+
+
+def test_cli(capsys):
+    from mindspore_bn_grad.__main__ import main
+    assert main(["support", "--soc", "Ascend910B2", "--combinations"]) == 0
+    out = capsys.readouterr().out
+    assert "`ascend910b`" in out and "`ascend950`" not in out and "3 dtype combinations x 5 formats" in out
+    assert main(["support", "--soc", "nope"]) == 2
+    assert "ascend910_93" in capsys.readouterr().err
+    assert support.main([]) == 0
+    assert capsys.readouterr().out == support.support_markdown()
