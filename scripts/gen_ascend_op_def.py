@@ -103,7 +103,7 @@ def main(argv=None):
     text = render()
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run scripts/gen_ascend_op_def.py", file=sys.stderr)
+            print(f"{OUT} is stale: run scripts/gen_ascend_op_def.py", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text)
