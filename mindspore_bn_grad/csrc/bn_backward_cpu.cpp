@@ -9,8 +9,10 @@
 //    double; a channel's sums add its tiles' doubles in tile order. Training
 //    then writes dx tile by tile while the channel's x and dy are still in
 //    cache (one sweep from memory per channel).
-//    Threads take whole channels when there are many (C >= kChannelsPerThread
-//    * threads), else split the tiles of a group of channels between them.
+//    Small channels are processed in blocks of neighbours (long contiguous
+//    runs per row). Threads take whole blocks when there are enough
+//    (>= kBlocksPerThread per thread), else split the tiles of a group of
+//    channels between them.
 //  * Column path (inner < kRowMinInner; channel-last, NC): the tensor is
 //    [outer, L = C * inner] rows; SIMD runs along the row (across channels),
 //    tiles are (row chunk, column block) and per-column sums are combined in
@@ -47,7 +49,9 @@ constexpr int64_t kColBlock = 256;           // column path: columns per tile (m
 constexpr int64_t kColTileElems = 32768;     // column path: target elements per tile
 constexpr int64_t kColFlushRows = 256;       // column path: float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // column path: bound on chunk * L partial slots
-constexpr int64_t kChannelsPerThread = 8;    // row path: threads over channels above this
+constexpr int64_t kBlocksPerThread = 4;      // row path: threads over channel blocks above this
+constexpr int64_t kBlockBytes = 256 << 10;   // row path: x+dy bytes of a channel block
+constexpr int64_t kMaxBlock = 64;            // row path: channels per block
 constexpr int64_t kGroupBytes = 4 << 20;     // row path, split mode: x+dy bytes per group
 constexpr int64_t kMaxGroup = 64;            // row path, split mode: channels per group
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
@@ -335,40 +339,68 @@ struct RowPath {
     });
   }
 
-  // One channel, start to end, on this thread.
-  void Channel(int64_t c) const {
-    const ChanIn in = ChannelInputs(a, c);
-    double s_dy = 0.0, s_dyx = 0.0;
+  // Channels [c0, c1), start to end, on this thread. In memory order: for
+  // each tile position, each row, the block's channels side by side (one
+  // contiguous run of (c1 - c0) * inner per row). The arithmetic per channel
+  // is that of TileSums/TileDx tile by tile, so the result does not depend
+  // on the block size or on which thread runs it.
+  void Block(int64_t c0, int64_t c1) const {
+    const int64_t cb = c1 - c0;
+    ChanIn ins[kMaxBlock];
+    DxCoef<T> coef[kMaxBlock];
+    double s_dy[kMaxBlock], s_dyx[kMaxBlock];
+    for (int64_t j = 0; j < cb; ++j) { ins[j] = ChannelInputs(a, c0 + j); s_dy[j] = 0.0; s_dyx[j] = 0.0; }
     if (need_sums) {
+      RowSums<D> acc[kMaxBlock];
       for (int64_t t = 0; t < ntiles; ++t) {
-        double p0, p1;
-        TileSums(c, t, static_cast<T>(in.mean), &p0, &p1);
-        s_dy += p0;
-        s_dyx += p1;
+        for (int64_t j = 0; j < cb; ++j) acc[j] = RowSums<D>();
+        ForRuns(c0, t, [&](int64_t off, int64_t len) {
+          for (int64_t j = 0; j < cb; ++j) {
+            acc[j].Add(a.grad_out.data, a.input.data, off + j * inner, len, static_cast<T>(ins[j].mean));
+          }
+        });
+        for (int64_t j = 0; j < cb; ++j) {
+          acc[j].Finish();
+          s_dy[j] += acc[j].s_dy;
+          s_dyx[j] += acc[j].s_dyx;
+        }
       }
     }
-    const DxCoef<T> k = FinishChannel<T>(a, c, in, s_dy, s_dyx, static_cast<double>(n));
+    for (int64_t j = 0; j < cb; ++j) {
+      coef[j] = FinishChannel<T>(a, c0 + j, ins[j], s_dy[j], s_dyx[j], static_cast<double>(n));
+    }
     if (need_dx) {
-      for (int64_t t = 0; t < ntiles; ++t) TileDx(c, t, k);
+      for (int64_t t = 0; t < ntiles; ++t) {
+        ForRuns(c0, t, [&](int64_t off, int64_t len) {
+          for (int64_t j = 0; j < cb; ++j) {
+            if (stream) RowDx<D, true>(a.grad_out.data, a.input.data, a.grad_input.data, off + j * inner, len, coef[j], a.training);
+            else RowDx<D, false>(a.grad_out.data, a.input.data, a.grad_input.data, off + j * inner, len, coef[j], a.training);
+          }
+        });
+      }
     }
   }
 
   void Run(int nthreads, std::vector<double> *scratch) const {
+    const int64_t chan_bytes = std::max<int64_t>(1, 2 * n * static_cast<int64_t>(ElemBytes(a.grad_out.dtype)));
+    const int64_t cb = std::max<int64_t>(1, std::min<int64_t>({C, kMaxBlock, kBlockBytes / chan_bytes}));
+    const int64_t nblocks = (C + cb - 1) / cb;
     if (nthreads <= 1) {
-      for (int64_t c = 0; c < C; ++c) Channel(c);
+      for (int64_t b = 0; b < nblocks; ++b) Block(b * cb, std::min(C, (b + 1) * cb));
       return;
     }
-    if (C >= kChannelsPerThread * nthreads) {  // threads over whole channels
+    if (nblocks >= kBlocksPerThread * nthreads) {  // threads over channel blocks
       std::atomic<int64_t> next{0};
       ThreadPool::Global().Run(nthreads, [&](int, int) {
-        for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < C;) Channel(c);
+        for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
+          Block(b * cb, std::min(C, (b + 1) * cb));
+        }
         if (stream) StreamFence();
       });
       return;
     }
     // Few channels: split the tiles of a group of channels between threads;
     // each thread writes dx for the tiles it summed (still in its cache).
-    const int64_t chan_bytes = std::max<int64_t>(1, 2 * n * static_cast<int64_t>(ElemBytes(a.grad_out.dtype)));
     const int64_t group = std::max<int64_t>(1, std::min<int64_t>({C, kMaxGroup, kGroupBytes / chan_bytes}));
     scratch->resize(static_cast<size_t>(2 * group * ntiles));
     double *part = scratch->data();

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -71,7 +72,11 @@ class ThreadPool {
 
  private:
   using Call = void (*)(void *, int, int);
-  static constexpr int kSpinIters = 1 << 12;  // ~ 10-100 microseconds of pause
+  // After a job, workers poll for the next one this long before sleeping:
+  // long enough to bridge the gap between back-to-back kernel calls, short
+  // enough not to hold a core while the framework works in between.
+  static constexpr auto kSpinTime = std::chrono::microseconds(300);
+  static constexpr int kSpinIters = 1 << 12;  // caller: pauses before yielding
 
   ThreadPool() : pid_(getpid()) {}
 
@@ -113,13 +118,15 @@ class ThreadPool {
     for (;;) {
       uint64_t g;
       int spins = 0;
+      auto spin_start = std::chrono::steady_clock::now();
       while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-        if (++spins < kSpinIters) { BN_GRAD_CPU_RELAX(); continue; }
+        BN_GRAD_CPU_RELAX();
+        if ((++spins & 255) != 0 || std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_acq_rel);
         cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-        spins = 0;
+        spin_start = std::chrono::steady_clock::now();
       }
       seen = g;
       const int tid = idx + 1;
