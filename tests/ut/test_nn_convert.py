@@ -1,0 +1,156 @@
+"""convert_batchnorm, the opt-in patch and checkpoints between built-in and converted networks."""
+import subprocess
+import sys
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import nn
+
+import mindspore_bn_grad as mbg
+from mindspore_bn_grad.nn import BatchNormInferCell, BatchNormTrainCell
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.SequentialCell([nn.Conv2d(3, 4, 3, has_bias=False), nn.BatchNorm2d(4), nn.ReLU()])
+        self.blocks = nn.CellList([nn.BatchNorm2d(4, affine=False)])
+        self.bn3 = nn.BatchNorm3d(4)
+        self.head = nn.Dense(4 * 64, 3)
+        self.bn1 = nn.BatchNorm1d(3)
+        self.flat = nn.Flatten()
+
+    def construct(self, x):
+        x = self.blocks[0](self.features(x))                       # (N, 4, 8, 8)
+        x = self.bn3(x.reshape(x.shape[0], 4, 2, 4, 8)).reshape(x.shape[0], 4, 8, 8)
+        return self.bn1(self.head(self.flat(x)))
+
+
+def bn_cells(net):
+    return [(n, c) for n, c in net.cells_and_names() if isinstance(c, nn.layer.normalization._BatchNorm)]
+
+
+def test_convert_keeps_parameters_and_names():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net = Net()
+    before = [(p.name, id(p), p.requires_grad) for p in net.get_parameters()]
+    cells_before = dict((n, id(c)) for n, c in net.cells_and_names())
+    assert mbg.convert_batchnorm(net) is net
+    assert [(p.name, id(p), p.requires_grad) for p in net.get_parameters()] == before
+    cells_after = dict((n, id(c)) for n, c in net.cells_and_names())
+    assert {n: cells_after.get(n) for n in cells_before} == cells_before  # same objects, same places
+    assert isinstance(net.features[1], mbg.nn.BatchNorm2d)
+    assert isinstance(net.blocks[0], mbg.nn.BatchNorm2d)
+    assert isinstance(net.bn1, mbg.nn.BatchNorm1d)
+    assert isinstance(net.bn3, mbg.nn.BatchNorm3d) and isinstance(net.bn3.bn2d, mbg.nn.BatchNorm2d)
+    for _, c in bn_cells(net):
+        assert isinstance(c.bn_train, BatchNormTrainCell) and isinstance(c.bn_infer, BatchNormInferCell)
+        assert "bn_train" not in c._primitives  # pylint: disable=protected-access
+    assert net.blocks[0].bn_train.output_mask == (True, False, False)
+    # still MindSpore's classes for isinstance users (e.g. AMP keeps BatchNorm in float32)
+    assert isinstance(net.features[1], nn.BatchNorm2d)
+    # idempotent
+    mbg.convert_batchnorm(net)
+    assert [(p.name, id(p)) for p in net.get_parameters()] == [(n, i) for n, i, _ in before]
+
+
+def test_converted_net_trains_like_builtin_both_modes():
+    """A converted Net with a SequentialCell, CellList and BatchNorm3d inside: several optimizer steps."""
+    x = ms.Tensor(np.random.RandomState(0).randn(5, 3, 8, 8).astype(np.float32))
+    y = ms.Tensor(np.random.RandomState(1).randint(0, 3, 5).astype(np.int32))
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        ms.set_seed(0)
+        runs = []
+        for convert in (False, True):
+            ms.set_seed(0)
+            net = Net()
+            if runs:
+                for p, v in zip(net.get_parameters(), runs[0][0]):
+                    p.set_data(ms.Tensor(v))
+            values0 = [p.asnumpy().copy() for p in net.get_parameters()]
+            if convert:
+                mbg.convert_batchnorm(net)
+            net.set_train()
+            opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)  # linear in the gradients (Adam amplifies noise)
+            loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+            fn = ms.value_and_grad(nn.WithLossCell(net, loss_fn), 0, opt.parameters)
+            rec = []
+            for _ in range(3):
+                loss, (dx, grads) = fn(x, y)
+                opt(grads)
+                rec += [loss.asnumpy(), dx.asnumpy()] + [g.asnumpy() for g in grads]
+            rec += [p.asnumpy() for p in net.get_parameters()]
+            runs.append((values0, rec))
+        for u, v in zip(runs[1][1], runs[0][1]):
+            np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+def test_checkpoint_both_ways(tmp_path):
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    builtin, converted = Net(), mbg.convert_batchnorm(Net())
+    rs = np.random.RandomState(4)
+    for src, dst in ((builtin, converted), (converted, builtin)):
+        for p in src.get_parameters():
+            p.set_data(ms.Tensor(rs.randn(*p.shape).astype(np.float32)))
+        path = str(tmp_path / f"{type(src.features[1]).__module__}.ckpt")
+        ms.save_checkpoint(src, path)
+        not_loaded = ms.load_param_into_net(dst, ms.load_checkpoint(path))
+        assert not any(not_loaded) if isinstance(not_loaded, tuple) else not not_loaded
+        src_p = {p.name: p.asnumpy() for p in src.get_parameters()}
+        dst_p = {p.name: p.asnumpy() for p in dst.get_parameters()}
+        assert src_p.keys() == dst_p.keys()
+        assert "bn3.bn2d.moving_variance" in dst_p and "features.1.gamma" in dst_p
+        for k, v in src_p.items():
+            np.testing.assert_array_equal(dst_p[k], v, err_msg=k)
+
+
+def test_patch_is_opt_in_and_reversible():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert "__init__" not in vars(nn.BatchNorm2d)  # importing did nothing
+    assert not isinstance(nn.BatchNorm2d(2).bn_train, BatchNormTrainCell)
+    with mbg.batchnorm_patched():
+        assert mbg.nn.is_batchnorm_patched()
+        net = Net()
+        bn_nhwc = nn.BatchNorm2d(3, data_format="NHWC")  # refused by MindSpore on CPU, fine while patched
+    assert "__init__" not in vars(nn.BatchNorm2d) and "__init__" not in vars(nn.BatchNorm1d)
+    for _, c in bn_cells(net):
+        assert isinstance(c.bn_train, BatchNormTrainCell), c
+        assert type(c) in (nn.BatchNorm1d, nn.BatchNorm2d)  # MindSpore's class, our backward
+    assert bn_nhwc.format == "NHWC"
+    later = nn.BatchNorm2d(2)
+    assert not isinstance(later.bn_train, BatchNormTrainCell)
+    with pytest.raises(ValueError):
+        nn.BatchNorm2d(3, data_format="NHWC")
+    # explicit calls, nested with the context manager
+    mbg.patch_batchnorm()
+    try:
+        with mbg.batchnorm_patched():
+            pass
+        assert isinstance(nn.BatchNorm1d(2).bn_train, BatchNormTrainCell)  # still patched
+    finally:
+        mbg.unpatch_batchnorm()
+    assert not mbg.nn.is_batchnorm_patched()
+    # the patched cells compute our gradients, equal to the built-in's
+    ms.set_seed(0)
+    ref = Net()
+    for p, q in zip(ref.get_parameters(), net.get_parameters()):
+        q.set_data(p.data.copy())
+    x = ms.Tensor(np.random.RandomState(0).randn(4, 3, 8, 8).astype(np.float32))
+    grads = []
+    for n in (ref, net):
+        n.set_train()
+        dx, dw = ms.grad(lambda t, n=n: (n(t) ** 2).sum(), 0, n.trainable_params())(x)
+        grads.append([dx.asnumpy()] + [g.asnumpy() for g in dw])
+    for u, v in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
+
+
+def test_import_has_no_side_effects():
+    code = ("import sys, mindspore_bn_grad, mindspore_bn_grad.nn; "
+            "assert 'mindspore' not in sys.modules, 'mindspore imported'; "
+            "import mindspore.nn as nn; assert '__init__' not in vars(nn.BatchNorm2d); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
