@@ -26,6 +26,10 @@ The YAML states each rule once; everything else is derived here:
     combination times every accepted format.
 
 Nothing is read at import; the YAML is loaded (and validated) on first use.
+
+Set the target before building a graph: MindSpore caches a compiled graph
+per Cell instance and argument types, so a Cell already compiled under one
+target is not re-validated when the target changes (PYNATIVE calls are).
 """
 import contextlib
 import functools
