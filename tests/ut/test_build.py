@@ -1,0 +1,125 @@
+"""The CPU kernel build: cache, concurrent first use, clear errors, no import side effects."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _py(code, env_extra=None, env_drop=(), timeout=600):
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def test_import_has_no_side_effects(tmp_path):
+    r = _py("""
+        import sys, mindspore_bn_grad
+        assert mindspore_bn_grad.__version__
+        heavy = [m for m in ("mindspore", "yaml", "numpy") if m in sys.modules]
+        print("heavy:", heavy)
+    """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    assert "heavy: []" in r.stdout
+    assert not (tmp_path / "cache").exists()
+
+
+def test_build_is_cached_in_the_configured_dir(tmp_path):
+    cache = tmp_path / "cache"
+    code = """
+        import time
+        from mindspore_bn_grad import _build
+        t = time.time(); a = _build.library_path(); t1 = time.time() - t
+        t = time.time(); b = _build.library_path(); t2 = time.time() - t
+        print(a, b, a == b, t2 < 1.0)
+    """
+    r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(cache)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[2:] == ["True", "True"]
+    libs = sorted(p.name for p in cache.glob("*.so"))
+    assert len(libs) == 1 and r.stdout.split()[0].endswith(libs[0])
+    # Different flags are a different build; the first one stays valid.
+    r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(cache), "MS_BN_GRAD_CXXFLAGS": "-DMS_BN_GRAD_TEST_FLAG=1"})
+    assert r.returncode == 0, r.stderr
+    assert len(list(cache.glob("*.so"))) == 2
+    assert not list(cache.glob(".*.so")), "temporary files left behind"
+
+
+def test_concurrent_first_build(tmp_path):
+    """Two processes building into an empty cache at once both succeed with one valid library."""
+    cache = tmp_path / "cache"
+    code = """
+        import numpy as np
+        from mindspore_bn_grad import _native
+        x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+        gi, gw, gb = _native.direct(x, x, np.ones(2, np.float32), None, None,
+                                    np.zeros(2, np.float32), np.ones(2, np.float32))
+        print(gw.tolist(), gb.tolist())
+    """
+    env = dict(os.environ, MS_BN_GRAD_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert out.strip() == "[14.0, 126.0] [6.0, 22.0]"
+    assert len(list(cache.glob("*.so"))) == 1
+    assert not list(cache.glob(".*.so"))
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    r = _py(f"""
+        import sys
+        sys.path.insert(0, {ROOT!r})
+        from mindspore_bn_grad import _build
+        try:
+            _build.library_path()
+        except _build.KernelBuildError as e:
+            print("ERR", e)
+    """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "PATH": str(empty)},
+        env_drop=("CXX", "MS_BN_GRAD_CXX"))
+    assert r.returncode == 0, r.stderr
+    assert "ERR BatchNormBackward: no C++ compiler found" in r.stdout
+    assert "MS_BN_GRAD_CXX" in r.stdout
+
+
+def test_compile_failure_shows_the_command_and_compiler_output(tmp_path):
+    r = _py("""
+        from mindspore_bn_grad import _build
+        try:
+            _build.library_path()
+        except _build.KernelBuildError as e:
+            print("ERR", e)
+    """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "MS_BN_GRAD_CXXFLAGS": "--no-such-flag-xyz"})
+    assert "ERR BatchNormBackward: building the CPU kernel failed" in r.stdout
+    assert "--no-such-flag-xyz" in r.stdout
+
+
+def test_unwritable_cache_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = _py("""
+        from mindspore_bn_grad import _build
+        try:
+            _build.library_path()
+        except _build.KernelBuildError as e:
+            print("ERR", e)
+    """, {"MS_BN_GRAD_CACHE_DIR": str(blocker / "sub")})
+    assert "ERR BatchNormBackward: cannot write the kernel cache directory" in r.stdout
+    assert "MS_BN_GRAD_CACHE_DIR" in r.stdout
+
+
+def test_attributes_reach_the_kernel_intact():
+    """The AotExtra mirror is pinned to MindSpore 2.10: bool, float, int vector and string attributes arrive."""
+    import mindspore as ms
+    import numpy as np
+    from _harness import check, make_arrays
+    assert ms.__version__ == "2.10.0"
+    a = make_arrays((2, 3, 4), data_format="NHWC")
+    check("pynative", a, {}, training=False, eps=0.75, output_mask=(True, False, True), data_format="NHWC")
