@@ -13,6 +13,7 @@ _LAZY = {
     "BatchNormBackward": "._op",
     "set_target_soc": "._soc",
     "get_target_soc": "._soc",
+    "target_soc": "._soc",
     "set_deterministic": "._native",
     "get_deterministic": "._native",
     "set_num_threads": "._native",

@@ -103,22 +103,22 @@ def _channel_last_formats():
 def infer_dtypes(dtypes: dict, attrs: dict):
     """dtypes: input name -> dtype name or None. Returns one dtype name per output."""
     opdef = load_opdef()
-    _soc.check_dtypes(dtypes)  # the target's rules first: their message names the SoC
+    for arg in opdef.inputs:
+        if dtypes.get(arg.name) is None and not arg.optional:
+            fail(ValueError, arg.name, "a tensor", "None")
+    out = [next(dtypes[src] for src in o.dtype_from if dtypes.get(src) is not None)
+           for o in opdef.outputs]
+    # The target's rules first: their messages name the SoC.
+    _soc.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))})
     allowed = list(opdef.dtypes)
     for arg in opdef.inputs:
         d = dtypes.get(arg.name)
         if d is None:
-            if not arg.optional:
-                fail(ValueError, arg.name, "a tensor", "None")
             continue
         if d not in allowed:
             fail(TypeError, arg.name, f"a floating dtype ({', '.join(allowed)})", d)
         if arg.like and d != dtypes[arg.like]:
             fail(TypeError, arg.name, f"the dtype of {arg.like} ({dtypes[arg.like]})", d)
-    out = []
-    for o in opdef.outputs:
-        out.append(next(dtypes[src] for src in o.dtype_from if dtypes.get(src) is not None))
-    _soc.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))})
     return out
 
 
