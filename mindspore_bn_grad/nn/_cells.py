@@ -57,6 +57,7 @@ class _BatchNormCell(nn.Cell):
         self.data_format = data_format
         self.channel_last = data_format in CHANNEL_LAST
         self.transpose = ops.Transpose()
+        self.cast = ops.Cast()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
         self._owner = None if owner is None else weakref.ref(owner)
 
@@ -70,6 +71,19 @@ class _BatchNormCell(nn.Cell):
 
     def _grad_op(self, training):
         return _backward_op(training, self.eps, self.output_mask, self.data_format)
+
+    def _backward(self, op, dout, x, gamma, running_mean, running_var, save_mean, save_invstd):
+        """BatchNormBackward on dout[0]; x is brought to dout's dtype first and dx back to x's.
+
+        They differ when a mixed-precision wrapper casts inside the cell (AMP O2
+        in PYNATIVE keeps BatchNorm in float32 but the bprop sees the float16 input).
+        """
+        dy = dout[0]
+        xc = x if x.dtype == dy.dtype else self.cast(x, dy.dtype)
+        dx, dgamma, dbeta = op(dy, xc, gamma, running_mean, running_var, save_mean, save_invstd)
+        if dx.dtype != x.dtype:
+            dx = self.cast(dx, x.dtype)
+        return dx, dgamma, dbeta
 
     def _forward(self, bn, x, gamma, beta, mean, var):
         if self.channel_last:
@@ -96,7 +110,7 @@ class BatchNormTrainCell(_BatchNormCell):
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         save_invstd = ops.rsqrt(out[4] + self.eps)
-        dx, dgamma, dbeta = self.grad_op(dout[0], x, gamma, None, None, out[3], save_invstd)
+        dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, None, None, out[3], save_invstd)
         return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
 
 
@@ -115,7 +129,8 @@ class BatchNormInferCell(_BatchNormCell):
         return self._forward(self.bn, x, gamma, beta, moving_mean, moving_variance)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
-        dx, dgamma, dbeta = self.grad_op(dout[0], x, gamma, moving_mean, moving_variance, None, None)
+        dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, moving_mean, moving_variance,
+                                           None, None)
         return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
 
 

@@ -261,3 +261,22 @@ def test_graph_ir_contains_our_op(tmp_path):
     assert any("output_mask: [1, 0, 0]" in line for line in ours)  # affine=False layer
     assert any("output_mask: [1, 1, 1]" in line for line in ours)
     assert not any("BatchNormGrad" in t for t in final)
+
+
+def test_amp_o2_keeps_batchnorm_float32_and_matches(ms_mode):
+    """auto_mixed_precision O2 (float16 convs, BatchNorm kept in float32 by isinstance): same gradients."""
+    x = ms.Tensor(np.random.RandomState(0).randn(4, 3, 6, 6).astype(np.float32))
+    res = []
+    for convert in (False, True):
+        ms.set_seed(0)
+        net = nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 2, 3)])
+        if convert:
+            mbg.convert_batchnorm(net)
+        net = ms.amp.auto_mixed_precision(net, "O2")
+        net.set_train()
+        dx, dw = ms.grad(net, 0, net.trainable_params())(x)
+        res.append([dx.asnumpy()] + [g.asnumpy() for g in dw])
+    for u, v in zip(res[1], res[0]):
+        assert u.dtype == v.dtype
+        scale = max(float(np.abs(v).max()), 1e-3)
+        np.testing.assert_allclose(u.astype(np.float32), v.astype(np.float32), rtol=1e-2, atol=2e-3 * scale)
