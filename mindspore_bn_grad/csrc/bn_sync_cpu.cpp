@@ -1,0 +1,273 @@
+// CPU kernels of the two SyncBatchNorm backward steps and their entry points.
+//
+//   BatchNormReduceBackward{Init,}  : ops.Custom(func_type="aot"), prototype
+//                                     op_def/batch_norm_reduce_backward.yaml
+//   BatchNormElemtBackward{Init,}   : ops.Custom(func_type="aot"), prototype
+//                                     op_def/batch_norm_elemt_backward.yaml
+//   MsBnSync{Reduce,Elemt}Direct    : the same kernels without MindSpore (ctypes)
+//
+// Activations are viewed as [outer, C, inner] (see bn_backward.h). Both steps
+// split the work into tasks whose boundaries depend only on the shape; every
+// per-channel sum adds its task partials in task order, so results are
+// bitwise identical for any thread count. Accumulation is in double.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "aot_extra.h"
+#include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
+#include "bn_sync.h"
+#include "half.h"
+#include "thread_pool.h"
+
+namespace bn_grad {
+namespace sync {
+namespace {
+
+// --- element types -------------------------------------------------------
+struct Half { uint16_t bits; };
+struct BF16 { uint16_t bits; };
+
+inline double ToDouble(float v) { return v; }
+inline double ToDouble(double v) { return v; }
+inline double ToDouble(Half v) { return HalfToFloat(v.bits); }
+inline double ToDouble(BF16 v) { return Bf16ToFloat(v.bits); }
+
+template <typename T> inline T FromDouble(double v);
+template <> inline float FromDouble<float>(double v) { return static_cast<float>(v); }
+template <> inline double FromDouble<double>(double v) { return v; }
+template <> inline Half FromDouble<Half>(double v) { return Half{FloatToHalf(static_cast<float>(v))}; }
+template <> inline BF16 FromDouble<BF16>(double v) { return BF16{FloatToBf16(static_cast<float>(v))}; }
+
+double LoadAny(const void *p, DType d, int64_t i) {
+  switch (d) {
+    case DType::kFloat16: return ToDouble(static_cast<const Half *>(p)[i]);
+    case DType::kBFloat16: return ToDouble(static_cast<const BF16 *>(p)[i]);
+    case DType::kFloat32: return static_cast<const float *>(p)[i];
+    case DType::kFloat64: return static_cast<const double *>(p)[i];
+    default: return 0.0;
+  }
+}
+
+void StoreAny(void *p, DType d, int64_t i, double v) {
+  switch (d) {
+    case DType::kFloat16: static_cast<Half *>(p)[i] = FromDouble<Half>(v); break;
+    case DType::kBFloat16: static_cast<BF16 *>(p)[i] = FromDouble<BF16>(v); break;
+    case DType::kFloat32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
+    case DType::kFloat64: static_cast<double *>(p)[i] = v; break;
+    default: break;
+  }
+}
+
+std::vector<double> LoadChannel(const void *p, DType d, int64_t C, double dflt) {
+  std::vector<double> v(C, dflt);
+  if (p != nullptr) for (int64_t c = 0; c < C; ++c) v[c] = LoadAny(p, d, c);
+  return v;
+}
+
+// --- work split ----------------------------------------------------------
+// Rows of the outer axis are grouped into chunks of about kChunkElems
+// elements. Chunk boundaries depend on the shape only.
+constexpr int64_t kChunkElems = 1 << 15;
+
+int64_t RowsPerChunk(int64_t row_elems) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, row_elems)); }
+
+// Tasks are taken from a shared counter; each writes only its own outputs.
+template <typename Fn>
+void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
+  int threads = std::max(1, GetNumThreads());
+  if (work < 4 * kChunkElems) threads = 1;  // too small to be worth waking the pool
+  threads = static_cast<int>(std::min<int64_t>(threads, ntasks));
+  if (threads <= 1) {
+    for (int64_t t = 0; t < ntasks; ++t) fn(t);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  ThreadPool::Global().Run(threads, [&](int, int) {
+    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < ntasks;) fn(t);
+  });
+}
+
+// --- reduce step ---------------------------------------------------------
+// Sums of one contiguous run of n elements: 4 independent accumulators, fixed order.
+template <typename T>
+inline void RunSums(const T *dy, const T *x, int64_t n, double mean, double *s_dy, double *s_xmu) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    double d0 = ToDouble(dy[i]), d1 = ToDouble(dy[i + 1]), d2 = ToDouble(dy[i + 2]), d3 = ToDouble(dy[i + 3]);
+    a0 += d0; a1 += d1; a2 += d2; a3 += d3;
+    b0 += d0 * (ToDouble(x[i]) - mean);
+    b1 += d1 * (ToDouble(x[i + 1]) - mean);
+    b2 += d2 * (ToDouble(x[i + 2]) - mean);
+    b3 += d3 * (ToDouble(x[i + 3]) - mean);
+  }
+  for (; i < n; ++i) {
+    double d = ToDouble(dy[i]);
+    a0 += d;
+    b0 += d * (ToDouble(x[i]) - mean);
+  }
+  *s_dy += (a0 + a1) + (a2 + a3);
+  *s_xmu += (b0 + b1) + (b2 + b3);
+}
+
+template <typename T>
+void ReduceSums(const ReduceArgs &a, const std::vector<double> &mean, std::vector<double> *sum_dy,
+                std::vector<double> *sum_xmu) {
+  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const T *dy = static_cast<const T *>(a.grad_out.data);
+  const T *x = static_cast<const T *>(a.input.data);
+  const int64_t rows = RowsPerChunk(C * inner);
+  const int64_t nchunks = (outer + rows - 1) / rows;
+  // partial[k * C + c]: sums of chunk k for channel c
+  std::vector<double> p_dy(nchunks * C, 0.0), p_xmu(nchunks * C, 0.0);
+  const int64_t work = outer * C * inner;
+  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`
+    ParallelFor(nchunks * C, work, [&](int64_t t) {
+      const int64_t k = t / C, c = t % C;
+      double s = 0, sx = 0;
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const int64_t base = (o * C + c) * inner;
+        RunSums(dy + base, x + base, inner, mean[c], &s, &sx);
+      }
+      p_dy[t] = s;
+      p_xmu[t] = sx;
+    });
+  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels
+    ParallelFor(nchunks, work, [&](int64_t k) {
+      double *s = &p_dy[k * C], *sx = &p_xmu[k * C];
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const T *dyr = dy + o * C, *xr = x + o * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const double d = ToDouble(dyr[c]);
+          s[c] += d;
+          sx[c] += d * (ToDouble(xr[c]) - mean[c]);
+        }
+      }
+    });
+  }
+  sum_dy->assign(C, 0.0);
+  sum_xmu->assign(C, 0.0);
+  for (int64_t k = 0; k < nchunks; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      (*sum_dy)[c] += p_dy[k * C + c];
+      (*sum_xmu)[c] += p_xmu[k * C + c];
+    }
+  }
+}
+
+// --- elementwise step ----------------------------------------------------
+template <typename T>
+void ElemtKernel(const ElemtArgs &a, const std::vector<double> &mean, const std::vector<double> &k1,
+                 const std::vector<double> &k2, const std::vector<double> &scale) {
+  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const T *dy = static_cast<const T *>(a.grad_out.data);
+  const T *x = static_cast<const T *>(a.input.data);
+  T *gi = static_cast<T *>(a.grad_input.data);
+  const int64_t rows = RowsPerChunk(C * inner);
+  const int64_t nchunks = (outer + rows - 1) / rows;
+  const int64_t work = outer * C * inner;
+  if (inner > 1 || C == 1) {
+    ParallelFor(nchunks * C, work, [&](int64_t t) {
+      const int64_t k = t / C, c = t % C;
+      const double m = mean[c], b1 = k1[c], b2 = k2[c], s = scale[c];
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const int64_t base = (o * C + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          gi[base + i] = FromDouble<T>((ToDouble(dy[base + i]) - b1 - (ToDouble(x[base + i]) - m) * b2) * s);
+        }
+      }
+    });
+  } else {
+    ParallelFor(nchunks, work, [&](int64_t k) {
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const int64_t base = o * C;
+        for (int64_t c = 0; c < C; ++c) {
+          gi[base + c] = FromDouble<T>((ToDouble(dy[base + c]) - k1[c] - (ToDouble(x[base + c]) - mean[c]) * k2[c]) *
+                                       scale[c]);
+        }
+      }
+    });
+  }
+}
+
+template <template <typename> class F, typename... Args>
+int Dispatch(DType d, Args &&...args) {
+  switch (d) {
+    case DType::kFloat16: F<Half>()(args...); return 0;
+    case DType::kBFloat16: F<BF16>()(args...); return 0;
+    case DType::kFloat32: F<float>()(args...); return 0;
+    case DType::kFloat64: F<double>()(args...); return 0;
+    default: return 1;
+  }
+}
+
+template <typename T>
+struct ReduceSumsF {
+  void operator()(const ReduceArgs &a, const std::vector<double> &m, std::vector<double> *s, std::vector<double> *sx) {
+    ReduceSums<T>(a, m, s, sx);
+  }
+};
+
+template <typename T>
+struct ElemtF {
+  void operator()(const ElemtArgs &a, const std::vector<double> &m, const std::vector<double> &k1,
+                  const std::vector<double> &k2, const std::vector<double> &sc) {
+    ElemtKernel<T>(a, m, k1, k2, sc);
+  }
+};
+
+}  // namespace
+
+int ReduceBackward(const ReduceArgs &a) {
+  const int64_t C = a.channels;
+  const bool need_dy = a.input_g || a.bias_g, need_xmu = a.input_g || a.weight_g;
+  if (C == 0 || !(need_dy || need_xmu)) return 0;
+  const std::vector<double> mean = LoadChannel(a.mean.data, a.mean.dtype, C, 0.0);
+  const std::vector<double> invstd = LoadChannel(a.invstd.data, a.invstd.dtype, C, 1.0);
+  std::vector<double> sum_dy(C, 0.0), sum_xmu(C, 0.0);
+  if (a.outer * a.inner > 0) {
+    if (Dispatch<ReduceSumsF>(a.grad_out.dtype, a, mean, &sum_dy, &sum_xmu) != 0) return 1;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    if (a.input_g) {
+      StoreAny(a.sum_dy.data, a.sum_dy.dtype, c, sum_dy[c]);
+      StoreAny(a.sum_dy_xmu.data, a.sum_dy_xmu.dtype, c, sum_xmu[c]);
+    }
+    if (a.weight_g) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_xmu[c] * invstd[c]);
+    if (a.bias_g) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy[c]);
+  }
+  return 0;
+}
+
+int ElemtBackward(const ElemtArgs &a) {
+  const int64_t C = a.channels;
+  if (C == 0 || a.outer * a.inner == 0) return 0;
+  double n = 0.0;
+  for (int64_t r = 0; r < a.num_counts; ++r) {
+    switch (a.counter_dtype) {
+      case CountDType::kInt32: n += static_cast<const int32_t *>(a.counter)[r]; break;
+      case CountDType::kInt64: n += static_cast<double>(static_cast<const int64_t *>(a.counter)[r]); break;
+      case CountDType::kFloat: n += LoadAny(a.counter, a.counter_float, r); break;
+    }
+  }
+  const std::vector<double> mean = LoadChannel(a.mean.data, a.mean.dtype, C, 0.0);
+  const std::vector<double> invstd = LoadChannel(a.invstd.data, a.invstd.dtype, C, 1.0);
+  const std::vector<double> w = LoadChannel(a.weight.data, a.weight.dtype, C, 1.0);
+  const std::vector<double> sdy = LoadChannel(a.sum_dy.data, a.sum_dy.dtype, C, 0.0);
+  const std::vector<double> sxmu = LoadChannel(a.sum_dy_xmu.data, a.sum_dy_xmu.dtype, C, 0.0);
+  std::vector<double> k1(C), k2(C), scale(C);
+  const double inv_n = n > 0 ? 1.0 / n : 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    k1[c] = sdy[c] * inv_n;
+    k2[c] = invstd[c] * invstd[c] * sxmu[c] * inv_n;
+    scale[c] = invstd[c] * w[c];
+  }
+  return Dispatch<ElemtF>(a.grad_out.dtype, a, mean, k1, k2, scale);
+}
+
+}  // namespace sync
+}  // namespace bn_grad
