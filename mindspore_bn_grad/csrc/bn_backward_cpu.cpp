@@ -559,12 +559,19 @@ struct ColPath {
       for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
     }
     const int64_t ntiles = nchunks * nblocks;
-    auto parallel_tiles = [&](auto &&tile_fn, bool fence) {
+    // The sums walk each thread's tiles forwards and dx walks them backwards:
+    // when the tensor is larger than the cache, dx starts on the tiles read
+    // last, which are still cached (the same thread, the same range).
+    auto parallel_tiles = [&](auto &&tile_fn, bool backwards) {
       auto body = [&](int tid, int nt) {
         int64_t b, e;
         StaticRange(ntiles, tid, nt, &b, &e);
-        for (int64_t q = b; q < e; ++q) tile_fn(q / nblocks, q % nblocks);
-        if (fence) StreamFence();
+        if (backwards) {
+          for (int64_t q = e - 1; q >= b; --q) tile_fn(q / nblocks, q % nblocks);
+          StreamFence();
+        } else {
+          for (int64_t q = b; q < e; ++q) tile_fn(q / nblocks, q % nblocks);
+        }
       };
       if (nthreads <= 1) body(0, 1); else ThreadPool::Global().Run(nthreads, body);
     };
@@ -591,7 +598,7 @@ struct ColPath {
       const bool aligned = (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
                            (L * ElemBytes(D)) % kStreamAlign<D> == 0;
       if (stream && aligned && kVec<D>) parallel_tiles([&](int64_t k, int64_t b) { TileDxT<true>(k, b); }, true);
-      else parallel_tiles([&](int64_t k, int64_t b) { TileDxT<false>(k, b); }, false);
+      else parallel_tiles([&](int64_t k, int64_t b) { TileDxT<false>(k, b); }, true);
     }
   }
 };

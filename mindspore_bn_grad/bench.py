@@ -1,0 +1,447 @@
+"""Side-by-side benchmark of the CPU BatchNormBackward kernel.
+
+    python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
+    python bench/bench_cpu.py [same options]
+
+In one run: the machine's copy bandwidth (NumPy copy of a 256 MiB array,
+read + write bytes), then for every case (shape x dtype x layout), as medians
+after warm-up:
+  * direct: our compiled kernel called without MindSpore (arguments marshalled
+    once, one ctypes call per run) vs PyTorch's
+    torch.ops.aten.native_batch_norm_backward (when torch is importable, with
+    the same thread count); also the kernel with output_mask (False, True, True);
+  * through MindSpore, PYNATIVE and GRAPH: mindspore_bn_grad.batch_norm_backward
+    / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
+    (oneDNN; float32/float16 NCHW only) in the same mode.
+Effective bandwidth counts x and dy read and dx written once; % is of the
+copy bandwidth. Training mode, all three outputs, unless a row says otherwise.
+Writes bench_cpu.json, bench_cpu.md (the table) and bench_cpu.png (needs
+matplotlib: pip install mindspore-bn-grad[bench]) into --out.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (8, 512, 7, 7), (256, 1024), (16, 32, 64, 64),
+          (64, 64, 112, 112)]
+CHANNEL_LAST = [(32, 64, 56, 56), (32, 256, 14, 14)]   # NCHW shapes with an NHWC twin
+HALF_SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (16, 32, 64, 64), (64, 64, 112, 112)]
+QUICK_SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (256, 1024)]
+ELEM = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def median_time(fn, sync=None, warmup=3, reps=10, budget=None):
+    """Median wall time of fn() (+ sync()) in seconds, after `warmup` calls.
+
+    `budget` (seconds) caps the total time of the timed runs (at least 3 runs).
+    """
+    for _ in range(warmup):
+        fn()
+        if sync:
+            sync()
+    times = []
+    start = time.perf_counter()
+    for i in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t0)
+        if budget and i >= 2 and time.perf_counter() - start > budget:
+            break
+    return statistics.median(times)
+
+
+def copy_bandwidth(reps):
+    """GB/s of a single-threaded NumPy copy, counting bytes read plus bytes written."""
+    src = np.ones(64 << 20, dtype=np.float32)  # 256 MiB
+    dst = np.empty_like(src)
+    t = median_time(lambda: np.copyto(dst, src), warmup=2, reps=reps)
+    return 2 * src.nbytes / t / 1e9
+
+
+# ------------------------------------------------------------------ cases
+
+class Case:
+    def __init__(self, shape, dtype="float32", layout="NCHW"):
+        self.shape, self.dtype, self.layout = tuple(shape), dtype, layout
+
+    @property
+    def channel_last(self):
+        return self.layout == "NHWC"
+
+    @property
+    def data_shape(self):  # memory shape
+        if self.channel_last:
+            n, c, *sp = self.shape
+            return (n, *sp, c)
+        return self.shape
+
+    @property
+    def channels(self):
+        return self.shape[1]
+
+    @property
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    @property
+    def tensor_bytes(self):
+        return self.numel * ELEM[self.dtype]
+
+    def label(self):
+        return f"{self.shape} {self.dtype} {self.layout}"
+
+    def arrays(self, seed=0):
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal(self.data_shape, dtype=np.float32)
+        dy = rng.standard_normal(self.data_shape, dtype=np.float32)
+        c = self.channels
+        params = dict(weight=rng.uniform(0.5, 1.5, c).astype(np.float32),
+                      running_mean=np.zeros(c, np.float32), running_var=np.ones(c, np.float32),
+                      save_mean=rng.standard_normal(c).astype(np.float32) * 0.1,
+                      save_invstd=rng.uniform(0.5, 2.0, c).astype(np.float32))
+        return x, dy, params
+
+
+def to_bf16_bits(a):
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+# ----------------------------------------------------------- contestants
+
+def time_direct(case, reps, mask=(True, True, True)):
+    from . import _native
+    x, dy, p = case.arrays()
+    if case.dtype == "bfloat16":
+        x, dy, bf16 = to_bf16_bits(x), to_bf16_bits(dy), ("grad_out",)
+        pdt = np.float32
+    else:
+        x, dy, bf16 = x.astype(case.dtype), dy.astype(case.dtype), ()
+        pdt = np.float32
+    call, _ = _native.prepare_direct(dy, x, p["weight"], p["running_mean"], p["running_var"],
+                                     p["save_mean"], p["save_invstd"], training=True,
+                                     output_mask=mask, channel_last=case.channel_last,
+                                     param_grad_dtype=pdt, bf16=bf16)
+    return median_time(call, reps=reps, budget=20)
+
+
+def time_torch(case, reps, threads):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    x, dy, p = case.arrays()
+    tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[case.dtype]
+
+    def t(a):
+        a = torch.from_numpy(a).to(tdt)
+        return a.permute(0, a.dim() - 1, *range(1, a.dim() - 1)) if case.channel_last else a
+
+    tx, tdy = t(x), t(dy)
+    tp = {k: torch.from_numpy(v) for k, v in p.items()}
+    aten = torch.ops.aten.native_batch_norm_backward
+
+    def fn():
+        return aten(tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"],
+                    tp["save_invstd"], True, 1e-5, [True, True, True])
+    try:
+        fn()
+    except RuntimeError as e:  # dtype not supported by this torch build
+        log(f"    torch: {str(e).splitlines()[0][:100]}")
+        return None
+    return median_time(fn, reps=reps, budget=20)
+
+
+def _ms_inputs(case):
+    import mindspore as ms
+    x, dy, p = case.arrays()
+    mdt = getattr(ms, case.dtype)
+    tx, tdy = ms.Tensor(x).astype(mdt), ms.Tensor(dy).astype(mdt)
+    tp = {k: ms.Tensor(v) for k, v in p.items()}
+    return tx, tdy, tp
+
+
+def time_ms_ours(case, mode, reps):
+    import mindspore as ms
+    import mindspore_bn_grad as mbg
+    tx, tdy, tp = _ms_inputs(case)
+    args = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"],
+            tp["save_invstd"])
+    fmt = case.layout
+    if mode == "PYNATIVE":
+        def fn():
+            return mbg.batch_norm_backward(*args, training=True, eps=1e-5, data_format=fmt)
+    else:
+        op = mbg.BatchNormBackward(training=True, eps=1e-5, data_format=fmt)
+
+        class Net(ms.nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.op = op
+
+            def construct(self, dy, x, w, rm, rv, sm, si):
+                return self.op(dy, x, w, rm, rv, sm, si)
+        net = Net()
+
+        def fn():
+            return net(*args)
+    return _time_ms(fn, mode, reps)
+
+
+def time_ms_builtin(case, mode, reps):
+    """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
+    import mindspore as ms
+    from mindspore.ops.operations import _grad_ops
+    if case.dtype == "bfloat16" or case.channel_last:
+        return None
+    tx, tdy, tp = _ms_inputs(case)
+    # (dout, x, scale, saved_mean, saved_variance, reserve)
+    args = (tdy, tx, tp["weight"], tp["save_mean"], tp["save_invstd"], tp["save_invstd"])
+    op = _grad_ops.BatchNormGrad(is_training=True, epsilon=1e-5, data_format="NCHW")
+    if mode == "PYNATIVE":
+        def fn():
+            return op(*args)
+    else:
+        class Net(ms.nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.op = op
+
+            def construct(self, dy, x, w, m, v, r):
+                return self.op(dy, x, w, m, v, r)
+        net = Net()
+
+        def fn():
+            return net(*args)
+    try:
+        return _time_ms(fn, mode, reps)
+    except (RuntimeError, TypeError, ValueError) as e:
+        log(f"    built-in: {str(e).strip().splitlines()[0][:100]}")
+        return None
+
+
+def _ms_sync():
+    """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously;
+    ms.runtime.synchronize() is not supported on the CPU device)."""
+    from mindspore.common.api import _pynative_executor
+    _pynative_executor.sync()
+
+
+def _time_ms(fn, mode, reps):
+    import mindspore as ms
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
+    try:
+        return median_time(fn, sync=_ms_sync, reps=reps, budget=30)
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+# ---------------------------------------------------------------- running
+
+def build_cases(quick):
+    shapes = QUICK_SHAPES if quick else SHAPES
+    cases = [Case(s) for s in shapes]
+    cases += [Case(s, layout="NHWC") for s in CHANNEL_LAST if s in shapes]
+    half = [s for s in HALF_SHAPES if s in shapes] if not quick else [shapes[0]]
+    for s in half:
+        cases += [Case(s, "float16"), Case(s, "bfloat16")]
+    return cases
+
+
+def ratio(a, b):
+    return None if a is None or b is None or a == 0 else a / b
+
+
+def run(args):
+    from . import _native
+    threads = args.threads or _native.get_num_threads()
+    _native.set_num_threads(threads)
+    _native.set_deterministic(True)
+    reps = 5 if args.quick else args.reps
+    try:
+        import torch  # noqa: F401
+        have_torch = not args.no_torch
+    except ImportError:
+        have_torch = False
+        log("torch not importable: PyTorch columns skipped (pip install torch==2.13.0, CPU build)")
+    log(f"measuring copy bandwidth ...")
+    copy_gbs = copy_bandwidth(reps=max(reps, 5))
+    log(f"copy bandwidth: {copy_gbs:.1f} GB/s")
+    cases = build_cases(args.quick)
+    rows = []
+    for i, case in enumerate(cases, 1):
+        log(f"[{i}/{len(cases)}] {case.label()}")
+        r = {"shape": list(case.shape), "dtype": case.dtype, "layout": case.layout,
+             "tensor_mb": case.tensor_bytes / 1e6}
+        bytes_moved = 3 * case.tensor_bytes
+        r["direct_ms"] = time_direct(case, reps) * 1e3
+        r["direct_gbs"] = bytes_moved / (r["direct_ms"] / 1e3) / 1e9
+        r["direct_pct_copy"] = 100 * r["direct_gbs"] / copy_gbs
+        if case.dtype == "float32" and case.layout == "NCHW":
+            r["mask_ftt_ms"] = time_direct(case, reps, mask=(False, True, True)) * 1e3
+            r["mask_ftt_vs_full"] = ratio(r["mask_ftt_ms"], r["direct_ms"])
+        t = time_torch(case, reps, threads) if have_torch else None
+        r["torch_ms"] = None if t is None else t * 1e3
+        r["speedup_vs_torch"] = ratio(r["torch_ms"], r["direct_ms"])
+        if not args.no_mindspore:
+            for mode in ("PYNATIVE", "GRAPH"):
+                key = mode.lower()
+                ours = time_ms_ours(case, mode, reps)
+                builtin = time_ms_builtin(case, mode, reps)
+                r[f"ms_{key}_ms"] = ours * 1e3
+                r[f"builtin_{key}_ms"] = None if builtin is None else builtin * 1e3
+                r[f"speedup_vs_builtin_{key}"] = ratio(builtin, ours)
+        log("    " + ", ".join(f"{k}={v:.3g}" for k, v in r.items() if isinstance(v, float)))
+        rows.append(r)
+    _derived(rows)
+    return {"machine": machine_info(threads), "copy_gbs": copy_gbs, "threads": threads,
+            "quick": bool(args.quick), "rows": rows}
+
+
+def _derived(rows):
+    """Cross-row ratios: half vs float32 time, NHWC vs NCHW time."""
+    f32 = {(tuple(r["shape"]), r["layout"]): r for r in rows if r["dtype"] == "float32"}
+    for r in rows:
+        base = f32.get((tuple(r["shape"]), r["layout"]))
+        if r["dtype"] != "float32" and base:
+            r["vs_float32_time"] = r["direct_ms"] / base["direct_ms"]
+        if r["layout"] == "NHWC":
+            cf = f32.get((tuple(r["shape"]), "NCHW"))
+            if cf and r["dtype"] == "float32":
+                r["vs_channel_first_time"] = r["direct_ms"] / cf["direct_ms"]
+
+
+def machine_info(threads):
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        import mindspore
+        msv = mindspore.__version__
+    except ImportError:
+        msv = None
+    try:
+        import torch
+        tv = torch.__version__
+    except ImportError:
+        tv = None
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(),
+            "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "threads": threads, "python": platform.python_version(), "numpy": np.__version__,
+            "mindspore": msv, "torch": tv, "platform": platform.platform(),
+            "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
+
+
+# ---------------------------------------------------------------- reports
+
+def _f(v, fmt="{:.2f}"):
+    return "–" if v is None else fmt.format(v)
+
+
+def table(result):
+    rows = result["rows"]
+    lines = [
+        "| shape | dtype | layout | MB | direct ms | GB/s | % copy | mask FTT / full | torch ms | x torch"
+        " | PYNATIVE ours / built-in ms | x | GRAPH ours / built-in ms | x |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {r['tensor_mb']:.1f} | "
+            f"{_f(r['direct_ms'], '{:.3f}')} | {_f(r['direct_gbs'], '{:.1f}')} | "
+            f"{_f(r['direct_pct_copy'], '{:.0f}')} | {_f(r.get('mask_ftt_vs_full'))} | "
+            f"{_f(r['torch_ms'], '{:.3f}')} | {_f(r['speedup_vs_torch'])} | "
+            f"{_f(r.get('ms_pynative_ms'), '{:.3f}')} / {_f(r.get('builtin_pynative_ms'), '{:.3f}')} | "
+            f"{_f(r.get('speedup_vs_builtin_pynative'))} | "
+            f"{_f(r.get('ms_graph_ms'), '{:.3f}')} / {_f(r.get('builtin_graph_ms'), '{:.3f}')} | "
+            f"{_f(r.get('speedup_vs_builtin_graph'))} |")
+    extra = [r for r in rows if "vs_float32_time" in r or "vs_channel_first_time" in r]
+    if extra:
+        lines += ["", "| shape | dtype | layout | direct time vs float32 NCHW twin |", "|---|---|---|---:|"]
+        for r in extra:
+            v = r.get("vs_float32_time", r.get("vs_channel_first_time"))
+            lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(v)} |")
+    m = result["machine"]
+    head = (f"Machine: {m['cpu']}, {m['affinity_cpus']} CPUs available, kernel threads "
+            f"{result['threads']}; copy bandwidth {result['copy_gbs']:.1f} GB/s (NumPy, 1 thread, "
+            f"read + write); Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}, "
+            f"torch {m['torch']}; load average at the end {m['load_avg']}.")
+    return head + "\n\n" + "\n".join(lines) + "\n"
+
+
+def chart(result, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib not installed: no chart (pip install mindspore-bn-grad[bench])")
+        return False
+    rows = result["rows"]
+    labels = [f"{'x'.join(map(str, r['shape']))}\n{r['dtype']} {r['layout']}" for r in rows]
+    series = [("ours direct", "direct_gbs"), ("torch", "torch_ms"), ("ours PYNATIVE", "ms_pynative_ms"),
+              ("built-in PYNATIVE", "builtin_pynative_ms"), ("ours GRAPH", "ms_graph_ms"),
+              ("built-in GRAPH", "builtin_graph_ms")]
+    fig, ax = plt.subplots(figsize=(max(10, len(rows) * 1.1), 5))
+    width = 0.8 / len(series)
+    for k, (name, key) in enumerate(series):
+        vals = []
+        for r in rows:
+            if key == "direct_gbs":
+                vals.append(r["direct_gbs"])
+            else:
+                t = r.get(key)
+                vals.append(0 if t is None else 3 * r["tensor_mb"] / 1e3 / (t / 1e3))
+        ax.bar([i + k * width for i in range(len(rows))], vals, width, label=name)
+    ax.axhline(result["copy_gbs"], color="k", linestyle="--", label="copy bandwidth")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))])
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("effective GB/s (x, dy read + dx written)")
+    ax.set_title(f"BatchNormBackward CPU, {result['threads']} threads")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="three shapes, 5 runs each")
+    p.add_argument("--threads", type=int, default=None, help="kernel and torch threads (default: all CPUs)")
+    p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    p.add_argument("--out", default=".", help="directory for bench_cpu.{json,md,png} (default: .)")
+    p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")
+    p.add_argument("--no-torch", action="store_true", help="skip PyTorch")
+    args = p.parse_args(argv)
+    result = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_cpu.json").write_text(json.dumps(result, indent=1))
+    md = table(result)
+    (out / "bench_cpu.md").write_text(md)
+    print(md)
+    if chart(result, out / "bench_cpu.png"):
+        log(f"wrote {out / 'bench_cpu.png'}")
+    log(f"wrote {out / 'bench_cpu.json'} and {out / 'bench_cpu.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
