@@ -51,9 +51,12 @@ def _patched_init(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma
         _BatchNorm.__init__(self, num_features, eps, momentum, affine, gamma_init, beta_init,
                             moving_mean_init, moving_var_init, use_batch_statistics, data_format, dtype)
         return
+    if isinstance(self, ms_nn.BatchNorm2d):  # NHWC on CPU too, like our BatchNorm2d
+        fmt = _init_format(data_format)
+    else:
+        fmt = data_format  # BatchNorm1d: MindSpore's own checks apply unchanged
     _BatchNorm.__init__(self, num_features, eps, momentum, affine, gamma_init, beta_init,
-                        moving_mean_init, moving_var_init, use_batch_statistics,
-                        _init_format(data_format), dtype)
+                        moving_mean_init, moving_var_init, use_batch_statistics, fmt, dtype)
     install(self, data_format)
 
 
@@ -61,7 +64,7 @@ def patch_batchnorm():
     """Opt-in: ``mindspore.nn.BatchNorm1d/2d/3d`` constructed from now on use BatchNormBackward.
 
     Reversible with ``unpatch_batchnorm()``; cells built meanwhile keep our
-    backward. Idempotent. While patched, NHWC is accepted on CPU as well.
+    backward. Idempotent. While patched, BatchNorm2d accepts NHWC on CPU as well.
     """
     for cls in (ms_nn.BatchNorm1d, ms_nn.BatchNorm2d):
         if cls not in _PATCHED:

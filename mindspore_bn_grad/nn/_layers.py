@@ -7,7 +7,7 @@ constructor arguments and defaults, the Parameters (``gamma``, ``beta``,
 (for example AMP's keep-in-float32 list) are MindSpore's own. The only change
 is ``bn_train`` / ``bn_infer``: cells with a registered bprop (see _cells.py).
 
-Beyond MindSpore on CPU: ``data_format="NHWC"`` works (MindSpore's CPU
+Beyond MindSpore on CPU: ``BatchNorm2d(data_format="NHWC")`` works (MindSpore's CPU
 BatchNorm refuses it); the channel axis is then the last one.
 """
 from mindspore import context
@@ -22,10 +22,18 @@ class OurBatchNorm:
 
 
 def _init_format(data_format):
-    """Format to give MindSpore's constructor (which rejects NHWC off GPU)."""
+    """Format to give MindSpore's constructor (which rejects NHWC off GPU); our cells do NHWC anywhere."""
     if data_format == "NHWC" and context.get_context("device_target") != "GPU":
         return "NCHW"
     return data_format
+
+
+def _check_1d_format(data_format):
+    # MindSpore's eval path reshapes (N, C, L) to (N, C, L, 1), which is wrong for channel-last
+    # input; channel-last 1-D data is (N, C) or should use BatchNorm2d. Refuse it rather than guess.
+    if data_format != "NCHW":
+        raise ValueError(f"For 'BatchNorm1d', data_format expected 'NCHW', got {data_format!r} "
+                         "(use mindspore_bn_grad.nn.BatchNorm2d for channel-last data)")
 
 
 class BatchNorm1d(OurBatchNorm, ms_nn.BatchNorm1d):
@@ -34,8 +42,9 @@ class BatchNorm1d(OurBatchNorm, ms_nn.BatchNorm1d):
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
                  beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
                  use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+        _check_1d_format(data_format)
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
-                         moving_var_init, use_batch_statistics, _init_format(data_format), dtype)
+                         moving_var_init, use_batch_statistics, data_format, dtype)
         install(self, data_format)
 
 

@@ -280,3 +280,31 @@ def test_amp_o2_keeps_batchnorm_float32_and_matches(ms_mode):
         assert u.dtype == v.dtype
         scale = max(float(np.abs(v).max()), 1e-3)
         np.testing.assert_allclose(u.astype(np.float32), v.astype(np.float32), rtol=1e-2, atol=2e-3 * scale)
+
+
+@pytest.mark.parametrize("use_batch_statistics", [None, False])
+def test_nhwc_eval_matches_nchw(ms_mode, use_batch_statistics):
+    """Eval / running-statistics path in NHWC: output and gradients equal the built-in NCHW ones."""
+    rs = np.random.RandomState(8)
+    x = (rs.randn(3, 4, 5, 2) * 2 + 1).astype(np.float32)   # NHWC
+    w = rs.randn(3, 4, 5, 2).astype(np.float32)
+    init = dict(moving_mean_init=ms.Tensor(np.array([0.5, -1.0], np.float32)),
+                moving_var_init=ms.Tensor(np.array([2.0, 0.25], np.float32)),
+                gamma_init=ms.Tensor(np.array([1.5, 0.5], np.float32)),
+                use_batch_statistics=use_batch_statistics)
+    res = []
+    for fmt in ("NHWC", "NCHW"):
+        bn = mbg.nn.BatchNorm2d(2, data_format="NHWC", **init) if fmt == "NHWC" else nn.BatchNorm2d(2, **init)
+        bn.set_train(use_batch_statistics is not None)  # None: eval mode; False: training, running stats
+        xt, wt = (x, w) if fmt == "NHWC" else (x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2))
+        out, (dx, (dg, db)) = ms.value_and_grad(WeightedSum(bn, wt), 0, bn.trainable_params())(ms.Tensor(xt))
+        dx = dx.asnumpy()
+        res.append([out.asnumpy(), dx.transpose(0, 3, 1, 2) if fmt == "NHWC" else dx, dg.asnumpy(),
+                    db.asnumpy(), bn.moving_mean.asnumpy()])
+    for u, v in zip(*res):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm1d_refuses_channel_last():
+    with pytest.raises(ValueError, match="BatchNorm1d"):
+        mbg.nn.BatchNorm1d(4, data_format="NHWC")
