@@ -1,0 +1,225 @@
+"""BatchNormReduceBackward / BatchNormElemtBackward (the SyncBatchNorm steps) vs float64 NumPy.
+
+Kernel-level through the direct ctypes entries; then through MindSpore
+(ops.Custom, both modes, every dtype) and the infer-time rejections. The
+oracle below is written from the aclnnBatchNorm{Reduce,Elemt}Backward formulas.
+"""
+import numpy as np
+import pytest
+
+from mindspore_bn_grad import _native
+from mindspore_bn_grad import _sync_ops as so
+
+
+def ref_reduce(dy, x, mean, invstd, channel_last=False):
+    dy, x = dy.astype(np.float64), x.astype(np.float64)
+    axis = dy.ndim - 1 if channel_last else 1
+    axes = tuple(i for i in range(dy.ndim) if i != axis)
+    b = [1] * dy.ndim
+    b[axis] = -1
+    sum_dy = dy.sum(axes)
+    sum_xmu = (dy * (x - mean.astype(np.float64).reshape(b))).sum(axes)
+    return sum_dy, sum_xmu, sum_xmu * invstd, sum_dy
+
+
+def ref_elemt(dy, x, mean, invstd, weight, sum_dy, sum_xmu, count, channel_last=False):
+    dy, x = dy.astype(np.float64), x.astype(np.float64)
+    axis = dy.ndim - 1 if channel_last else 1
+    b = [1] * dy.ndim
+    b[axis] = -1
+    n = float(np.sum(count, dtype=np.float64))
+    w = np.ones_like(mean, dtype=np.float64) if weight is None else weight.astype(np.float64)
+    r = lambda v: np.asarray(v, np.float64).reshape(b)  # noqa: E731
+    return (dy - r(sum_dy) / n - (x - r(mean)) * r(invstd) ** 2 * r(sum_xmu) / n) * r(invstd * w)
+
+
+def make(shape, channel_last, seed=0):
+    rng = np.random.default_rng(seed)
+    c = shape[-1] if channel_last else shape[1]
+    x = rng.standard_normal(shape) * 2 + 1
+    dy = rng.standard_normal(shape)
+    mean = rng.standard_normal(c) * 0.1 + 1
+    invstd = rng.uniform(0.4, 0.6, c)
+    weight = rng.uniform(0.5, 1.5, c)
+    return dy, x, mean, invstd, weight
+
+
+def scale(a):
+    return 1.0 + np.abs(a)
+
+
+SHAPES = [((4, 3), False), ((3, 5, 7), False), ((2, 4, 3, 5), False), ((2, 3, 2, 2, 3), False),
+          ((2, 3, 4, 5), True), ((3, 2, 2, 2, 4), True), ((0, 3, 2, 2), False), ((2, 3, 0, 4), False)]
+
+
+@pytest.mark.parametrize("shape,cl", SHAPES)
+@pytest.mark.parametrize("dt,tol", [(np.float64, 1e-12), (np.float32, 1e-5), (np.float16, 2e-3)])
+def test_direct_values(shape, cl, dt, tol):
+    dy, x, mean, invstd, w = make(shape, cl)
+    dy, x = dy.astype(dt), x.astype(dt)
+    out = so.reduce_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), channel_last=cl)
+    want = ref_reduce(dy, x, mean.astype(dt), invstd.astype(dt), cl)
+    n = max(1, dy.size // (shape[-1] if cl else shape[1]))
+    for got, exp in zip(out, want):
+        assert got.dtype == dt
+        assert np.all(np.abs(got - exp) <= tol * n ** 0.5 * scale(exp) * 4), (got, exp)
+    count = np.array([n, 7], np.int32)
+    gi = so.elemt_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
+                         want[1].astype(dt), count, channel_last=cl)
+    exp = ref_elemt(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
+                    want[1].astype(dt), count, cl)
+    assert gi.dtype == dt and gi.shape == dy.shape
+    assert np.all(np.abs(gi - exp) <= tol * 4 * scale(exp))
+
+
+def _to_bf16_bits(a):
+    b = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("cl", [False, True])
+def test_direct_bfloat16(cl):
+    dy, x, mean, invstd, w = make((3, 4, 5, 6) if not cl else (3, 5, 6, 4), cl)
+    bdy, bx = _to_bf16_bits(dy), _to_bf16_bits(x)
+    qdy, qx = _from_bf16_bits(bdy), _from_bf16_bits(bx)
+    m32, i32, w32 = mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32)
+    out = so.reduce_direct(bdy, bx, m32, i32, w32, channel_last=cl, bf16=True)
+    want = ref_reduce(qdy, qx, m32, i32, cl)
+    for got, exp in zip(out, want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-4)
+    count = np.array([90.0], np.float32)
+    gi = so.elemt_direct(bdy, bx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
+                         channel_last=cl, bf16=True)
+    exp = ref_elemt(qdy, qx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count, cl)
+    assert np.all(np.abs(_from_bf16_bits(gi) - exp) <= 2.0 ** -8 * scale(exp))
+
+
+@pytest.mark.parametrize("flags", [(True, False, False), (False, True, False), (False, False, True),
+                                   (False, False, False)])
+def test_direct_flags_zero_fill(flags):
+    dy, x, mean, invstd, w = make((2, 3, 4), False)
+    out = so.reduce_direct(dy, x, mean, invstd, w, input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
+    want = ref_reduce(dy, x, mean, invstd)
+    on = [flags[0], flags[0], flags[1], flags[2]]
+    for got, exp, keep in zip(out, want, on):
+        np.testing.assert_allclose(got, exp if keep else np.zeros_like(exp), rtol=1e-12, atol=1e-12)
+
+
+def test_direct_without_weight_and_float_counter():
+    dy, x, mean, invstd, _ = make((4, 3, 5), False)
+    out = so.reduce_direct(dy, x, mean, invstd, None)
+    want = ref_reduce(dy, x, mean, invstd)
+    np.testing.assert_allclose(out[2], want[2], rtol=1e-12)
+    count = np.array([20.0, 13.0, 0.0])
+    gi = so.elemt_direct(dy, x, mean, invstd, None, want[0], want[1], count)
+    np.testing.assert_allclose(gi, ref_elemt(dy, x, mean, invstd, None, want[0], want[1], count), rtol=1e-12,
+                               atol=1e-14)
+
+
+@pytest.mark.parametrize("cl", [False, True])
+def test_direct_deterministic_for_any_thread_count(cl):
+    dy, x, mean, invstd, w = make((16, 8, 64, 40) if not cl else (16, 64, 40, 8), cl, seed=3)
+    dy, x = dy.astype(np.float32), x.astype(np.float32)
+    args = (dy, x, mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32))
+    before = _native.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2, 3):
+            _native.set_num_threads(n)
+            r = so.reduce_direct(*args, channel_last=cl)
+            gi = so.elemt_direct(*args, r[0], r[1], np.array([dy.size // 8], np.int64), channel_last=cl)
+            results.append([a.tobytes() for a in r] + [gi.tobytes()])
+        assert results[0] == results[1] == results[2]
+    finally:
+        _native.set_num_threads(before)
+    want = ref_reduce(*args[:4], channel_last=cl)
+    np.testing.assert_allclose(np.frombuffer(results[0][0], np.float32), want[0], rtol=1e-5, atol=1e-2)
+
+
+def test_direct_rejects_mismatched_shapes():
+    dy, x, mean, invstd, w = make((2, 3, 4), False)
+    with pytest.raises(RuntimeError, match="shapes do not fit"):
+        so.reduce_direct(dy, x[:, :, :3], mean, invstd, w)
+    with pytest.raises(RuntimeError, match="shapes do not fit"):
+        so.elemt_direct(dy, x, mean[:2], invstd, w, mean, mean, np.array([8]))
+
+
+# --- through MindSpore --------------------------------------------------------------------
+
+MODES = ["pynative", "graph"]
+
+
+def _run(mode, fn_name, *args, **attrs):
+    import mindspore as ms
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+    if mode == "pynative":
+        return getattr(so, fn_name)(*args, **attrs)
+    prim = so.BatchNormReduceBackward(**attrs) if fn_name == "batch_norm_reduce_backward" \
+        else so.BatchNormElemtBackward(**attrs)
+
+    class Net(ms.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.op = prim
+
+        def construct(self, *xs):
+            return self.op(*xs)
+
+    return Net()(*args)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("float16", 3e-3), ("bfloat16", 2e-2),
+                                       ("float64", 1e-12)])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_mindspore_values(mode, dtype, tol, fmt):
+    import mindspore as ms
+    from mindspore import Tensor
+    cl = fmt == "NHWC"
+    dy, x, mean, invstd, w = make((3, 4, 5, 6) if not cl else (3, 5, 6, 4), cl, seed=5)
+    t = lambda a: Tensor(a.astype(np.float64 if dtype == "float64" else np.float32)).astype(getattr(ms, dtype))  # noqa
+    q = lambda a: t(a).astype(ms.float64).asnumpy()  # noqa: E731  (the values the tensor holds)
+    pdt = "float64" if dtype == "float64" else "float32"
+    p = lambda a: Tensor(a.astype(pdt))  # noqa: E731
+    out = _run(mode, "batch_norm_reduce_backward", t(dy), t(x), p(mean), p(invstd), p(w), data_format=fmt)
+    want = ref_reduce(q(dy), q(x), mean, invstd, cl)
+    for got, exp in zip(out, want):
+        assert str(got.dtype).lower() == pdt
+        np.testing.assert_allclose(got.asnumpy(), exp, rtol=1e-5 if pdt == "float32" else 1e-12, atol=1e-3)
+    counts = Tensor(np.array([90, 0], np.int32))
+    gi = _run(mode, "batch_norm_elemt_backward", t(dy), t(x), p(mean), p(invstd), p(w), out[0], out[1], counts,
+              data_format=fmt)
+    assert gi.shape == dy.shape and gi.dtype == getattr(ms, dtype)
+    exp = ref_elemt(q(dy), q(x), mean, invstd, w, out[0].asnumpy(), out[1].asnumpy(), [90], cl)
+    got = gi.astype(ms.float64).asnumpy()
+    assert np.all(np.abs(got - exp) <= tol * scale(exp)), np.max(np.abs(got - exp))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mindspore_rejections(mode):
+    from mindspore import Tensor
+    dy, x, mean, invstd, w = make((2, 3, 4), False)
+    f = lambda a: Tensor(a.astype(np.float32))  # noqa: E731
+    with pytest.raises(ValueError, match=r"BatchNormReduceBackward: mean expected length 3 .*got length 2"):
+        _run(mode, "batch_norm_reduce_backward", f(dy), f(x), f(mean[:2]), f(invstd), f(w))
+    with pytest.raises(TypeError, match=r"BatchNormReduceBackward: input expected the dtype of grad_out"):
+        _run(mode, "batch_norm_reduce_backward", f(dy), Tensor(x), f(mean), f(invstd), f(w))
+    with pytest.raises(ValueError, match=r"BatchNormElemtBackward: counter expected a 1-D tensor"):
+        _run(mode, "batch_norm_elemt_backward", f(dy), f(x), f(mean), f(invstd), f(w), f(mean), f(mean),
+             Tensor(np.ones((1, 2), np.int32)))
+    with pytest.raises(TypeError, match=r"BatchNormElemtBackward: counter expected a float or integer dtype"):
+        _run(mode, "batch_norm_elemt_backward", f(dy), f(x), f(mean), f(invstd), f(w), f(mean), f(mean),
+             Tensor(np.ones(2, np.bool_)))
+
+
+def test_attribute_checks():
+    with pytest.raises(ValueError, match=r"BatchNormReduceBackward: data_format expected one of"):
+        so.BatchNormReduceBackward(data_format="NWC")
+    with pytest.raises(TypeError, match=r"BatchNormReduceBackward: input_g expected a bool, got 1"):
+        so.BatchNormReduceBackward(input_g=1)
+    with pytest.raises(TypeError, match=r"BatchNormElemtBackward: grad_out expected a mindspore.Tensor"):
+        so.batch_norm_elemt_backward(np.ones((2, 3)), None, None, None, None, None, None, None)
