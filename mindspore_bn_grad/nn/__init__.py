@@ -15,6 +15,7 @@ _LAZY = {
     "BatchNorm3d": "._layers",
     "BatchNormTrainCell": "._cells",
     "BatchNormInferCell": "._cells",
+    "SyncBatchNorm": "._sync",
     "convert_batchnorm": "._convert",
     "patch_batchnorm": "._convert",
     "unpatch_batchnorm": "._convert",
