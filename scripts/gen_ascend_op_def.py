@@ -32,7 +32,10 @@ def _attr_line(a):
     elif a.type == "float":
         value = f".Float({float(a.default)!r}f)"
     elif a.type == "bool_tuple":
-        value = ".ListBool({" + ", ".join("true" if b else "false" for b in a.default) + "})"
+        # MindSpore hands output_mask to custom kernels as a list of ints (a bool
+        # tuple fails in the aot Init), and mindspore_bn_grad/_reg.py declares it
+        # listInt; the op definition takes the same type.
+        value = ".ListInt({" + ", ".join("1" if b else "0" for b in a.default) + "})"
     else:
         value = f'.String("{a.default}")'
     return f'    def.Attr("{a.kernel_attr}").AttrType(ge::OPTIONAL){value};'

@@ -40,12 +40,13 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     const auto *attrs = context->GetAttrs();
     in.training = *attrs->GetAttrPointer<bool>(ATTR_TRAINING);
     in.eps = *attrs->GetAttrPointer<float>(ATTR_EPS);
-    const auto *mask = attrs->GetAttrPointer<gert::TypedContinuousVector<bool>>(ATTR_OUTPUT_MASK);
+    // output_mask is ListInt in the op definition (matches the listInt CustomRegOp rows).
+    const auto *mask = attrs->GetListInt(ATTR_OUTPUT_MASK);
     in.outputMask = 0;
     for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < 3; ++i) {
-        in.outputMask |= uint32_t(mask->GetData()[i]) << i;
+        in.outputMask |= uint32_t(mask->GetData()[i] != 0) << i;
     }
-    in.channelLast = ChannelLast(attrs->GetAttrPointer<char>(ATTR_LAYOUT));
+    in.channelLast = ChannelLast(attrs->GetStr(ATTR_LAYOUT));
     const ge::DataType dtype = context->GetInputDesc(INPUT_GRAD_OUT)->GetDataType();
     in.dtype = KernelDtype(dtype);
     for (uint32_t p = 0; p < bnb::PARAM_COUNT; ++p) {
@@ -62,8 +63,11 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
                           dtype != ge::DT_FLOAT;
     in.ubBytes = uint32_t(ubBytes);
     in.coreNum = platform.GetCoreNumAiv();
-    in.hasDataCopyPad = soc != platform_ascendc::SocVersion::ASCEND910 &&
-                        soc != platform_ascendc::SocVersion::ASCEND310P;
+    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid.
+    const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
+    in.hasDataCopyPad = !legacy;
+    in.hasSyncAll = !legacy;
+    in.hasDcci = !legacy;
 
     bnb::BatchNormBackwardTilingData tiling;
     const std::string why = bnb::ComputeTiling(in, tiling);
@@ -71,8 +75,10 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
         return ge::GRAPH_FAILED;
     }
     *context->GetTilingData<bnb::BatchNormBackwardTilingData>() = tiling;
-    context->SetBlockDim(tiling.usedCores);
+    context->SetBlockDim(tiling.usedCores);  // <= the core count: SyncAll() needs every block resident
     size_t *workspace = context->GetWorkspaceSizes(1);
+    // System area of the Ascend C library, then the partial sums (no SyncAll flags: the
+    // hardware SyncAll() needs none, and SoCs without it never sync across cores).
     workspace[0] = platform.GetLibApiWorkSpaceSize() + bnb::WorkspaceBytes(tiling);
     return ge::GRAPH_SUCCESS;
 }
@@ -83,7 +89,7 @@ static ge::graphStatus BatchNormBackwardInferShape(gert::InferShapeContext *cont
 {
     const gert::Shape *gradOut = context->GetInputShape(INPUT_GRAD_OUT);
     *context->GetOutputShape(OUTPUT_GRAD_INPUT) = *gradOut;
-    const bool last = ChannelLast(context->GetAttrs()->GetAttrPointer<char>(ATTR_LAYOUT));
+    const bool last = ChannelLast(context->GetAttrs()->GetStr(ATTR_LAYOUT));
     const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
     for (int out : {OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS}) {
         gert::Shape *s = context->GetOutputShape(out);

@@ -38,7 +38,7 @@ inline void DeclareSignature(ops::OpDef &def)
     def.Output("grad_bias").ParamType(ge::REQUIRED);
     def.Attr("training").AttrType(ge::OPTIONAL).Bool(true);
     def.Attr("eps").AttrType(ge::OPTIONAL).Float(1e-05f);
-    def.Attr("output_mask").AttrType(ge::OPTIONAL).ListBool({true, true, true});
+    def.Attr("output_mask").AttrType(ge::OPTIONAL).ListInt({1, 1, 1});
     def.Attr("layout").AttrType(ge::OPTIONAL).String("NCHW");
 }
 

@@ -23,6 +23,8 @@ struct TilingInput {
     uint32_t ubBytes = 0;
     uint32_t coreNum = 1;
     bool hasDataCopyPad = true;
+    bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
+    bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
 };
 
 // Fills `t`; returns "" or the reason the shape cannot run.
@@ -59,8 +61,25 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
 
     const bool first = t.layout == LAYOUT_CHANNEL_FIRST;
     const uint32_t eb = DtypeBytes(in.dtype);
+    const uint64_t perBlock = BLOCK_BYTES / eb;
     const uint64_t span = first ? uint64_t(t.inner) : uint64_t(channels);  // elements along a tile row
-    const uint64_t vecFirst = AlignUp(std::min<uint64_t>(std::max<int64_t>(channels, 1), PARAM_CHUNK), VEC_ALIGN);
+    const uint64_t total = uint64_t(outer) * uint64_t(channels) * uint64_t(t.inner);
+    // Channel-first parameter groups: PARAM_CHUNK channels each, the remainder
+    // merged into the last group, so no group is shorter than min(C, PARAM_CHUNK)
+    // (whole-block writes of grad_weight / grad_bias without DataCopyPad).
+    const uint64_t c1 = uint64_t(std::max<int64_t>(channels, 1));
+    const uint64_t firstWidth = std::min<uint64_t>(c1, PARAM_CHUNK);
+    const uint64_t firstGroups = std::max<uint64_t>(1, c1 / firstWidth);
+    const uint64_t vecFirst = AlignUp(c1 - (firstGroups - 1) * firstWidth, VEC_ALIGN);
+
+    // Whole-block copies only when every row, stride and channel slice is whole blocks.
+    const bool spanAligned = span * eb % BLOCK_BYTES == 0 && uint64_t(channels) * eb % BLOCK_BYTES == 0;
+    const bool unaligned = !(spanAligned && channels % VEC_ALIGN == 0);
+    t.usePad = (unaligned && in.hasDataCopyPad) ? 1 : 0;
+    // Rows shorter than one block cannot be written row by row with whole
+    // blocks: grad_input is then written as contiguous multi-row regions.
+    t.flat = (!t.usePad && unaligned && span < perBlock) ? 1 : 0;
+    t.hasDcci = in.hasDcci ? 1 : 0;
 
     uint64_t cols = std::max<uint64_t>(span, 1);
     for (;;) {
@@ -73,7 +92,13 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
             t.tileCols = uint32_t(cols);
             t.rowStride = stride;
             t.vecElems = vec;
-            t.tileRows = uint32_t(std::min<uint64_t>({rows, MAX_TILE_ROWS, uint64_t(std::max<int64_t>(outer, 1))}));
+            // The flat path wants room for a whole parameter group's region of one row.
+            const uint64_t flatNeed = t.flat ? CeilDiv(AlignUp(uint64_t(vec) * t.inner, VEC_ALIGN), stride) : 1;
+            const uint64_t want = std::max<uint64_t>(uint64_t(std::max<int64_t>(outer, 1)), flatNeed);
+            t.tileRows = uint32_t(std::min<uint64_t>({rows, MAX_TILE_ROWS, want}));
+            if (t.tileRows < flatNeed) {
+                return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one region";
+            }
             break;
         }
         const uint64_t half = AlignUp(cols / 2, VEC_ALIGN);
@@ -84,10 +109,14 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     }
     t.rowBlocks = CeilDiv(uint64_t(outer), t.tileRows);
     t.colBlocks = CeilDiv(span, t.tileCols);
+    // Without DataCopyPad a ragged last column chunk is moved back so it ends at
+    // the row end: every chunk is whole blocks; channel-last groups then overlap
+    // and compute the overlapped channels identically.
+    t.shiftLast = (!t.usePad && t.colBlocks > 1 && span % t.tileCols != 0) ? 1 : 0;
     if (first) {
         t.units = channels * t.rowBlocks * t.colBlocks;
-        t.groupWidth = uint32_t(std::min<int64_t>(std::max<int64_t>(channels, 1), PARAM_CHUNK));
-        t.groups = CeilDiv(uint64_t(channels), t.groupWidth);
+        t.groupWidth = uint32_t(firstWidth);
+        t.groups = channels > 0 ? int64_t(firstGroups) : 0;
         t.partFloats = SLOT_FLOATS;
     } else {
         t.units = t.rowBlocks * t.colBlocks;
@@ -95,17 +124,19 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.groups = t.colBlocks;
         t.partFloats = 2 * t.rowStride;
     }
-    const uint64_t work = std::max<uint64_t>(uint64_t(t.units), uint64_t(t.groups));
+    if (t.flat) {
+        // One region per (group, row) when groups > 1 (each >= PARAM_CHUNK * inner
+        // elements); otherwise the whole tensor is one contiguous run cut in tiles.
+        t.flatCap = uint32_t(uint64_t(t.tileRows) * t.rowStride);
+        t.flatUnits = uint32_t(t.groups > 1 ? uint64_t(t.groups) * uint64_t(outer) : CeilDiv(total, t.flatCap));
+    }
+    // Cross-core combine needs SyncAll (Atlas A2 / A3 / 350). Elsewhere each
+    // group's units run on one core, so no core reads another core's partials.
+    t.crossCore = in.hasSyncAll ? 1 : 0;
+    const uint64_t work = t.crossCore ? std::max<uint64_t>(uint64_t(t.units), uint64_t(t.groups)) : uint64_t(t.groups);
     t.usedCores = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>({work, in.coreNum, MAX_CORES})));
-
-    // Whole-block copies only when every row, stride and channel slice is whole blocks.
-    const bool rowsAligned = first ? (uint64_t(t.inner) * eb % BLOCK_BYTES == 0 && t.tileCols * eb % BLOCK_BYTES == 0)
-                                   : (uint64_t(channels) * eb % BLOCK_BYTES == 0 && t.tileCols * eb % BLOCK_BYTES == 0);
-    const bool channelsAligned = channels % VEC_ALIGN == 0 && t.groupWidth % VEC_ALIGN == 0;
-    t.usePad = (rowsAligned && channelsAligned) ? 0 : 1;
-    if (t.usePad && !in.hasDataCopyPad) {
-        return "shape needs unaligned copies (C and the spatial size not multiples of 16 elements) and this SoC has "
-               "no DataCopyPad";
+    if (t.flat && total < perBlock) {
+        t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
     return "";
 }

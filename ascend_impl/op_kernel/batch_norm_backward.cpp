@@ -3,12 +3,33 @@
 // Work is cut into units (one tile of one channel for channel-first data,
 // one tile of one channel block for channel-last data); each core takes a
 // contiguous run of units. Phase 1 writes each unit's partial sums
-// (sum_dy, sum_dy_xhat, float32) to the workspace; after SyncAll every
-// channel's totals are combined from its partials in unit order, so the
-// result does not depend on the number of cores. Phase 2 writes grad_weight /
-// grad_bias (per channel group) and the element-wise grad_input.
+// (sum_dy, sum_dy_xhat, float32) to the workspace; every channel's totals are
+// combined from its partials in unit order, so the result does not depend on
+// the number of cores. Phase 2 writes grad_weight / grad_bias (per channel
+// group) and the element-wise grad_input.
+//
+// Cross-core: on Atlas A2 / A3 / 350 the units of one channel may run on
+// several cores and the hardware SyncAll() separates the phases. Atlas
+// training / inference (ascend910 / ascend310p) have no SyncAll: there every
+// group's units run on one core, which only reads partials it wrote itself.
+//
+// Tails without DataCopyPad (ascend910 / ascend310p): DataCopy moves whole
+// 32-byte blocks (the GM address only needs element alignment). Reads take
+// the block past a row end when it lies inside the tensor, else the block that
+// ends at the tensor end (elements moved into place with scalar copies).
+// Writes copy whole blocks of the row and then the block that ends exactly at
+// the row end (gathered in a scratch block), so every write covers only
+// elements the writer owns or recomputes bit-identically. Rows shorter than a
+// block are written as contiguous regions (`flat`); a tensor or channel vector
+// smaller than one block is written with scalar stores by a single core.
 #include "kernel_operator.h"
 #include "batch_norm_backward_tiling.h"
+
+#if defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200)
+#define BNB_SOC_HAS_SYNC_ALL 0  // Atlas training / inference: no SyncAll, no DataCacheCleanAndInvalid
+#else
+#define BNB_SOC_HAS_SYNC_ALL 1
+#endif
 
 namespace bnb {
 
@@ -43,7 +64,8 @@ public:
                                 const BatchNormBackwardTilingData &tiling)
     {
         t_ = tiling;
-        const uint64_t total = uint64_t(t_.outer) * t_.channels * t_.inner;
+        total_ = uint64_t(t_.outer) * t_.channels * t_.inner;
+        const uint64_t total = total_;
         dy_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(gradOut), total);
         x_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(input), total);
         gi_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(gradInput), total);
@@ -56,9 +78,7 @@ public:
         gradT_[1].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(gradBias), t_.channels);
         gradF_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(gradWeight), t_.channels);
         gradF_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(gradBias), t_.channels);
-        sync_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(workspace), SYNC_INTS);
-        part_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace + SYNC_INTS * sizeof(int32_t)),
-                              uint64_t(t_.units) * t_.partFloats);
+        part_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), uint64_t(t_.units) * t_.partFloats);
 
         const UbPlan plan = MakeUbPlan(t_.tileRows, t_.rowStride, t_.vecElems, t_.layout, t_.dtype);
         pipe_.InitBuffer(inDy_, QUEUE_DEPTH, plan.tileBytes);
@@ -73,7 +93,7 @@ public:
             pipe_.InitBuffer(vecBuf_[i], plan.channelVecBytes);
         }
         pipe_.InitBuffer(partBuf_, plan.partBytes);
-        pipe_.InitBuffer(syncBuf_, plan.syncBytes);
+        pipe_.InitBuffer(tailBuf_, plan.tailBytes);
 
         dyF_ = dyBuf_.Get<float>();
         xF_ = xBuf_.Get<float>();
@@ -92,8 +112,21 @@ public:
         stage_ = vecBuf_[8].Get<float>();
 
         const uint64_t core = AscendC::GetBlockIdx(), cores = t_.usedCores;
-        unitBegin_ = uint64_t(t_.units) * core / cores;
-        unitEnd_ = uint64_t(t_.units) * (core + 1) / cores;
+        if (t_.crossCore) {
+            unitBegin_ = uint64_t(t_.units) * core / cores;
+            unitEnd_ = uint64_t(t_.units) * (core + 1) / cores;
+            flatBegin_ = uint64_t(t_.flatUnits) * core / cores;
+            flatEnd_ = uint64_t(t_.flatUnits) * (core + 1) / cores;
+        } else {
+            // Whole groups per core: its units (and flat regions) are those of its groups.
+            groupBegin_ = uint64_t(t_.groups) * core / cores;
+            groupEnd_ = uint64_t(t_.groups) * (core + 1) / cores;
+            unitBegin_ = GroupUnitBegin(groupBegin_);
+            unitEnd_ = GroupUnitBegin(groupEnd_);
+            const uint64_t perGroup = t_.groups > 1 ? uint64_t(t_.outer) : uint64_t(t_.flatUnits);
+            flatBegin_ = groupBegin_ * perGroup;
+            flatEnd_ = groupEnd_ * perGroup;
+        }
     }
 
     __aicore__ inline void Process()
@@ -105,12 +138,27 @@ public:
             for (uint64_t u = unitBegin_; u < unitEnd_; ++u) {
                 ReduceUnit(u);
             }
-            if (t_.usedCores > 1) {
-                AscendC::SyncAll(sync_, syncBuf_.Get<int32_t>());
+            if (t_.crossCore && t_.usedCores > 1) {
+                AscendC::PipeBarrier<PIPE_ALL>();
+#if BNB_SOC_HAS_SYNC_ALL
+                AscendC::SyncAll();
+#endif
             }
         }
-        for (uint64_t g = AscendC::GetBlockIdx(); g < uint64_t(t_.groups); g += t_.usedCores) {
-            WriteParamGrads(g, reduce);
+        if (t_.crossCore) {
+            for (uint64_t g = AscendC::GetBlockIdx(); g < uint64_t(t_.groups); g += t_.usedCores) {
+                WriteParamGrads(g, reduce);
+            }
+        } else {
+            for (uint64_t g = groupBegin_; g < groupEnd_; ++g) {
+                WriteParamGrads(g, reduce);
+            }
+        }
+        if (t_.flat) {
+            for (uint64_t f = flatBegin_; f < flatEnd_; ++f) {
+                FlatRegion(f, wantInput);
+            }
+            return;
         }
         for (uint64_t u = unitBegin_; u < unitEnd_; ++u) {
             GradInputUnit(u, wantInput);
@@ -120,7 +168,10 @@ public:
 private:
     __aicore__ inline bool First() const { return t_.layout == LAYOUT_CHANNEL_FIRST; }
 
-    __aicore__ inline TileRows Unit(uint64_t u) const
+    // A unit's rows. `write`: the rows grad_input is written from; without
+    // DataCopyPad a ragged last channel-first chunk then ends at the row end
+    // with whole blocks (it recomputes the overlapped elements identically).
+    __aicore__ inline TileRows Unit(uint64_t u, bool write = false) const
     {
         TileRows r;
         uint64_t rb, cb;
@@ -129,18 +180,23 @@ private:
             r.channel = u / perChannel;
             rb = (u % perChannel) / t_.colBlocks;
             cb = u % t_.colBlocks;
+            uint64_t start = cb * t_.tileCols;
+            r.cols = uint32_t(Min(uint64_t(t_.tileCols), uint64_t(t_.inner) - start));
+            if (write && t_.shiftLast && cb + 1 == uint64_t(t_.colBlocks)) {
+                start = uint64_t(t_.inner) - t_.tileCols;
+                r.cols = t_.tileCols;
+            }
             r.gmStride = uint64_t(t_.channels) * t_.inner;
-            r.gmOffset = rb * t_.tileRows * r.gmStride + r.channel * t_.inner + cb * t_.tileCols;
-            r.cols = uint32_t(Min(uint64_t(t_.tileCols), uint64_t(t_.inner) - cb * t_.tileCols));
-            r.group = r.channel / t_.groupWidth;
-            r.groupLane = uint32_t(r.channel % t_.groupWidth);
+            r.gmOffset = rb * t_.tileRows * r.gmStride + uint64_t(r.channel) * t_.inner + start;
+            r.group = GroupOf(r.channel);
+            r.groupLane = uint32_t(r.channel - GroupStart(r.group));
         } else {
             cb = u / t_.rowBlocks;
             rb = u % t_.rowBlocks;
             r.channel = -1;
             r.gmStride = t_.channels;
-            r.gmOffset = rb * t_.tileRows * r.gmStride + cb * t_.tileCols;
-            r.cols = uint32_t(Min(uint64_t(t_.tileCols), uint64_t(t_.channels) - cb * t_.tileCols));
+            r.gmOffset = rb * t_.tileRows * r.gmStride + uint64_t(GroupStart(cb));
+            r.cols = GroupCount(cb);
             r.group = cb;
             r.groupLane = 0;
         }
@@ -148,40 +204,146 @@ private:
         return r;
     }
 
+    // First unit of group g (units of one group are contiguous in both layouts).
+    __aicore__ inline uint64_t GroupUnitBegin(uint64_t g) const
+    {
+        if (g >= uint64_t(t_.groups)) {
+            return t_.units;
+        }
+        if (First()) {
+            return uint64_t(GroupStart(g)) * t_.rowBlocks * t_.colBlocks;
+        }
+        return g * t_.rowBlocks;
+    }
+
     __aicore__ static inline uint64_t Min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
     // ---- data movement ----
     template <typename U>
-    __aicore__ inline void CopyIn(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint32_t rows, uint32_t cols,
-                                  uint64_t gmStride, uint32_t ubStride)
+    __aicore__ inline void Flush(const GlobalTensor<U> &gm)
     {
-        if (t_.usePad) {
+        (void)gm;
+#if BNB_SOC_HAS_SYNC_ALL
+        if (t_.hasDcci) {
+            AscendC::DataCacheCleanAndInvalid<U, AscendC::CacheLine::ENTIRE_DATA_CACHE,
+                                              AscendC::DcciDst::CACHELINE_OUT>(gm);
+        }
+#endif
+    }
+
+    // UB dst[0, cols) = GM src[off, off + cols) exactly, with whole blocks only
+    // (never reading at or past `limit`, the tensor's element count).
+    template <typename U>
+    __aicore__ inline void CopyInRow(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint64_t off,
+                                     uint32_t cols, uint64_t limit)
+    {
+        const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+        const uint32_t full = cols / perBlock * perBlock;
+        if (full > 0) {
+            AscendC::DataCopy(dst, src[off], full);
+        }
+        const uint32_t tail = cols - full;
+        if (tail == 0) {
+            return;
+        }
+        const uint64_t ts = off + full;
+        if (ts + perBlock <= limit) {
+            AscendC::DataCopy(dst[full], src[ts], perBlock);  // the block past the row end is inside the tensor
+            return;
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        if (limit >= perBlock) {
+            const uint64_t bs = limit - perBlock;  // the block ending at the tensor end
+            LocalTensor<U> scratch = tailBuf_.Get<U>();
+            AscendC::DataCopy(scratch, src[bs], perBlock);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            for (uint32_t j = 0; j < tail; ++j) {
+                dst.SetValue(full + j, scratch.GetValue(uint32_t(ts - bs) + j));
+            }
+        } else {
+            for (uint32_t j = 0; j < tail; ++j) {  // tensor smaller than one block
+                dst.SetValue(full + j, src.GetValue(ts + j));
+            }
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
+
+    // GM dst[off, off + cols) = UB src[0, cols) exactly; every block written
+    // lies inside [off, off + cols).
+    template <typename U>
+    __aicore__ inline void CopyOutRow(GlobalTensor<U> dst, const LocalTensor<U> &src, uint64_t off, uint32_t cols)
+    {
+        const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+        const uint32_t full = cols / perBlock * perBlock;
+        if (full > 0) {
+            AscendC::DataCopy(dst[off], src, full);
+        }
+        const uint32_t tail = cols - full;
+        if (tail == 0) {
+            return;
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        if (cols >= perBlock) {
+            LocalTensor<U> scratch = tailBuf_.Get<U>();
+            for (uint32_t j = 0; j < perBlock; ++j) {
+                scratch.SetValue(j, src.GetValue(cols - perBlock + j));
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::DataCopy(dst[off + cols - perBlock], scratch, perBlock);
+        } else {
+            // Shorter than one block: the whole tensor / vector is this small and
+            // has a single writer core; scalar stores, then flush the data cache.
+            for (uint32_t j = 0; j < cols; ++j) {
+                dst.SetValue(off + j, src.GetValue(j));
+            }
+            Flush(dst);
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
+
+    template <typename U>
+    __aicore__ inline void CopyIn(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint64_t off, uint32_t rows,
+                                  uint32_t cols, uint64_t gmStride, uint32_t ubStride, uint64_t limit)
+    {
+        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
             const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
             const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)),
-                                         uint32_t((gmStride - cols) * sizeof(U)), gap, 0);
+            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
             AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
-            AscendC::DataCopyPad(dst, src, p, pad);
+            AscendC::DataCopyPad(dst, src[off], p, pad);
+        } else if (t_.usePad) {
+            // GM row gap beyond the 32-bit stride field: one copy per row.
+            AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
+            AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
+            for (uint32_t r = 0; r < rows; ++r) {
+                AscendC::DataCopyPad(dst[r * ubStride], src[off + r * gmStride], p, pad);
+            }
         } else {
             for (uint32_t r = 0; r < rows; ++r) {
-                AscendC::DataCopy(dst[r * ubStride], src[r * gmStride], cols);
+                CopyInRow(dst[r * ubStride], src, off + r * gmStride, cols, limit);
             }
         }
     }
 
     template <typename U>
-    __aicore__ inline void CopyOut(const GlobalTensor<U> &dst, const LocalTensor<U> &src, uint32_t rows, uint32_t cols,
-                                   uint64_t gmStride, uint32_t ubStride)
+    __aicore__ inline void CopyOut(const GlobalTensor<U> &dst, const LocalTensor<U> &src, uint64_t off, uint32_t rows,
+                                   uint32_t cols, uint64_t gmStride, uint32_t ubStride)
     {
-        if (t_.usePad) {
+        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
             const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
             const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap,
-                                         uint32_t((gmStride - cols) * sizeof(U)), 0);
-            AscendC::DataCopyPad(dst, src, p);
+            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
+            AscendC::DataCopyPad(dst[off], src, p);
+        } else if (t_.usePad) {
+            AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
+            for (uint32_t r = 0; r < rows; ++r) {
+                AscendC::DataCopyPad(dst[off + r * gmStride], src[r * ubStride], p);
+            }
         } else {
             for (uint32_t r = 0; r < rows; ++r) {
-                AscendC::DataCopy(dst[r * gmStride], src[r * ubStride], cols);
+                CopyOutRow(dst, src[r * ubStride], off + r * gmStride, cols);
             }
         }
     }
@@ -190,11 +352,11 @@ private:
     __aicore__ inline void LoadTile(const TileRows &r, bool withX)
     {
         LocalTensor<T> dyIn = inDy_.template AllocTensor<T>();
-        CopyIn(dyIn, dy_[r.gmOffset], r.rows, r.cols, r.gmStride, t_.rowStride);
+        CopyIn(dyIn, dy_, r.gmOffset, r.rows, r.cols, r.gmStride, t_.rowStride, total_);
         inDy_.EnQue(dyIn);
         if (withX) {
             LocalTensor<T> xIn = inX_.template AllocTensor<T>();
-            CopyIn(xIn, x_[r.gmOffset], r.rows, r.cols, r.gmStride, t_.rowStride);
+            CopyIn(xIn, x_, r.gmOffset, r.rows, r.cols, r.gmStride, t_.rowStride, total_);
             inX_.EnQue(xIn);
         }
         const uint32_t n = r.rows * t_.rowStride;
@@ -237,20 +399,36 @@ private:
         if constexpr (!IsSame<T, float>::value) {
             if (!(t_.paramFloat32 >> which & 1)) {
                 LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
-                CopyIn(staged, paramT_[which][c0], 1, count, count, t_.vecElems);
+                CopyIn(staged, paramT_[which], c0, 1, count, count, t_.vecElems, t_.channels);
                 AscendC::PipeBarrier<PIPE_ALL>();
                 AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
                 return;
             }
         }
-        CopyIn(dst, paramF_[which][c0], 1, count, count, t_.vecElems);
+        CopyIn(dst, paramF_[which], c0, 1, count, count, t_.vecElems, t_.channels);
         AscendC::PipeBarrier<PIPE_ALL>();
     }
 
-    __aicore__ inline int64_t GroupStart(int64_t g) const { return g * t_.groupWidth; }
+    // Channel-first: groups of groupWidth channels, the last one also takes the
+    // remainder. Channel-last: column chunks; with shiftLast the last one ends at C.
+    __aicore__ inline int64_t GroupStart(int64_t g) const
+    {
+        if (!First() && t_.shiftLast && g + 1 == t_.groups) {
+            return t_.channels - t_.groupWidth;
+        }
+        return g * t_.groupWidth;
+    }
     __aicore__ inline uint32_t GroupCount(int64_t g) const
     {
+        if (First()) {
+            return uint32_t(g + 1 == t_.groups ? t_.channels - GroupStart(g) : t_.groupWidth);
+        }
         return uint32_t(Min(uint64_t(t_.groupWidth), uint64_t(t_.channels - GroupStart(g))));
+    }
+    __aicore__ inline int64_t GroupOf(int64_t channel) const
+    {
+        const int64_t g = channel / t_.groupWidth;
+        return g < t_.groups ? g : t_.groups - 1;
     }
 
     // weight, mean and invstd of group g (the mode's statistics).
@@ -342,12 +520,12 @@ private:
                 LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
                 AscendC::Cast(staged, src, AscendC::RoundMode::CAST_RINT, n);
                 AscendC::PipeBarrier<PIPE_ALL>();
-                CopyOut(gradT_[which][c0], staged, 1, n, n, t_.vecElems);
+                CopyOut(gradT_[which], staged, c0, 1, n, n, t_.vecElems);
                 AscendC::PipeBarrier<PIPE_ALL>();
                 return;
             }
         }
-        CopyOut(gradF_[which][c0], src, 1, n, n, t_.vecElems);
+        CopyOut(gradF_[which], src, c0, 1, n, n, t_.vecElems);
         AscendC::PipeBarrier<PIPE_ALL>();
     }
 
@@ -416,7 +594,7 @@ private:
     // ---- phase 2: grad_input of one unit (zeros when masked) ----
     __aicore__ inline void GradInputUnit(uint64_t u, bool want)
     {
-        const TileRows r = Unit(u);
+        const TileRows r = Unit(u, true);
         const uint32_t n = r.rows * t_.rowStride;
         if (!want) {
             AscendC::Duplicate(dyF_, 0.0f, n);
@@ -432,7 +610,7 @@ private:
         FromFloat(out, dyF_, n);
         outGi_.EnQue(out);
         LocalTensor<T> ready = outGi_.template DeQue<T>();
-        CopyOut(gi_[r.gmOffset], ready, r.rows, r.cols, r.gmStride, t_.rowStride);
+        CopyOut(gi_, ready, r.gmOffset, r.rows, r.cols, r.gmStride, t_.rowStride);
         outGi_.FreeTensor(ready);
     }
 
@@ -463,19 +641,98 @@ private:
         }
     }
 
+    // ---- phase 2, rows shorter than one block: grad_input of one contiguous region ----
+    __aicore__ inline void FlatRegion(uint64_t f, bool want)
+    {
+        const uint32_t perBlock = BLOCK_BYTES / sizeof(T);
+        int64_t g = 0;
+        uint64_t s, len;
+        if (t_.groups > 1) {  // one row's channels of one group: >= groupWidth * inner elements
+            g = int64_t(f / uint64_t(t_.outer));
+            const uint64_t n = f % uint64_t(t_.outer);
+            s = n * uint64_t(t_.channels) * t_.inner + uint64_t(GroupStart(g)) * t_.inner;
+            len = uint64_t(GroupCount(g)) * t_.inner;
+        } else {  // the whole tensor in tiles; a short last tile ends at the tensor end
+            s = f * t_.flatCap;
+            len = Min(t_.flatCap, total_ - s);
+            if (len < perBlock && total_ >= perBlock) {
+                s = total_ - perBlock;
+                len = perBlock;
+            }
+        }
+        if (len == 0) {
+            return;
+        }
+        const uint32_t n = uint32_t(AlignUp(len, VEC_ALIGN));
+        if (!want) {
+            AscendC::Duplicate(dyF_, 0.0f, n);
+        } else {
+            LocalTensor<T> dyIn = inDy_.template AllocTensor<T>();
+            CopyInRow(dyIn, dy_, s, uint32_t(len), total_);
+            inDy_.EnQue(dyIn);
+            if (t_.training) {
+                LocalTensor<T> xIn = inX_.template AllocTensor<T>();
+                CopyInRow(xIn, x_, s, uint32_t(len), total_);
+                inX_.EnQue(xIn);
+            }
+            LocalTensor<T> dyT = inDy_.template DeQue<T>();
+            ToFloat(dyF_, dyT, n);
+            inDy_.FreeTensor(dyT);
+            if (t_.training) {
+                LocalTensor<T> xT = inX_.template DeQue<T>();
+                ToFloat(xF_, xT, n);
+                inX_.FreeTensor(xT);
+            }
+            LoadCoefs(g);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            // Scalar per element, in the same operation order as ApplyCoefs / Xhat.
+            const int64_t c0 = GroupStart(g);
+            int64_t lane = -1;
+            float a = 0.0f, k = 0.0f, b = 0.0f, mean = 0.0f, invstd = 0.0f;
+            for (uint32_t j = 0; j < uint32_t(len); ++j) {
+                const int64_t l = int64_t(((s + j) / uint64_t(t_.inner)) % uint64_t(t_.channels)) - c0;
+                if (l != lane) {
+                    lane = l;
+                    a = coefA_.GetValue(uint32_t(l));
+                    if (t_.training) {
+                        k = coefK_.GetValue(uint32_t(l));
+                        b = coefB_.GetValue(uint32_t(l));
+                        mean = mean_.GetValue(uint32_t(l));
+                        invstd = invstd_.GetValue(uint32_t(l));
+                    }
+                }
+                float v = dyF_.GetValue(j) * a;
+                if (t_.training) {
+                    const float xh = (xF_.GetValue(j) + (-mean)) * invstd;
+                    v = v + xh * k;
+                    v = v + b;
+                }
+                dyF_.SetValue(j, v);
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+        }
+        LocalTensor<T> out = outGi_.template AllocTensor<T>();
+        FromFloat(out, dyF_, n);
+        outGi_.EnQue(out);
+        LocalTensor<T> ready = outGi_.template DeQue<T>();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        CopyOutRow(gi_, ready, s, uint32_t(len));
+        outGi_.FreeTensor(ready);
+    }
+
     BatchNormBackwardTilingData t_;
     AscendC::TPipe pipe_;
     AscendC::TQue<AscendC::QuePosition::VECIN, QUEUE_DEPTH> inDy_, inX_;
     AscendC::TQue<AscendC::QuePosition::VECOUT, QUEUE_DEPTH> outGi_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf_, xBuf_, accDyBuf_, accDyxBuf_, reduceTmpBuf_, partBuf_, syncBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf_, xBuf_, accDyBuf_, accDyxBuf_, reduceTmpBuf_, partBuf_, tailBuf_;
     AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf_[CHANNEL_VECS];
     GlobalTensor<T> dy_, x_, gi_, paramT_[PARAM_COUNT], gradT_[2];
     GlobalTensor<float> paramF_[PARAM_COUNT], gradF_[2], part_;
-    GlobalTensor<int32_t> sync_;
     LocalTensor<float> dyF_, xF_, accDy_, accDyx_, reduceTmp_, partUb_;
     LocalTensor<float> weight_, mean_, invstd_, coefA_, coefB_, coefK_, totDy_, totDyx_, stage_;
     bool present_[PARAM_COUNT];
-    uint64_t unitBegin_ = 0, unitEnd_ = 0;
+    uint64_t total_ = 0;
+    uint64_t unitBegin_ = 0, unitEnd_ = 0, groupBegin_ = 0, groupEnd_ = 0, flatBegin_ = 0, flatEnd_ = 0;
     int64_t statsGroup_ = -1, coefGroup_ = -1;
 };
 
@@ -497,6 +754,9 @@ extern "C" __global__ __aicore__ void batch_norm_backward(GM_ADDR grad_out, GM_A
                                                           GM_ADDR grad_input, GM_ADDR grad_weight,
                                                           GM_ADDR grad_bias, GM_ADDR workspace, GM_ADDR tiling)
 {
+#if BNB_SOC_HAS_SYNC_ALL
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // vector-only kernel that uses the hardware SyncAll()
+#endif
     REGISTER_TILING_DEFAULT(bnb::BatchNormBackwardTilingData);
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, running_mean, running_var, save_mean, save_invstd};

@@ -29,8 +29,7 @@ constexpr uint32_t TILE_QUEUES = 3;        // grad_out in, input in, grad_input 
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
 constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
-constexpr uint32_t MAX_CORES = 64;         // SyncAll scratch is sized for this many cores
-constexpr uint32_t SYNC_INTS = MAX_CORES * BLOCK_BYTES / sizeof(int32_t);
+constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
 constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
 constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one partial-sum slot: [sum_dy, sum_dy_xhat, pad]
 constexpr uint32_t SLOTS_PER_LOAD = 32;    // slots fetched at once when combining partial sums
@@ -59,7 +58,14 @@ struct BatchNormBackwardTilingData {
     uint32_t vecElems;     // UB elements of one channel vector
     uint32_t partFloats;   // workspace floats per unit
     uint32_t usedCores;
-    uint32_t usePad;       // 1: DataCopyPad for unaligned rows; 0: every copy is whole blocks
+    uint32_t usePad;       // 1: DataCopyPad for unaligned rows; 0: whole-block DataCopy (+ backtracked tails)
+    uint32_t crossCore;    // 1: a channel's partial sums come from several cores (hardware SyncAll between phases)
+                           // 0: every group's units run on one core (SoCs without SyncAll)
+    uint32_t shiftLast;    // 1: the last column chunk starts at span - tileCols (whole blocks, overlaps its neighbour)
+    uint32_t flat;         // 1: rows shorter than one block; grad_input is written as contiguous regions
+    uint32_t hasDcci;      // DataCacheCleanAndInvalid exists (scalar GM writes are flushed with it)
+    uint32_t flatUnits;    // flat: grad_input regions
+    uint32_t flatCap;      // flat: elements per region (fits one tile)
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };
@@ -71,11 +77,11 @@ struct UbPlan {
     uint32_t rowVecBytes;
     uint32_t channelVecBytes;
     uint32_t partBytes;
-    uint32_t syncBytes;
+    uint32_t tailBytes;    // one block of scratch for backtracked tails
     BNB_FN uint64_t Total() const
     {
         return uint64_t(TILE_QUEUES) * QUEUE_DEPTH * tileBytes + uint64_t(FLOAT_TILES) * floatTileBytes +
-               uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + syncBytes;
+               uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + tailBytes;
     }
 };
 
@@ -90,17 +96,18 @@ BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElem
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
     p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? SLOTS_PER_LOAD * SLOT_FLOATS : 2 * rowStride) * sizeof(float);
-    p.syncBytes = SYNC_INTS * sizeof(int32_t);
+    p.tailBytes = BLOCK_BYTES;
     return p;
 }
 
 BNB_FN uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 
-// Workspace: SyncAll flags, then `units * partFloats` partial sums.
+// Workspace: `units * partFloats` partial sums (no SyncAll flags: the kernel
+// uses the hardware SyncAll, or no cross-core sync at all).
 BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)
 {
-    return uint64_t(SYNC_INTS) * sizeof(int32_t) + uint64_t(t.units) * t.partFloats * sizeof(float);
+    return uint64_t(t.units) * t.partFloats * sizeof(float);
 }
 
 }  // namespace bnb

@@ -4,12 +4,16 @@
 #ifndef BNB_SIM_KERNEL_OPERATOR_H
 #define BNB_SIM_KERNEL_OPERATOR_H
 #include "sim_runtime.h"
+#include "sim_kernel_type.h"
 #include "sim_types.h"
 #include "sim_tensor.h"
 #include "sim_pipe.h"
 #include "sim_copy.h"
 #include "sim_vector.h"
 #include "sim_sync.h"
+
+// Kernel type of the launch (recorded per core; SyncAll() checks it).
+#define KERNEL_TASK_TYPE_DEFAULT(type) (AscendC::SimThisCore().kernelType = (type))
 
 // Tiling data arrives as raw bytes in GM; the registered struct is copied out.
 #define REGISTER_TILING_DEFAULT(STRUCT) using SimTilingStruct_ = STRUCT

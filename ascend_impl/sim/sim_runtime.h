@@ -38,16 +38,22 @@ struct SimSoc {
     uint32_t coreNum;       // vector cores
     bool hasDataCopyPad;    // DataCopyPad exists (not on Atlas training / Atlas inference AI Core)
     bool hasBf16;
+    bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
+    bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
 };
 
 inline const std::vector<SimSoc> &SimSocTable()
 {
     static const std::vector<SimSoc> table = {
-        {"ascend910", 256 * 1024, 32, false, false},
-        {"ascend310p", 256 * 1024, 8, false, false},
-        {"ascend910b", 192 * 1024, 48, true, true},
-        {"ascend910_93", 192 * 1024, 48, true, true},
-        {"ascend950", 256 * 1024, 64, true, true},
+        // UB per vector core: Atlas training (910) and Atlas inference (310P)
+        // AI Core 256 KB; Atlas A2 / A3 (910B, 910_93) AIV 192 KB; Ascend 950
+        // (Atlas 350) AIV 256 KB. The kernel never hard-codes these: the host
+        // tiling reads GetCoreMemSize(UB) from the platform on a board.
+        {"ascend910", 256 * 1024, 32, false, false, false, false},
+        {"ascend310p", 256 * 1024, 8, false, false, false, false},
+        {"ascend910b", 192 * 1024, 48, true, true, true, true},
+        {"ascend910_93", 192 * 1024, 48, true, true, true, true},
+        {"ascend950", 256 * 1024, 64, true, true, true, true},
     };
     return table;
 }
@@ -71,7 +77,8 @@ struct SimCore {
     std::vector<uint8_t> ubStorage;
     uint8_t *ub = nullptr;  // 32-byte aligned start of the UB
     uint32_t ubUsed = 0;    // bytes handed out by TPipe::InitBuffer
-    void *barrier = nullptr;  // std::barrier<> shared by the cores of one launch
+    void *barrier = nullptr;  // SimBarrier shared by the cores of one launch
+    int kernelType = -1;      // set by KERNEL_TASK_TYPE_DEFAULT
 
     void Reset(const SimSoc &s, uint32_t ubSize, uint32_t idx, uint32_t num)
     {
@@ -83,6 +90,7 @@ struct SimCore {
         auto base = reinterpret_cast<uintptr_t>(ubStorage.data());
         ub = ubStorage.data() + ((ONE_BLK_SIZE - base % ONE_BLK_SIZE) % ONE_BLK_SIZE);
         ubUsed = 0;
+        kernelType = -1;
     }
     bool InUb(const void *p) const
     {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include "sim_tensor.h"
+#include "sim_kernel_type.h"
 
 namespace AscendC {
 
@@ -48,19 +49,30 @@ void SetFlag(int32_t) {}
 template <HardEvent event>
 void WaitFlag(int32_t) {}
 
-// Soft synchronisation: gmWorkspace >= blockNum * 32 bytes (zeroed), ubWorkspace >= blockNum * 32 bytes.
+enum class CacheLine : uint64_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+
+// Hardware all-core barrier (Atlas A2 / A3 / 350). The real API requires the
+// kernel type KERNEL_TYPE_MIX_AIV_1_0 for a vector-only kernel in separated
+// mode; neither form of SyncAll exists on Atlas training / inference.
 template <bool isAIVOnly = true>
-void SyncAll(const GlobalTensor<int32_t> &gmWorkspace, const LocalTensor<int32_t> &ubWorkspace,
-             const int32_t usedCores = 0)
+void SyncAll()
 {
     SimCore &core = SimThisCore();
-    const uint64_t need = uint64_t(usedCores ? usedCores : core.blockNum) * ONE_BLK_SIZE / sizeof(int32_t);
-    SimCheck(usedCores >= 0 && uint32_t(usedCores) <= core.blockNum, "SyncAll: usedCores above the block count");
-    SimCheck(usedCores == 0 || uint32_t(usedCores) == core.blockNum,
-             "SyncAll: this CPU build models all-core synchronisation only");
-    gmWorkspace.SimPtr(need, "SyncAll (gmWorkspace)");
-    ubWorkspace.SimPtr(need, "SyncAll (ubWorkspace)");
+    SimCheck(core.soc.hasSyncAll, std::string("SyncAll is not available on ") + core.soc.name);
+    SimCheck(core.kernelType == KERNEL_TYPE_MIX_AIV_1_0,
+             "SyncAll(): a vector-only kernel must declare KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)");
     static_cast<SimBarrier *>(core.barrier)->Wait();
+}
+
+// Scalar GM accesses go through a per-core data cache; this writes back /
+// invalidates it. The CPU build has no cache: it checks availability only.
+template <typename T, CacheLine entireType, DcciDst dcciDst>
+void DataCacheCleanAndInvalid(const GlobalTensor<T> &dst)
+{
+    (void)dst;
+    SimCheck(SimThisCore().soc.hasDcci,
+             std::string("DataCacheCleanAndInvalid is not available on ") + SimThisCore().soc.name);
 }
 
 }  // namespace AscendC

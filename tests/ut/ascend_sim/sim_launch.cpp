@@ -19,7 +19,7 @@ void CopyError(const std::string &msg, char *err, int errLen)
 
 // Tiling summary handed back to the tests.
 struct SimTilingInfo {
-    int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad;
+    int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast;
 };
 
 extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, const int64_t *shape, int rank,
@@ -44,13 +44,16 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.ubBytes = ubBytes ? ubBytes : s.ubBytes;
         in.coreNum = coreNum ? coreNum : s.coreNum;
         in.hasDataCopyPad = s.hasDataCopyPad;
+        in.hasSyncAll = s.hasSyncAll;
+        in.hasDcci = s.hasDcci;
         bnb::BatchNormBackwardTilingData t;
         std::string why = bnb::ComputeTiling(in, t);
         if (!why.empty()) {
             CopyError("tiling: " + why, err, errLen);
             return 1;
         }
-        *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad};
+        *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad,
+                 t.crossCore, t.flat, t.shiftLast};
         std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0);
         std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));
         AscendC::SimBarrier barrier(t.usedCores);

@@ -88,6 +88,23 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(buf.Get<float>(), gm, p, pad);
          }},
+        {"sync_all", [] {
+             KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+             SimBarrier one(1);
+             SimThisCore().barrier = &one;
+             SyncAll();
+         }},
+        {"sync_all_without_kernel_type", [] {
+             SimBarrier one(1);
+             SimThisCore().barrier = &one;
+             SyncAll();
+         }},
+        {"dcci", [] {
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             gm.SetValue(0, 1.0f);
+             DataCacheCleanAndInvalid<float, CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT>(gm);
+         }},
     };
     return cases;
 }

@@ -3,10 +3,13 @@
 The unchanged kernel (ascend_impl/op_kernel) and host tiling
 (ascend_impl/op_host) are compiled with g++ against the project's Ascend C
 headers (ascend_impl/sim) once, cached by a hash of the sources.
+Extra compile and link flags (e.g. sanitizers, see scripts/run_sanitizers.sh)
+come from MS_BN_GRAD_SIM_CXXFLAGS and are part of the cache key.
 """
 import ctypes
 import hashlib
 import os
+import shlex
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +38,8 @@ class TilingError(RuntimeError):
 
 class TilingInfo(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in (
-        "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad")]
+        "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
+        "cross_core", "flat", "shift_last")]
 
 
 def _sources():
@@ -47,10 +51,12 @@ def _sources():
 
 def build(cache_dir=None):
     """Compiles (if needed) and loads the shared library."""
+    extra = shlex.split(os.environ.get("MS_BN_GRAD_SIM_CXXFLAGS", ""))
+    flags = CXXFLAGS + extra
     digest = hashlib.sha256()
     for f in _sources():
         digest.update(f.read_bytes())
-    digest.update(" ".join(CXXFLAGS).encode())
+    digest.update(" ".join(flags).encode())
     cache = Path(cache_dir or os.path.join(tempfile.gettempdir(), "bnb_ascend_sim")) / digest.hexdigest()[:16]
     lib = cache / "libbnbsim.so"
     if not lib.exists():
@@ -60,13 +66,13 @@ def build(cache_dir=None):
 
         def compile_one(pair):
             src, obj = pair
-            subprocess.run(["g++", *CXXFLAGS, *inc, "-c", str(src), "-o", str(obj)], check=True,
+            subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], check=True,
                            capture_output=True, text=True)
 
         with ThreadPoolExecutor(len(UNITS)) as pool:
             list(pool.map(compile_one, zip(UNITS, objs)))
         tmp = cache / f"libbnbsim.{os.getpid()}.so"
-        subprocess.run(["g++", "-shared", "-pthread", *map(str, objs), "-o", str(tmp)], check=True)
+        subprocess.run(["g++", "-shared", "-pthread", *extra, *map(str, objs), "-o", str(tmp)], check=True)
         os.replace(tmp, lib)
     return ctypes.CDLL(str(lib))
 

@@ -119,7 +119,7 @@ def test_small_c_splits_rows_over_cores(sim):
 
 def test_large_c_splits_channels_over_cores(sim):
     info = check(sim, (2, 300, 3), False, "float16", True, cores=8)
-    assert info.used_cores == 8 and info.units == 300 and info.groups == 5
+    assert info.used_cores == 8 and info.units == 300 and info.groups == 4  # last group takes the remainder
 
 
 def test_tiny_ub_many_tiles(sim):
@@ -160,3 +160,64 @@ def test_empty(sim, shape, channel_last):
 
 def test_large(sim):
     check(sim, (8, 4, 96, 97), False, "float32", True, cores=8)
+
+
+# ---- SoCs without DataCopyPad / SyncAll (ascend910, ascend310p): tails with whole blocks ----
+NO_PAD = ("ascend910", "ascend310p")
+ODD_SHAPES = [
+    ((2, 3, 5), False),          # C = 3, spatial 5: rows shorter than one block (flat regions)
+    ((3, 17, 7), False),         # C = 17, spatial 7
+    ((4, 17, 1), False),         # spatial 1: [N, C] in memory, odd C
+    ((2, 3, 5, 7), False),       # spatial 35: row tails
+    ((3, 130, 5), False),        # several parameter groups, spatial 5
+    ((1, 2, 3), False),          # tensor smaller than one block
+    ((2, 3), False),             # NC smaller than one block
+    ((5, 4, 3, 17), True),       # channel-last, odd C >= one block
+    ((7, 3), True),              # channel-last, C = 3
+    ((2, 2, 2, 5), True),        # channel-last, odd C < one block
+]
+
+
+@pytest.mark.parametrize("soc", NO_PAD)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,channel_last", ODD_SHAPES)
+def test_odd_shapes_without_datacopypad(sim, soc, dtype, shape, channel_last):
+    info = check(sim, shape, channel_last, dtype, True, soc=soc, cores=4)
+    assert info.use_pad == 0 and info.cross_core == 0
+    check(sim, shape, channel_last, dtype, False, (True, False, True), soc=soc, cores=4, seed=1)
+
+
+@pytest.mark.parametrize("mask", ALL_MASKS)
+def test_masks_without_datacopypad(sim, mask):
+    check(sim, (3, 5, 7), False, "float16", True, mask, soc="ascend910", cores=3)
+    check(sim, (6, 19), True, "float32", False, mask, soc="ascend310p", cores=3)
+
+
+def test_ragged_chunks_without_datacopypad(sim):
+    """Small UB: the last column chunk is moved back to end at the row end."""
+    info = check(sim, (5, 3, 2001), False, "float16", True, soc="ascend910", ub_bytes=16 * 1024, cores=3)
+    assert info.col_blocks > 1 and info.shift_last == 1
+    info = check(sim, (50, 701), True, "float32", True, soc="ascend310p", ub_bytes=16 * 1024, cores=3)
+    assert info.col_blocks > 1 and info.shift_last == 1
+    check(sim, (50, 701), True, "float32", False, soc="ascend310p", ub_bytes=16 * 1024, cores=3)
+
+
+@pytest.mark.parametrize("shape,channel_last", [((4, 3, 999), False), ((3, 130, 5), False), ((50, 701), True),
+                                                ((9, 7, 3), False)])
+def test_deterministic_for_any_core_count_without_datacopypad(sim, shape, channel_last):
+    args = make_inputs(shape, channel_last, "float32")
+    outs = []
+    for n in (1, 2, 3, 8):
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], channel_last=channel_last, soc="ascend910", ub_bytes=20 * 1024,
+                            cores=n)
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+def test_cross_core_combine_uses_hardware_sync(sim, soc):
+    info = check(sim, (3, 2, 3000), False, "float32", True, soc=soc, ub_bytes=24 * 1024, cores=8)
+    assert info.cross_core == 1 and info.used_cores == 8

@@ -35,14 +35,22 @@ def test_datacopypad_only_where_it_exists(sim, soc, available):
         assert soc in msg
 
 
-@pytest.mark.parametrize("soc", ["ascend910", "ascend310p"])
-def test_unaligned_shape_refused_without_datacopypad(sim, soc):
-    x = np.ones((2, 3, 5))
-    with pytest.raises(simlib.TilingError, match="DataCopyPad"):
-        simlib.run(sim, x, x, soc=soc)
+@pytest.mark.parametrize("case", ["sync_all", "dcci"])
+@pytest.mark.parametrize("soc,available", [("ascend910", False), ("ascend310p", False), ("ascend910b", True),
+                                           ("ascend910_93", True), ("ascend950", True)])
+def test_sync_and_cache_flush_only_where_they_exist(sim, case, soc, available):
+    msg = simlib.misuse(sim, case, soc)
+    assert (msg is None) == available, msg
+    if not available:
+        assert soc in msg
+
+
+def test_hardware_sync_all_needs_mix_kernel_type(sim):
+    msg = simlib.misuse(sim, "sync_all_without_kernel_type")
+    assert msg is not None and "KERNEL_TYPE_MIX_AIV_1_0" in msg
 
 
 def test_ub_too_small_is_a_tiling_error(sim):
     x = np.ones((2, 3, 5))
     with pytest.raises(simlib.TilingError, match="too small"):
-        simlib.run(sim, x, x, ub_bytes=4096)
+        simlib.run(sim, x, x, ub_bytes=1024)
