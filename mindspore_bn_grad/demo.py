@@ -59,7 +59,7 @@ def build_net():
 
 
 def make_train_step(net, lr):
-    import mindspore as ms
+    """A GRAPH-compilable step: forward, loss, gradients, Momentum update; returns (loss, logits)."""
     from mindspore import nn, ops
 
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
@@ -82,7 +82,7 @@ def make_train_step(net, lr):
 
     step = TrainStep()
     step.set_train()
-    return step, ms
+    return step
 
 
 def gradient_parity(trained, x, y):
@@ -128,11 +128,10 @@ def main(argv=None):
     print(f"digits: {len(y_train)} train / {len(y_test)} test images, 8x8; mode {args.mode.upper()}, CPU",
           flush=True)
     net = convert_batchnorm(build_net())
-    n_bn = sum(isinstance(c, mbg.nn.BatchNorm1d) or isinstance(c, mbg.nn.BatchNorm2d)
-               for _, c in net.cells_and_names())
+    n_bn = sum(isinstance(c, (mbg.nn.BatchNorm1d, mbg.nn.BatchNorm2d)) for _, c in net.cells_and_names())
     print(f"model: {n_bn} BatchNorm cells converted to mindspore_bn_grad (backward = BatchNormBackward)",
           flush=True)
-    step, _ = make_train_step(net, args.lr)
+    step = make_train_step(net, args.lr)
     x_test_t = ms.Tensor(x_test)
 
     def evaluate():
