@@ -15,10 +15,12 @@ after warm-up:
     (oneDNN; float32/float16 NCHW only) in the same mode.
 Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth. Training mode, all three outputs, unless a row says otherwise.
+Garbage collection is off inside timed loops (as in timeit), for every contestant.
 Writes bench_cpu.json, bench_cpu.md (the table) and bench_cpu.png (needs
 matplotlib: pip install mindspore-bn-grad[bench]) into --out.
 """
 import argparse
+import gc
 import json
 import os
 import platform
@@ -41,26 +43,58 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def median_time(fn, sync=None, warmup=3, reps=10, budget=None):
-    """Median wall time of fn() (+ sync()) in seconds, after `warmup` calls.
+class Timed:
+    """One contestant: fn() runs it once, sync() waits for it, setup() before a batch."""
 
-    `budget` (seconds) caps the total time of the timed runs (at least 3 runs).
-    """
-    for _ in range(warmup):
-        fn()
-        if sync:
-            sync()
-    times = []
-    start = time.perf_counter()
-    for i in range(reps):
+    def __init__(self, fn, sync=None, setup=None):
+        self.fn, self.sync, self.setup = fn, sync, setup
+        self.times = []
+
+    def run_once(self):
         t0 = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        times.append(time.perf_counter() - t0)
-        if budget and i >= 2 and time.perf_counter() - start > budget:
-            break
-    return statistics.median(times)
+        self.fn()
+        if self.sync:
+            self.sync()
+        return time.perf_counter() - t0
+
+
+def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0):
+    """Median seconds per contestant; the timed runs are spread over `rounds`
+    rounds that visit every contestant in turn (A B C ... A B C ...), so a
+    drift in machine speed hits all of them alike. `budget` (seconds) caps each
+    contestant's timed runs (at least one per round).
+
+    Like timeit, garbage collection is off inside timed runs: with MindSpore
+    imported a full collection walks millions of objects and lands on whichever
+    contestant happens to trigger it.
+    """
+    for c in contestants.values():
+        if c.setup:
+            c.setup()
+        for _ in range(warmup):
+            c.run_once()
+    per_round = max(1, -(-reps // rounds))
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for c in contestants.values():
+                if c.setup:
+                    c.setup()
+                round_start = time.perf_counter()
+                for _ in range(per_round):
+                    c.times.append(c.run_once())
+                    if time.perf_counter() - round_start > budget / rounds:
+                        break
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {k: statistics.median(c.times) for k, c in contestants.items()}
+
+
+def median_time(fn, sync=None, warmup=3, reps=10):
+    return interleaved_medians({"f": Timed(fn, sync)}, reps, warmup=warmup, rounds=1)["f"]
 
 
 def copy_bandwidth(reps):
@@ -122,28 +156,26 @@ def to_bf16_bits(a):
 
 # ----------------------------------------------------------- contestants
 
-def time_direct(case, reps, mask=(True, True, True)):
+def direct_contestant(case, mask=(True, True, True)):
     from . import _native
     x, dy, p = case.arrays()
     if case.dtype == "bfloat16":
         x, dy, bf16 = to_bf16_bits(x), to_bf16_bits(dy), ("grad_out",)
-        pdt = np.float32
     else:
         x, dy, bf16 = x.astype(case.dtype), dy.astype(case.dtype), ()
-        pdt = np.float32
     call, _ = _native.prepare_direct(dy, x, p["weight"], p["running_mean"], p["running_var"],
                                      p["save_mean"], p["save_invstd"], training=True,
                                      output_mask=mask, channel_last=case.channel_last,
-                                     param_grad_dtype=pdt, bf16=bf16)
-    return median_time(call, reps=reps, budget=20)
+                                     param_grad_dtype=np.float32, bf16=bf16)
+    return Timed(call)
 
 
-def time_torch(case, reps, threads):
+def torch_contestant(case, threads):
+    """torch.ops.aten.native_batch_norm_backward; None if torch is missing or refuses the dtype."""
     try:
         import torch
     except ImportError:
         return None
-    torch.set_num_threads(threads)
     x, dy, p = case.arrays()
     tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[case.dtype]
 
@@ -163,7 +195,7 @@ def time_torch(case, reps, threads):
     except RuntimeError as e:  # dtype not supported by this torch build
         log(f"    torch: {str(e).splitlines()[0][:100]}")
         return None
-    return median_time(fn, reps=reps, budget=20)
+    return Timed(fn, setup=lambda: torch.set_num_threads(threads))
 
 
 def _ms_inputs(case):
@@ -175,65 +207,6 @@ def _ms_inputs(case):
     return tx, tdy, tp
 
 
-def time_ms_ours(case, mode, reps):
-    import mindspore as ms
-    import mindspore_bn_grad as mbg
-    tx, tdy, tp = _ms_inputs(case)
-    args = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"],
-            tp["save_invstd"])
-    fmt = case.layout
-    if mode == "PYNATIVE":
-        def fn():
-            return mbg.batch_norm_backward(*args, training=True, eps=1e-5, data_format=fmt)
-    else:
-        op = mbg.BatchNormBackward(training=True, eps=1e-5, data_format=fmt)
-
-        class Net(ms.nn.Cell):
-            def __init__(self):
-                super().__init__()
-                self.op = op
-
-            def construct(self, dy, x, w, rm, rv, sm, si):
-                return self.op(dy, x, w, rm, rv, sm, si)
-        net = Net()
-
-        def fn():
-            return net(*args)
-    return _time_ms(fn, mode, reps)
-
-
-def time_ms_builtin(case, mode, reps):
-    """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
-    import mindspore as ms
-    from mindspore.ops.operations import _grad_ops
-    if case.dtype == "bfloat16" or case.channel_last:
-        return None
-    tx, tdy, tp = _ms_inputs(case)
-    # (dout, x, scale, saved_mean, saved_variance, reserve)
-    args = (tdy, tx, tp["weight"], tp["save_mean"], tp["save_invstd"], tp["save_invstd"])
-    op = _grad_ops.BatchNormGrad(is_training=True, epsilon=1e-5, data_format="NCHW")
-    if mode == "PYNATIVE":
-        def fn():
-            return op(*args)
-    else:
-        class Net(ms.nn.Cell):
-            def __init__(self):
-                super().__init__()
-                self.op = op
-
-            def construct(self, dy, x, w, m, v, r):
-                return self.op(dy, x, w, m, v, r)
-        net = Net()
-
-        def fn():
-            return net(*args)
-    try:
-        return _time_ms(fn, mode, reps)
-    except (RuntimeError, TypeError, ValueError) as e:
-        log(f"    built-in: {str(e).strip().splitlines()[0][:100]}")
-        return None
-
-
 def _ms_sync():
     """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously;
     ms.runtime.synchronize() is not supported on the CPU device)."""
@@ -241,13 +214,70 @@ def _ms_sync():
     _pynative_executor.sync()
 
 
-def _time_ms(fn, mode, reps):
+def _ms_mode_setter(mode):
     import mindspore as ms
-    ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
+    return lambda: ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
+
+
+def _graph_cell(op, nargs):
+    import mindspore as ms
+
+    class Net(ms.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.op = op
+
+        def construct(self, *args):
+            return self.op(*args)
+    net = Net()
+    return lambda *args: net(*args)
+
+
+def ms_ours_contestant(case, mode):
+    import mindspore_bn_grad as mbg
+    tx, tdy, tp = _ms_inputs(case)
+    args = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"],
+            tp["save_invstd"])
+    fmt = case.layout
+    setup = _ms_mode_setter(mode)
+    setup()
+    if mode == "PYNATIVE":
+        def fn():
+            return mbg.batch_norm_backward(*args, training=True, eps=1e-5, data_format=fmt)
+    else:
+        net = _graph_cell(mbg.BatchNormBackward(training=True, eps=1e-5, data_format=fmt), len(args))
+
+        def fn():
+            return net(*args)
+    return Timed(fn, _ms_sync, setup)
+
+
+def ms_builtin_contestant(case, mode):
+    """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
+    from mindspore.ops.operations import _grad_ops
+    if case.dtype == "bfloat16" or case.channel_last:
+        return None
+    tx, tdy, tp = _ms_inputs(case)
+    # (dout, x, scale, saved_mean, saved_variance, reserve)
+    args = (tdy, tx, tp["weight"], tp["save_mean"], tp["save_invstd"], tp["save_invstd"])
+    op = _grad_ops.BatchNormGrad(is_training=True, epsilon=1e-5, data_format="NCHW")
+    setup = _ms_mode_setter(mode)
+    setup()
+    if mode == "PYNATIVE":
+        def fn():
+            return op(*args)
+    else:
+        net = _graph_cell(op, len(args))
+
+        def fn():
+            return net(*args)
+    timed = Timed(fn, _ms_sync, setup)
     try:
-        return median_time(fn, sync=_ms_sync, reps=reps, budget=30)
-    finally:
-        ms.set_context(mode=ms.PYNATIVE_MODE)
+        timed.run_once()
+    except (RuntimeError, TypeError, ValueError) as e:
+        log(f"    built-in: {str(e).strip().splitlines()[0][:100]}")
+        return None
+    return timed
 
 
 # ---------------------------------------------------------------- running
@@ -287,24 +317,35 @@ def run(args):
         log(f"[{i}/{len(cases)}] {case.label()}")
         r = {"shape": list(case.shape), "dtype": case.dtype, "layout": case.layout,
              "tensor_mb": case.tensor_bytes / 1e6}
-        bytes_moved = 3 * case.tensor_bytes
-        r["direct_ms"] = time_direct(case, reps) * 1e3
-        r["direct_gbs"] = bytes_moved / (r["direct_ms"] / 1e3) / 1e9
-        r["direct_pct_copy"] = 100 * r["direct_gbs"] / copy_gbs
+        con = {"direct": direct_contestant(case)}
         if case.dtype == "float32" and case.layout == "NCHW":
-            r["mask_ftt_ms"] = time_direct(case, reps, mask=(False, True, True)) * 1e3
-            r["mask_ftt_vs_full"] = ratio(r["mask_ftt_ms"], r["direct_ms"])
-        t = time_torch(case, reps, threads) if have_torch else None
-        r["torch_ms"] = None if t is None else t * 1e3
-        r["speedup_vs_torch"] = ratio(r["torch_ms"], r["direct_ms"])
+            con["mask_ftt"] = direct_contestant(case, mask=(False, True, True))
+        if have_torch:
+            con["torch"] = torch_contestant(case, threads)
         if not args.no_mindspore:
             for mode in ("PYNATIVE", "GRAPH"):
-                key = mode.lower()
-                ours = time_ms_ours(case, mode, reps)
-                builtin = time_ms_builtin(case, mode, reps)
-                r[f"ms_{key}_ms"] = ours * 1e3
-                r[f"builtin_{key}_ms"] = None if builtin is None else builtin * 1e3
-                r[f"speedup_vs_builtin_{key}"] = ratio(builtin, ours)
+                con[f"ms_{mode.lower()}"] = ms_ours_contestant(case, mode)
+                con[f"builtin_{mode.lower()}"] = ms_builtin_contestant(case, mode)
+        med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
+        ms_ = {k: (med[k] * 1e3 if k in med else None) for k in con}
+        bytes_moved = 3 * case.tensor_bytes
+        r["direct_ms"] = ms_["direct"]
+        r["direct_gbs"] = bytes_moved / (r["direct_ms"] / 1e3) / 1e9
+        r["direct_pct_copy"] = 100 * r["direct_gbs"] / copy_gbs
+        if "mask_ftt" in con:
+            r["mask_ftt_ms"] = ms_["mask_ftt"]
+            r["mask_ftt_vs_full"] = ratio(r["mask_ftt_ms"], r["direct_ms"])
+        r["torch_ms"] = ms_.get("torch")
+        r["speedup_vs_torch"] = ratio(r["torch_ms"], r["direct_ms"])
+        if not args.no_mindspore:
+            for key in ("pynative", "graph"):
+                r[f"ms_{key}_ms"] = ms_[f"ms_{key}"]
+                r[f"builtin_{key}_ms"] = ms_[f"builtin_{key}"]
+                r[f"speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"ms_{key}_ms"])
+        if not args.no_mindspore:
+            _ms_mode_setter("PYNATIVE")()
+        del con
+        gc.collect()
         log("    " + ", ".join(f"{k}={v:.3g}" for k, v in r.items() if isinstance(v, float)))
         rows.append(r)
     _derived(rows)

@@ -163,6 +163,27 @@ inline void StreamFence() {
 // Alignment a non-temporal store needs (bytes).
 template <DType D> constexpr uintptr_t kStreamAlign = D == DType::kFloat32 ? 32 : 16;
 
+// fn(i) for i in [0, n) on up to nthreads threads: the items are cut into
+// consecutive chunks that threads claim one by one (a busy or late thread
+// does not hold the others up). `backwards` visits the last items first.
+// Which thread runs an item never changes what the item computes.
+template <class F>
+void ParallelFor(int64_t n, int nthreads, bool backwards, F &&fn) {
+  if (n <= 0) return;
+  const int64_t parts = nthreads <= 1 ? 1 : std::min<int64_t>(n, 16 * static_cast<int64_t>(nthreads));
+  auto chunk = [&](int64_t k) {
+    if (backwards) k = parts - 1 - k;
+    int64_t b, e;
+    StaticRange(n, k, parts, &b, &e);
+    if (backwards) {
+      for (int64_t i = e - 1; i >= b; --i) fn(i);
+    } else {
+      for (int64_t i = b; i < e; ++i) fn(i);
+    }
+  };
+  if (parts == 1) chunk(0); else ThreadPool::Global().Run(parts, nthreads, chunk);
+}
+
 // ------------------------------------------------------------ per channel math
 
 struct ChanIn {  // per-channel inputs, in double
@@ -385,22 +406,15 @@ struct RowPath {
     const int64_t chan_bytes = std::max<int64_t>(1, 2 * n * static_cast<int64_t>(ElemBytes(a.grad_out.dtype)));
     const int64_t cb = std::max<int64_t>(1, std::min<int64_t>({C, kMaxBlock, kBlockBytes / chan_bytes}));
     const int64_t nblocks = (C + cb - 1) / cb;
-    if (nthreads <= 1) {
-      for (int64_t b = 0; b < nblocks; ++b) Block(b * cb, std::min(C, (b + 1) * cb));
-      return;
-    }
-    if (nblocks >= kBlocksPerThread * nthreads) {  // threads over channel blocks
-      std::atomic<int64_t> next{0};
-      ThreadPool::Global().Run(nthreads, [&](int, int) {
-        for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
-          Block(b * cb, std::min(C, (b + 1) * cb));
-        }
+    if (nthreads <= 1 || nblocks >= kBlocksPerThread * nthreads) {  // threads over channel blocks
+      ParallelFor(nblocks, nthreads, false, [&](int64_t b) {
+        Block(b * cb, std::min(C, (b + 1) * cb));
         if (stream) StreamFence();
       });
       return;
     }
-    // Few channels: split the tiles of a group of channels between threads;
-    // each thread writes dx for the tiles it summed (still in its cache).
+    // Few channels: split the tiles of a group of channels (at most
+    // kGroupBytes, so still cached for dx) between threads.
     const int64_t group = std::max<int64_t>(1, std::min<int64_t>({C, kMaxGroup, kGroupBytes / chan_bytes}));
     scratch->resize(static_cast<size_t>(2 * group * ntiles));
     double *part = scratch->data();
@@ -410,13 +424,9 @@ struct RowPath {
       ChanIn ins[kMaxGroup];
       for (int64_t j = 0; j < g; ++j) ins[j] = ChannelInputs(a, c0 + j);
       if (need_sums) {
-        ThreadPool::Global().Run(nthreads, [&](int tid, int nt) {
-          int64_t b, e;
-          StaticRange(total, tid, nt, &b, &e);
-          for (int64_t q = b; q < e; ++q) {
-            const int64_t j = q / ntiles, t = q - j * ntiles;
-            TileSums(c0 + j, t, static_cast<T>(ins[j].mean), &part[2 * q], &part[2 * q + 1]);
-          }
+        ParallelFor(total, nthreads, false, [&](int64_t q) {
+          const int64_t j = q / ntiles, t = q - j * ntiles;
+          TileSums(c0 + j, t, static_cast<T>(ins[j].mean), &part[2 * q], &part[2 * q + 1]);
         });
       }
       for (int64_t j = 0; j < g; ++j) {
@@ -430,13 +440,9 @@ struct RowPath {
         coefs_small[j] = FinishChannel<T>(a, c0 + j, ins[j], s_dy, s_dyx, static_cast<double>(n));
       }
       if (need_dx) {
-        ThreadPool::Global().Run(nthreads, [&](int tid, int nt) {
-          int64_t b, e;
-          StaticRange(total, tid, nt, &b, &e);
-          for (int64_t q = b; q < e; ++q) {
-            const int64_t j = q / ntiles, t = q - j * ntiles;
-            TileDx(c0 + j, t, coefs_small[j]);
-          }
+        ParallelFor(total, nthreads, true, [&](int64_t q) {
+          const int64_t j = q / ntiles, t = q - j * ntiles;
+          TileDx(c0 + j, t, coefs_small[j]);
           if (stream) StreamFence();
         });
       }
@@ -559,21 +565,13 @@ struct ColPath {
       for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
     }
     const int64_t ntiles = nchunks * nblocks;
-    // The sums walk each thread's tiles forwards and dx walks them backwards:
-    // when the tensor is larger than the cache, dx starts on the tiles read
-    // last, which are still cached (the same thread, the same range).
+    // The sums walk the tiles forwards and dx backwards: when the tensor is
+    // larger than the cache, dx starts on the tiles read last (still cached).
     auto parallel_tiles = [&](auto &&tile_fn, bool backwards) {
-      auto body = [&](int tid, int nt) {
-        int64_t b, e;
-        StaticRange(ntiles, tid, nt, &b, &e);
-        if (backwards) {
-          for (int64_t q = e - 1; q >= b; --q) tile_fn(q / nblocks, q % nblocks);
-          StreamFence();
-        } else {
-          for (int64_t q = b; q < e; ++q) tile_fn(q / nblocks, q % nblocks);
-        }
-      };
-      if (nthreads <= 1) body(0, 1); else ThreadPool::Global().Run(nthreads, body);
+      ParallelFor(ntiles, nthreads, backwards, [&](int64_t q) {
+        tile_fn(q / nblocks, q % nblocks);
+        if (backwards) StreamFence();
+      });
     };
     if (need_sums) parallel_tiles([&](int64_t k, int64_t b) { TileSums(k, b); }, false);
     for (int64_t c = 0; c < C; ++c) {

@@ -1,25 +1,27 @@
 // A persistent thread pool for the CPU kernels: no thread start-up per call.
 //
-//   bn_grad::ThreadPool::Global().Run(nthreads, [&](int tid, int nthreads) { ... });
+//   bn_grad::ThreadPool::Global().Run(ntasks, nthreads, [&](int64_t task) { ... });
 //
-// Run calls the function once for every tid in [0, nthreads) — tid 0 on the
-// calling thread, the others on pool threads — and returns when all are done.
-// Threads are created on first need and kept; after a job they spin briefly
-// (so back-to-back calls do not pay a wake-up), then sleep.
+// Run calls fn(task) once for every task in [0, ntasks) and returns when all
+// are done. Tasks are claimed dynamically by the calling thread and by up to
+// nthreads - 1 pool threads: a pool thread that is slow to wake (machine
+// busy, or asleep) does not hold the call up, the caller simply takes the
+// remaining tasks. So a task may run on any thread, and one thread may run
+// several: results must not depend on which thread ran a task (for
+// determinism, make the tasks depend only on the problem, e.g. with
+// StaticRange, never on the thread count).
 //
-// A Run issued while another is in progress (a nested call from inside a job,
-// or a second caller thread) runs its tids one after another on the calling
-// thread: jobs must not synchronise between their tids (no barriers inside),
-// which also makes them safe to run serially. Results must never depend on
-// which thread ran a tid (determinism is the job's business: see
-// StaticRange for a partition that depends only on its arguments).
-//
-// No heap allocation per Run. Forked children get a fresh pool.
+// Pool threads are created on first need and kept; after a job they poll for
+// the next one for kSpinTime, then sleep. A Run issued while another is in
+// progress (nested inside a task, or from a second caller thread) runs its
+// tasks serially on its calling thread. No heap allocation per Run. A forked
+// child gets a fresh pool.
 #ifndef MS_BN_GRAD_THREAD_POOL_H_
 #define MS_BN_GRAD_THREAD_POOL_H_
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -38,14 +40,16 @@
 
 namespace bn_grad {
 
-// [begin, end) of `n` items for part `tid` of `parts` (contiguous, balanced).
-inline void StaticRange(int64_t n, int tid, int parts, int64_t *begin, int64_t *end) {
-  *begin = n * tid / parts;
-  *end = n * (tid + 1) / parts;
+// [begin, end) of part `k` of `parts` over n items (contiguous, balanced).
+inline void StaticRange(int64_t n, int64_t k, int64_t parts, int64_t *begin, int64_t *end) {
+  *begin = n * k / parts;
+  *end = n * (k + 1) / parts;
 }
 
 class ThreadPool {
  public:
+  static constexpr int64_t kMaxTasks = (int64_t{1} << 21) - 1;
+
   static ThreadPool &Global() {
     static std::atomic<ThreadPool *> pool{nullptr};
     static std::mutex create_mu;
@@ -54,7 +58,7 @@ class ThreadPool {
       std::lock_guard<std::mutex> lk(create_mu);
       p = pool.load(std::memory_order_relaxed);
       if (p == nullptr || p->pid_ != getpid()) {
-        // Never destroyed: worker threads may outlive static destruction at
+        // Never destroyed: pool threads may outlive static destruction at
         // exit, and a forked child's copy has no threads to join (leaked).
         p = new ThreadPool();
         pool.store(p, std::memory_order_release);
@@ -63,88 +67,107 @@ class ThreadPool {
     return *p;
   }
 
+  // fn(task) for task in [0, ntasks) (ntasks <= kMaxTasks), on up to nthreads threads.
   template <class F>
-  void Run(int nthreads, F &&fn) {
+  void Run(int64_t ntasks, int nthreads, F &&fn) {
     using Fn = std::remove_reference_t<F>;
-    RunImpl(nthreads, [](void *ctx, int tid, int n) { (*static_cast<Fn *>(ctx))(tid, n); },
+    RunImpl(ntasks, nthreads, [](void *ctx, int64_t task) { (*static_cast<Fn *>(ctx))(task); },
             const_cast<void *>(static_cast<const void *>(&fn)));
   }
 
  private:
-  using Call = void (*)(void *, int, int);
-  // After a job, workers poll for the next one this long before sleeping:
-  // long enough to bridge the gap between back-to-back kernel calls, short
-  // enough not to hold a core while the framework works in between.
+  using Call = void (*)(void *, int64_t);
+  // After a job, pool threads poll this long before sleeping: long enough to
+  // bridge back-to-back kernel calls, short enough not to hold a core while
+  // the framework works in between.
   static constexpr auto kSpinTime = std::chrono::microseconds(300);
-  static constexpr int kSpinIters = 1 << 12;  // caller: pauses before yielding
+
+  // state_ packs generation (22 bits) | ntasks (21 bits) | next task (21 bits),
+  // so claiming a task (a CAS) is tied to the job it belongs to.
+  static constexpr int kTaskBits = 21;
+  static constexpr uint64_t kTaskMask = (uint64_t{1} << kTaskBits) - 1;
+  static uint64_t Gen(uint64_t s) { return s >> (2 * kTaskBits); }
+  static int64_t NTasks(uint64_t s) { return static_cast<int64_t>((s >> kTaskBits) & kTaskMask); }
+  static int64_t Next(uint64_t s) { return static_cast<int64_t>(s & kTaskMask); }
 
   ThreadPool() : pid_(getpid()) {}
 
-  void RunImpl(int nthreads, Call call, void *ctx) {
-    if (nthreads <= 1) { call(ctx, 0, 1); return; }
-    std::unique_lock<std::mutex> run_lock(run_mu_, std::try_to_lock);
-    if (!run_lock.owns_lock()) {  // nested or concurrent: serial on this thread
-      for (int t = 0; t < nthreads; ++t) call(ctx, t, nthreads);
+  void RunImpl(int64_t ntasks, int nthreads, Call call, void *ctx) {
+    if (ntasks <= 0) return;
+    nthreads = static_cast<int>(std::min<int64_t>(nthreads, ntasks));
+    std::unique_lock<std::mutex> run_lock(run_mu_, std::defer_lock);
+    if (nthreads <= 1 || ntasks > kMaxTasks || !run_lock.try_lock()) {
+      for (int64_t t = 0; t < ntasks; ++t) call(ctx, t);  // serial (also: nested/concurrent)
       return;
     }
     EnsureWorkers(nthreads - 1);
-    const int nworkers = static_cast<int>(workers_.size());
     call_ = call;
     ctx_ = ctx;
-    job_threads_ = nthreads;
-    pending_.store(nworkers, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    tickets_.store(nthreads - 1, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lk(mu_);
-      generation_.fetch_add(1, std::memory_order_release);
+      const uint64_t gen = Gen(state_.load(std::memory_order_relaxed)) + 1;
+      state_.store((gen << (2 * kTaskBits)) | (static_cast<uint64_t>(ntasks) << kTaskBits),
+                   std::memory_order_seq_cst);
     }
-    if (sleepers_.load(std::memory_order_acquire) > 0) cv_.notify_all();
-    call(ctx, 0, nthreads);
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-      if (spins < kSpinIters) BN_GRAD_CPU_RELAX(); else std::this_thread::yield();
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
+    const uint64_t gen = Gen(state_.load(std::memory_order_relaxed));
+    Work(gen);
+    for (int spins = 0; done_.load(std::memory_order_acquire) != ntasks; ++spins) {
+      if (spins < 4096) BN_GRAD_CPU_RELAX(); else std::this_thread::yield();
+    }
+  }
+
+  // Claims and runs tasks of job `gen` until none is left.
+  void Work(uint64_t gen) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    while (Gen(s) == gen && Next(s) < NTasks(s)) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        call_(ctx_, Next(s));  // the job cannot end (and call_ change) before done_ counts this task
+        done_.fetch_add(1, std::memory_order_release);
+        s = state_.load(std::memory_order_acquire);
+      }
     }
   }
 
   void EnsureWorkers(int n) {
     while (static_cast<int>(workers_.size()) < n) {
-      const int idx = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, idx, seen = generation_.load()] { Loop(idx, seen); });
+      const uint64_t seen = Gen(state_.load());
+      workers_.emplace_back([this, seen] { Loop(seen); });
       workers_.back().detach();
     }
   }
 
-  // Every worker acknowledges every generation (pending_ counts all workers),
-  // so none can miss a job or read a later job's fields for an earlier one.
-  void Loop(int idx, uint64_t seen) {
+  void Loop(uint64_t seen) {
     for (;;) {
-      uint64_t g;
-      int spins = 0;
+      uint64_t s;
       auto spin_start = std::chrono::steady_clock::now();
-      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+      for (int spins = 0; Gen(s = state_.load(std::memory_order_acquire)) == seen;) {
         BN_GRAD_CPU_RELAX();
         if ((++spins & 255) != 0 || std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
         std::unique_lock<std::mutex> lk(mu_);
-        sleepers_.fetch_add(1, std::memory_order_acq_rel);
-        cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        cv_.wait(lk, [&] { return Gen(state_.load(std::memory_order_seq_cst)) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
         spin_start = std::chrono::steady_clock::now();
       }
-      seen = g;
-      const int tid = idx + 1;
-      if (tid < job_threads_) call_(ctx_, tid, job_threads_);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      seen = Gen(s);
+      // At most nthreads - 1 pool threads join a job (the pool may be larger).
+      if (tickets_.fetch_sub(1, std::memory_order_acq_rel) > 0) Work(seen);
     }
   }
 
   const pid_t pid_;
-  std::mutex run_mu_;                 // one job at a time
-  std::mutex mu_;                     // with cv_: sleeping workers
+  std::mutex run_mu_;  // one job at a time
+  std::mutex mu_;      // with cv_: sleeping pool threads
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<int> tickets_{0};
   std::atomic<int> sleepers_{0};
   Call call_ = nullptr;
   void *ctx_ = nullptr;
-  int job_threads_ = 0;
   std::vector<std::thread> workers_;
 };
 
