@@ -36,11 +36,11 @@ def _known_rank(shape):
     return shape is not None and UNKNOWN_RANK not in shape
 
 
-def _merge_dim(a, b, arg, other, axis):
+def _merge_dim(a, b, arg, other, axis, op):
     if a == UNKNOWN_DIM:
         return b
     if b != UNKNOWN_DIM and a != b:
-        fail(ValueError, arg, f"the shape of {other}", f"dim {axis} = {a} vs {b}")
+        fail(ValueError, arg, f"the shape of {other}", f"dim {axis} = {a} vs {b}", op=op)
     return a
 
 
@@ -48,14 +48,19 @@ def _fmt_shape(shape):
     return "(" + ", ".join("?" if d == UNKNOWN_DIM else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def infer_shapes(shapes: dict, attrs: dict):
-    """shapes: input name -> list of dims or None. Returns one shape per output."""
-    opdef = load_opdef()
+def infer_shapes(shapes: dict, attrs: dict, opdef=None):
+    """shapes: input name -> list of dims or None. Returns one shape per output.
+
+    Input kinds (the prototype's `shape`): `full` activations, `channel`
+    (C,) tensors, `counts` 1-D tensors of any length.
+    """
+    opdef = opdef or load_opdef()
+    op = opdef.op_name
     for arg in opdef.inputs:
         if shapes.get(arg.name) is None and arg.required(attrs):
             when = "" if not arg.optional else f" when training={attrs['training']}"
             what = "a tensor" if arg.shape == "full" else "a (C,) tensor"
-            fail(ValueError, arg.name, what + when, "None")
+            fail(ValueError, arg.name, what + when, "None", op=op)
     full = None
     for arg in opdef.inputs:
         if arg.shape != "full":
@@ -65,71 +70,74 @@ def infer_shapes(shapes: dict, attrs: dict):
             continue
         if full is None:
             full, first = shape, arg.name
-            fmt = check_rank(len(full), attrs)
-            _soc.check_format(fmt.names[len(full)])
+            fmt = check_rank(len(full), attrs, opdef)
+            if opdef.support:
+                _soc.check_format(fmt.names[len(full)])
             continue
         if len(shape) != len(full):
-            fail(ValueError, arg.name, f"the shape of {first} {_fmt_shape(full)}", _fmt_shape(shape))
-        full = [_merge_dim(a, b, arg.name, first, i) for i, (a, b) in enumerate(zip(full, shape))]
-    axis = None if full is None else (len(full) - 1 if attrs["data_format"] in _channel_last_formats() else 1)
-    channels = UNKNOWN_DIM if full is None else full[axis]
+            fail(ValueError, arg.name, f"the shape of {first} {_fmt_shape(full)}", _fmt_shape(shape), op=op)
+        full = [_merge_dim(a, b, arg.name, first, i, op) for i, (a, b) in enumerate(zip(full, shape))]
+    fmt = opdef.data_formats[attrs["data_format"]]
+    channels = UNKNOWN_DIM if full is None else full[len(full) - 1 if fmt.channel_last else 1]
     for arg in opdef.inputs:
         shape = shapes.get(arg.name)
-        if arg.shape != "channel" or shape is None or not _known_rank(shape):
+        if arg.shape == "full" or shape is None or not _known_rank(shape):
             continue
         shape = [int(d) for d in shape]
         if len(shape) != 1:
-            fail(ValueError, arg.name, f"a 1-D (C,) tensor", f"shape {_fmt_shape(shape)}")
+            what = "a 1-D (C,) tensor" if arg.shape == "channel" else "a 1-D tensor"
+            fail(ValueError, arg.name, what, f"shape {_fmt_shape(shape)}", op=op)
         n = shape[0]
-        if n == 0 and arg.empty_allowed(attrs):
+        if arg.shape != "channel" or (n == 0 and arg.empty_allowed(attrs)):
             continue
         if n != UNKNOWN_DIM and channels != UNKNOWN_DIM and n != channels:
-            fail(ValueError, arg.name, f"length {channels} (the channel count of input)", f"length {n}")
+            fail(ValueError, arg.name, f"length {channels} (the channel count of input)", f"length {n}", op=op)
         if channels == UNKNOWN_DIM:
             channels = n
-    out = []
-    for o in opdef.outputs:
-        if o.shape == "full":
-            out.append(list(full) if full is not None else [UNKNOWN_RANK])
-        else:
-            out.append([channels])
-    return out
+    return [(list(full) if full is not None else [UNKNOWN_RANK]) if o.shape == "full" else [channels]
+            for o in opdef.outputs]
 
 
-def _channel_last_formats():
-    return tuple(n for n, f in load_opdef().data_formats.items() if f.channel_last)
-
-
-def infer_dtypes(dtypes: dict, attrs: dict):
+def infer_dtypes(dtypes: dict, attrs: dict, opdef=None):
     """dtypes: input name -> dtype name or None. Returns one dtype name per output."""
-    opdef = load_opdef()
+    opdef = opdef or load_opdef()
+    op = opdef.op_name
     for arg in opdef.inputs:
         if dtypes.get(arg.name) is None and not arg.optional:
-            fail(ValueError, arg.name, "a tensor", "None")
+            fail(ValueError, arg.name, "a tensor", "None", op=op)
     out = [next(dtypes[src] for src in o.dtype_from if dtypes.get(src) is not None)
            for o in opdef.outputs]
-    # The target's rules first: their messages name the SoC.
-    _soc.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))})
-    allowed = list(opdef.dtypes)
+    if opdef.support:
+        # The target's rules first: their messages name the SoC.
+        _soc.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))})
+    floats = list(opdef.dtypes)
     for arg in opdef.inputs:
         d = dtypes.get(arg.name)
         if d is None:
             continue
+        counts = arg.shape == "counts"
+        allowed = floats + list(opdef.count_dtypes) if counts else floats
         if d not in allowed:
-            fail(TypeError, arg.name, f"a floating dtype ({', '.join(allowed)})", d)
+            kind = "a float or integer dtype" if counts else "a floating dtype"
+            fail(TypeError, arg.name, f"{kind} ({', '.join(allowed)})", d, op=op)
         if arg.like and d != dtypes[arg.like]:
-            fail(TypeError, arg.name, f"the dtype of {arg.like} ({dtypes[arg.like]})", d)
+            fail(TypeError, arg.name, f"the dtype of {arg.like} ({dtypes[arg.like]})", d, op=op)
     return out
 
 
-def make_infer(attrs: dict):
-    """(infer_shape, infer_dtype) callables for ops.Custom with these attributes."""
-    names = load_opdef().input_names
+def make_infer(attrs: dict, opdef=None):
+    """(infer_shape, infer_dtype) callables for ops.Custom with these attributes.
+
+    A single-output op gets a bare shape / dtype, as ops.Custom expects.
+    """
+    opdef = opdef or load_opdef()
+    names = opdef.input_names
+    unwrap = (lambda out: out[0]) if opdef.single_output else (lambda out: out)
 
     def infer_shape(*shapes):
-        return infer_shapes(dict(zip(names, shapes)), attrs)
+        return unwrap(infer_shapes(dict(zip(names, shapes)), attrs, opdef))
 
     def infer_dtype(*types):
-        return [ms_dtype(n) for n in infer_dtypes(dict(zip(names, map(dtype_name, types))), attrs)]
+        return unwrap([ms_dtype(n) for n in infer_dtypes(dict(zip(names, map(dtype_name, types))), attrs, opdef)])
 
     return infer_shape, infer_dtype

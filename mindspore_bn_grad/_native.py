@@ -138,21 +138,37 @@ def prepare_direct(grad_out, input, weight=None, running_mean=None, running_var=
                                       and param_grad_dtype is None)
     out_dtypes = [in_dtypes[0], _dtype_name(out[1], pbf16), _dtype_name(out[2], pbf16)]
     arrays = ins + list(out)
-    n = len(arrays)
-    params = (ctypes.c_void_p * n)(*[None if a is None else a.ctypes.data for a in arrays])
-    ndims = (ctypes.c_int * n)(*[0 if a is None else a.ndim for a in arrays])
-    shape_bufs = [(ctypes.c_int64 * max(1, 0 if a is None else a.ndim))(*(() if a is None else a.shape))
-                  for a in arrays]
-    shapes = (ctypes.POINTER(ctypes.c_int64) * n)(
-        *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in shape_bufs])
-    dtypes = (ctypes.c_char_p * n)(*[d.encode() for d in in_dtypes + out_dtypes])
+    marshalled = marshal(arrays, in_dtypes + out_dtypes)
     fn = lib().MsBnGradDirect
-    args = (n, params, ndims, shapes, dtypes, int(training), float(eps),
-            *[int(bool(m)) for m in output_mask], int(channel_last))
+    args = (*marshalled.args, int(training), float(eps), *[int(bool(m)) for m in output_mask],
+            int(channel_last))
 
-    def call(_keep=(arrays, shape_bufs)):  # the buffers behind the pointers live as long as call
-        rc = fn(*args)
-        if rc != 0:
-            raise RuntimeError(f"BatchNormBackward: kernel returned {rc} ({ERRORS.get(rc, 'unknown')})")
+    def call(_keep=(arrays, marshalled)):  # the buffers behind the pointers live as long as call
+        check_rc(fn(*args))
 
     return call, out
+
+
+class Marshalled:
+    """The (nparam, params, ndims, shapes, dtypes) arguments of an aot entry, for ctypes."""
+
+    def __init__(self, arrays, dtype_names):
+        n = len(arrays)
+        params = (ctypes.c_void_p * n)(*[None if a is None else a.ctypes.data for a in arrays])
+        ndims = (ctypes.c_int * n)(*[0 if a is None else a.ndim for a in arrays])
+        self._shape_bufs = [(ctypes.c_int64 * max(1, 0 if a is None else a.ndim))(*(() if a is None else a.shape))
+                            for a in arrays]
+        shapes = (ctypes.POINTER(ctypes.c_int64) * n)(
+            *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in self._shape_bufs])
+        dtypes = (ctypes.c_char_p * n)(*[d.encode() for d in dtype_names])
+        self.args = (n, params, ndims, shapes, dtypes)
+
+
+def marshal(arrays, dtype_names) -> Marshalled:
+    """Marshals NumPy arrays (None for absent tensors) for an aot-ABI entry point."""
+    return Marshalled(arrays, dtype_names)
+
+
+def check_rc(rc, op="BatchNormBackward"):
+    if rc != 0:
+        raise RuntimeError(f"{op}: kernel returned {rc} ({ERRORS.get(rc, 'unknown')})")

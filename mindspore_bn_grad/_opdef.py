@@ -83,6 +83,9 @@ class OpDef:
     max_rank: int
     data_formats: Dict[str, DataFormat]
     dtypes: Tuple[str, ...]
+    support: Optional[str] = None            # per-target rules file, when the op has one
+    count_dtypes: Tuple[str, ...] = ()       # extra dtypes of `counts` inputs
+    single_output: bool = False
 
     def input(self, name) -> TensorArg:
         return next(a for a in self.inputs if a.name == name)
@@ -142,4 +145,6 @@ def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
             for name, f in raw["data_formats"].items()}
     return OpDef(key=key, op_name=raw["op_name"], aclnn=raw["aclnn"], inputs=inputs,
                  attrs=tuple(attrs), outputs=outputs, min_rank=raw["ranks"]["min"],
-                 max_rank=raw["ranks"]["max"], data_formats=fmts, dtypes=tuple(raw["dtypes"]))
+                 max_rank=raw["ranks"]["max"], data_formats=fmts, dtypes=tuple(raw["dtypes"]),
+                 support=raw.get("support"), count_dtypes=tuple(raw.get("count_dtypes", ())),
+                 single_output=len(outputs) == 1)

@@ -42,7 +42,10 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from ._checks import fail
 from ._opdef import load_opdef, load_yaml
 
-SUPPORT_FILE = "batch_norm_backward_support.yaml"
+
+
+def _support_file() -> str:
+    return load_opdef().support
 ENV_VAR = "MS_BN_GRAD_SOC"
 SAME = "same"
 
@@ -86,13 +89,13 @@ def _norm(name) -> str:
 
 
 def _bad(msg):
-    raise ValueError(f"{SUPPORT_FILE}: {msg}")
+    raise ValueError(f"{_support_file()}: {msg}")
 
 
 @functools.lru_cache(maxsize=None)
 def load_support() -> Support:
     """Parses and validates the support YAML against the prototype (once)."""
-    (raw,) = load_yaml(SUPPORT_FILE).values()
+    (raw,) = load_yaml(_support_file()).values()
     opdef = load_opdef()
     tensors = opdef.input_names + opdef.output_names
     fmt_names = {n for f in opdef.data_formats.values() for n in f.names.values()}
