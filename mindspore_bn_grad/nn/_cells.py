@@ -48,6 +48,23 @@ def _to_channel_last(rank):
     return (0,) + tuple(range(2, rank)) + (1,)
 
 
+class _OwnerRef:
+    """Weak reference to the BatchNorm cell that owns us; a deep copy of the owner gets its own."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, owner):
+        self._ref = weakref.ref(owner)
+
+    def __call__(self):
+        return self._ref()
+
+    def __deepcopy__(self, memo):
+        owner = self._ref()
+        # deepcopy registers the owner's copy in memo before copying its children (us)
+        return self if owner is None else _OwnerRef(memo.get(id(owner), owner))
+
+
 class _BatchNormCell(nn.Cell):
     """Shared state: eps, layout and where the affine flags come from."""
 
@@ -59,7 +76,7 @@ class _BatchNormCell(nn.Cell):
         self.transpose = ops.Transpose()
         self.cast = ops.Cast()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
-        self._owner = None if owner is None else weakref.ref(owner)
+        self._owner = None if owner is None else _OwnerRef(owner)
 
     @property
     def output_mask(self):

@@ -11,7 +11,7 @@ pytest.importorskip("sklearn")
 def test_demo_two_epochs():
     out = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "demo", "--epochs", "2"],
                          capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.returncode == 0, f"rc={out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
     lines = out.stdout.splitlines()
     epochs = [line for line in lines if line.startswith("epoch ")]
     assert len(epochs) == 2 and all("loss" in e and "ms/step" in e for e in epochs), out.stdout

@@ -154,3 +154,13 @@ def test_import_has_no_side_effects():
             "import mindspore.nn as nn; assert '__init__' not in vars(nn.BatchNorm2d); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_deepcopy_follows_its_own_parameters():
+    import copy
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net = mbg.convert_batchnorm(Net())
+    dup = copy.deepcopy(net)
+    dup.features[1].gamma.requires_grad = False
+    assert dup.features[1].bn_train.output_mask == (True, False, True)
+    assert net.features[1].bn_train.output_mask == (True, True, True)
