@@ -308,3 +308,20 @@ def test_nhwc_eval_matches_nchw(ms_mode, use_batch_statistics):
 def test_batchnorm1d_refuses_channel_last():
     with pytest.raises(ValueError, match="BatchNorm1d"):
         mbg.nn.BatchNorm1d(4, data_format="NHWC")
+
+
+def test_moving_statistics_get_zero_gradients(ms_mode):
+    """Asking for every Parameter's gradient: moving stats get zeros (like MindSpore's), and still update."""
+    x = ms.Tensor(np.random.RandomState(0).randn(4, 3, 2, 2).astype(np.float32) + 1)
+    res = []
+    for cls in (nn.BatchNorm2d, mbg.nn.BatchNorm2d):
+        bn = cls(3)
+        bn.set_train()
+        params = list(bn.get_parameters())
+        grads = ms.grad(WeightedSum(bn, np.arange(48, dtype=np.float32).reshape(4, 3, 2, 2)), None, params)(x)
+        res.append({p.name: g.asnumpy() for p, g in zip(params, grads)})
+        assert not np.allclose(bn.moving_mean.asnumpy(), 0.0)
+    assert sorted(res[1]) == sorted(res[0]) == ["beta", "gamma", "mean", "variance"]
+    for name in ("mean", "variance"):
+        np.testing.assert_array_equal(res[1][name], np.zeros(3, np.float32))
+    assert_close_dicts(res[1], res[0])
