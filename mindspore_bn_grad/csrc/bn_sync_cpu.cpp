@@ -75,7 +75,7 @@ constexpr int64_t kChunkElems = 1 << 15;
 
 int64_t RowsPerChunk(int64_t row_elems) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, row_elems)); }
 
-// Tasks are taken from a shared counter; each writes only its own outputs.
+// Tasks run on the shared pool; each writes only its own outputs.
 template <typename Fn>
 void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
   int threads = std::max(1, GetNumThreads());
@@ -85,10 +85,7 @@ void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
     for (int64_t t = 0; t < ntasks; ++t) fn(t);
     return;
   }
-  std::atomic<int64_t> next{0};
-  ThreadPool::Global().Run(threads, [&](int, int) {
-    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < ntasks;) fn(t);
-  });
+  ThreadPool::Global().Run(ntasks, threads, fn);
 }
 
 // --- reduce step ---------------------------------------------------------
