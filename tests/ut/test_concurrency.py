@@ -1,0 +1,259 @@
+"""Concurrency and the kernel cache under adverse conditions.
+
+- Several Python threads calling batch_norm_backward (PYNATIVE) at once, and
+  several calling _native.direct at once (ctypes releases the GIL, so these
+  really run in parallel; the kernel's thread pool runs a second concurrent
+  caller's job on that caller's thread) get results equal to the reference,
+  and in deterministic mode bitwise equal to the same call made alone.
+- First build racing: test_build.py::test_concurrent_first_build has two
+  processes; here three processes are released at the same instant onto an
+  empty cache and must all succeed, load the same single library and leave
+  no temporary files.
+- The cache directory missing (created), under a regular file (clear
+  error, see also test_build.py), read-only (a read-only bind mount: clear
+  error when nothing is built, and a prebuilt library there is used as is),
+  and a missing compiler with and without a prebuilt library.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from _fuzz_cases import direct_outputs
+from _harness import check, make_arrays
+from reference import batch_norm_backward_ref
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
+
+
+def _run_threads(n, target):
+    errors, barrier = [], threading.Barrier(n)
+
+    def body(i):
+        try:
+            barrier.wait(timeout=60)
+            target(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not errors, errors
+
+
+# Work that takes the multithreaded paths (>= 2^15 elements) and the serial one.
+THREAD_CASES = [((8, 16, 33, 17), "NCHW", "float32", True), ((16, 9, 9, 64), "NHWC", "float32", False),
+                ((4, 3, 70, 70), "NCHW", "bfloat16", True), ((300, 7), "NCHW", "float16", True),
+                ((2, 5, 9), "NCHW", "float64", False), ((64, 1, 1000), "NCHW", "float32", True)]
+
+
+def test_threads_direct():
+    """8 threads x 6 calls on the direct entry; each result equals the same call run alone, bit for bit."""
+    from mindspore_bn_grad import _native
+    _native.set_deterministic(True)
+    jobs = []
+    for k, (shape, fmt, dtype, training) in enumerate(THREAD_CASES):
+        arrays = make_arrays(shape, fmt, seed=20 + k)
+        attrs = dict(training=training, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
+        dtypes = {n: dtype for n in NAMES}
+        alone, q, _ = direct_outputs(arrays, dtypes, attrs)
+        want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
+        for g, w in zip(alone, want):  # sanity: the serial result is right
+            np.testing.assert_allclose(g, w, rtol=2e-2, atol=2e-2 * (np.abs(w).max() + 1))
+        jobs.append((arrays, dtypes, attrs, alone))
+
+    def work(i):
+        for r in range(6):
+            arrays, dtypes, attrs, alone = jobs[(i + r) % len(jobs)]
+            got, _, _ = direct_outputs(arrays, dtypes, attrs)
+            for g, a in zip(got, alone):
+                np.testing.assert_array_equal(g, a)
+
+    _run_threads(8, work)
+
+
+def test_threads_pynative():
+    """4 threads calling batch_norm_backward at once, each checked against the reference."""
+    import mindspore as ms
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    cases = [((4, 6, 40), "NCHW", "float32", dict(training=True)),
+             ((3, 5, 4, 8), "NHWC", "float32", dict(training=False, output_mask=(True, False, True))),
+             ((2, 3, 4), "NCHW", "float16", dict(training=True)),
+             ((64, 8, 64), "NCHW", "float32", dict(training=True))]
+    prepared = [(make_arrays(shape, fmt, seed=30 + k), dtype, dict(attrs, data_format=fmt))
+                for k, (shape, fmt, dtype, attrs) in enumerate(cases)]
+    check("pynative", *_args(prepared[0]))  # warm: build and first op outside the race
+
+    def work(i):
+        for r in range(5):
+            arrays, dtype, attrs = prepared[(i + r) % len(prepared)]
+            check("pynative", arrays, {n: dtype for n in NAMES}, **attrs)
+
+    _run_threads(4, work)
+
+
+def _args(p):
+    arrays, dtype, attrs = p
+    return arrays, {n: dtype for n in NAMES}
+
+
+# ------------------------------------------------------------ first build race
+
+_FIRST_USE = """
+import os, sys, time
+go = sys.argv[1]
+while not os.path.exists(go):
+    time.sleep(0.001)
+import numpy as np
+from mindspore_bn_grad import _build, _native
+x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+gi, gw, gb = _native.direct(x, x, np.ones(2, np.float32), None, None,
+                            np.zeros(2, np.float32), np.ones(2, np.float32))
+print(_build.library_path(), gw.tolist(), gb.tolist())
+"""
+
+
+def _env(**kw):
+    env = dict(os.environ)
+    for k, v in kw.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def test_three_processes_first_build_released_together(tmp_path):
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    env = _env(MS_BN_GRAD_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", _FIRST_USE, str(go)], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    time.sleep(1.0)  # all three started and polling
+    go.write_text("go")
+    outs = [p.communicate(timeout=900) for p in procs]
+    paths = set()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        path, rest = out.strip().split(" ", 1)
+        assert rest == "[14.0, 126.0] [6.0, 22.0]", out
+        paths.add(path)
+    libs = list(cache.glob("*.so"))
+    assert len(paths) == 1 and len(libs) == 1 and str(libs[0]) in paths
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")], "temporary files left behind"
+
+
+# ----------------------------------------------------------- cache directory
+
+_BUILD = """
+from mindspore_bn_grad import _build
+try:
+    print("OK", _build.library_path())
+except _build.KernelBuildError as e:
+    print("ERR", e)
+"""
+
+
+def _py(code, env, timeout=900):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=timeout)
+
+
+def _prebuilt_cache(tmp_path):
+    """A cache directory holding the library this environment builds (copied from the default cache)."""
+    from mindspore_bn_grad import _build
+    src = _build.library_path()
+    cache = tmp_path / "prebuilt"
+    cache.mkdir()
+    shutil.copy2(src, cache / src.name)
+    return cache, src.name
+
+
+def test_missing_cache_dir_is_created(tmp_path):
+    cache = tmp_path / "does" / "not" / "exist"
+    cache_src, name = _prebuilt_cache(tmp_path)
+    r = _py(_BUILD, _env(MS_BN_GRAD_CACHE_DIR=str(cache)))
+    assert r.stdout.startswith("OK " + str(cache / name)), r.stdout + r.stderr[-2000:]
+
+
+def _ro_mount_prefix(directory):
+    """argv prefix running a command with `directory` read-only (a private mount namespace)."""
+    if shutil.which("unshare") is None:
+        return None
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c",
+                            f"mount --bind '{directory}' '{directory}' && "
+                            f"mount -o remount,bind,ro '{directory}' && ! touch '{directory}/.w' 2>/dev/null"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-rm", "sh", "-c",
+            f"mount --bind '{directory}' '{directory}' && mount -o remount,bind,ro '{directory}' && "
+            'exec "$0" "$@"']
+
+
+def test_read_only_cache_dir_empty_is_a_clear_error(tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    prefix = _ro_mount_prefix(cache)
+    if prefix is None:
+        pytest.skip("no way to make a read-only directory here (root ignores chmod; unshare unavailable)")
+    r = subprocess.run(prefix + [sys.executable, "-c", _BUILD], capture_output=True, text=True,
+                       env=_env(MS_BN_GRAD_CACHE_DIR=str(cache)), cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("ERR BatchNormBackward: cannot write the kernel cache directory"), r.stdout
+    assert "Read-only file system" in r.stdout and "MS_BN_GRAD_CACHE_DIR" in r.stdout
+
+
+def test_read_only_cache_dir_with_prebuilt_library_is_used(tmp_path):
+    """A read-only cache (e.g. baked into an image) that holds the build works without writing."""
+    cache, name = _prebuilt_cache(tmp_path)
+    prefix = _ro_mount_prefix(cache)
+    if prefix is None:
+        pytest.skip("no way to make a read-only directory here (root ignores chmod; unshare unavailable)")
+    r = subprocess.run(prefix + [sys.executable, "-c", _FIRST_USE, "/"], capture_output=True, text=True,
+                       env=_env(MS_BN_GRAD_CACHE_DIR=str(cache)), cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f"{cache / name} [14.0, 126.0] [6.0, 22.0]"
+
+
+def test_cache_dir_under_a_regular_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = _py(_BUILD, _env(MS_BN_GRAD_CACHE_DIR=str(blocker / "a" / "b")))
+    assert r.stdout.startswith("ERR BatchNormBackward: cannot write the kernel cache directory"), r.stdout
+    assert "Not a directory" in r.stdout
+
+
+def test_missing_compiler_public_call_is_a_clear_error(tmp_path):
+    """No compiler and nothing built: the public call raises KernelBuildError naming MS_BN_GRAD_CXX."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    code = """
+        import numpy as np, mindspore as ms
+        from mindspore_bn_grad import batch_norm_backward, _build
+        x = ms.Tensor(np.ones((2, 3, 4), np.float32)); c = ms.Tensor(np.ones(3, np.float32))
+        try:
+            batch_norm_backward(x, x, c, None, None, c, c)
+        except _build.KernelBuildError as e:
+            print("ERR", e)
+    """
+    env = _env(MS_BN_GRAD_CACHE_DIR=str(tmp_path / "c"), PATH=str(empty), CXX=None, MS_BN_GRAD_CXX=None)
+    r = _py(code, env)
+    assert "ERR BatchNormBackward: no C++ compiler found" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "MS_BN_GRAD_CXX" in r.stdout
+
+
+def test_missing_compiler_named_by_env_is_a_clear_error(tmp_path):
+    r = _py(_BUILD, _env(MS_BN_GRAD_CACHE_DIR=str(tmp_path / "c"), MS_BN_GRAD_CXX="/no/such/compiler",
+                         PATH=str(tmp_path), CXX=None))
+    assert r.stdout.startswith("ERR BatchNormBackward: no C++ compiler found"), r.stdout + r.stderr[-2000:]
