@@ -50,8 +50,8 @@ constexpr int64_t kColTileElems = 32768;     // column path: target elements per
 constexpr int64_t kColFlushRows = 256;       // column path: float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // column path: bound on chunk * L partial slots
 constexpr int64_t kBlocksPerThread = 4;      // row path: threads over channel blocks above this
-constexpr int64_t kBlockBytes = 256 << 10;   // row path: x+dy bytes of a channel block
-constexpr int64_t kMaxBlock = 64;            // row path: channels per block
+constexpr int64_t kBlockBytes = 2 << 20;     // row path: x+dy bytes of a channel block (L2/L3 for dx)
+constexpr int64_t kMaxBlock = 128;            // row path: channels per block
 constexpr int64_t kGroupBytes = 4 << 20;     // row path, split mode: x+dy bytes per group
 constexpr int64_t kMaxGroup = 64;            // row path, split mode: channels per group
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
@@ -404,7 +404,11 @@ struct RowPath {
 
   void Run(int nthreads, std::vector<double> *scratch) const {
     const int64_t chan_bytes = std::max<int64_t>(1, 2 * n * static_cast<int64_t>(ElemBytes(a.grad_out.dtype)));
-    const int64_t cb = std::max<int64_t>(1, std::min<int64_t>({C, kMaxBlock, kBlockBytes / chan_bytes}));
+    // Blocks as wide as kBlockBytes allows (long contiguous runs per row, which
+    // the hardware prefetcher likes), but at least kBlocksPerThread per thread.
+    // The block size never changes a channel's arithmetic (see Block).
+    const int64_t cb = std::max<int64_t>(
+        1, std::min<int64_t>({C / (kBlocksPerThread * std::max(1, nthreads)), kMaxBlock, kBlockBytes / chan_bytes}));
     const int64_t nblocks = (C + cb - 1) / cb;
     // Threads over channel blocks. (Splitting big channels between threads
     // instead, to halve the data in flight, measured slower.)
