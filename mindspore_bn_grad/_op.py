@@ -42,7 +42,29 @@ class BatchNormBackward(ops.Custom):
             value = attrs[a.name]
             # The aot Init reads output_mask as an int vector (a bool tuple fails there).
             self.add_prim_attr(a.kernel_attr, [int(b) for b in value] if a.type == "bool_tuple" else value)
+        if not self.is_ascend_c:
+            _enable_dynamic_shape(self, load_opdef().op_name)
         self.bn_attrs = attrs
+
+
+def _enable_dynamic_shape(op, op_name):
+    """Lets the aot op run in GRAPH mode with unknown dims (Cell.set_inputs with None).
+
+    With dynamic shapes MindSpore 2.10 infers the output shapes again before
+    every launch, in C++, on a primitive that is no longer the Python one: a
+    Python out_shape cannot run there ("The prim is not a PrimitivePy"). So:
+    - cpp_infer_shape: output shapes come from BatchNormBackwardInferShape in
+      the kernel library (grad_out's shape and its channel dim), at compile
+      and at each launch. MindSpore still calls the Python infer at compile
+      (for the dtypes), which runs every check on the known dims and raises.
+    - multi_output: the C++ infer returns a tuple of three shapes.
+    - reg_op_name: read by the C++ infer (its absence is the
+      "The pointer[value] is null" error); set by reg_info, which we do not use.
+    """
+    op.add_prim_attr("reg_op_name", op_name)
+    op.add_prim_attr("cpp_infer_shape", True)
+    op.multi_output = True
+    op.add_prim_attr("multi_output", True)
 
 
 @functools.lru_cache(maxsize=128)

@@ -1,6 +1,7 @@
 // Entry points of the CPU kernel library.
 //
 //   BatchNormBackwardInit / BatchNormBackward : MindSpore ops.Custom(func_type="aot")
+//   BatchNormBackwardInferShape               : output shapes for MindSpore (see below)
 //   MsBnGradDirect                            : the same kernel called without MindSpore
 //                                               (ctypes: benchmarks, tests, sanitizers)
 //   MsBnGrad{Set,Get}{NumThreads,Deterministic}: runtime settings
@@ -179,6 +180,31 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
 
 bool ChannelLast(const std::string &fmt) { return fmt == "NHWC" || fmt == "NDHWC"; }
 
+constexpr int64_t kUnknownDim = -1;
+constexpr int64_t kUnknownRank = -2;
+
+// Output shapes from grad_out's shape alone: grad_input = grad_out's shape,
+// grad_weight = grad_bias = (C,), C = the channel dim (-1 when unknown);
+// unknown rank ([-2]) stays unknown. Never fails: it runs before the Python
+// infer that checks the call and raises the clear error.
+std::vector<std::vector<int64_t>> InferShapes(int ndim, const int64_t *shape, bool channel_last) {
+  std::vector<int64_t> full;
+  int64_t channels = kUnknownDim;
+  if (shape != nullptr && ndim > 0) {
+    full.assign(shape, shape + ndim);
+    bool unknown_rank = false;
+    for (int64_t d : full) unknown_rank = unknown_rank || d == kUnknownRank;
+    if (unknown_rank) {
+      full = {kUnknownRank};
+    } else if (ndim >= 2) {
+      channels = full[channel_last ? ndim - 1 : 1];
+    }
+  } else {
+    full = {kUnknownRank};
+  }
+  return {full, {channels}, {channels}};
+}
+
 }  // namespace
 }  // namespace bn_grad
 
@@ -199,6 +225,33 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
   if (extra->HasAttr("layout")) at.channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("layout"));
   extra->SetKernelData(data);
   return 0;
+}
+
+// MindSpore calls this (func name + "InferShape") when the primitive has the
+// attribute cpp_infer_shape (set by _op.py): at compile and, with dynamic
+// shapes, before every launch with the actual shapes. `ndims`/`shapes` list
+// the tensor inputs present (None inputs are skipped), so only entry 0,
+// grad_out (required), is read. Dtypes and all checks stay in the Python
+// infer, which MindSpore still calls at compile.
+std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_t **shapes,
+                                                              mindspore::AotExtra *extra) {
+  bool channel_last = false;
+  if (extra != nullptr && extra->HasAttr("layout")) {
+    channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("layout"));
+  }
+  if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
+  return bn_grad::InferShapes(ndims[0], shapes[0], channel_last);
+}
+
+// The same rule for a caller without MindSpore (tests): writes grad_input's
+// shape to out_full (room for max(ndim, 1) dims), its rank to *out_rank and C
+// to *out_channels.
+void MsBnGradInferShape(int ndim, const int64_t *shape, int channel_last, int64_t *out_full,
+                        int *out_rank, int64_t *out_channels) {
+  auto r = bn_grad::InferShapes(ndim, shape, channel_last != 0);
+  *out_rank = static_cast<int>(r[0].size());
+  for (size_t i = 0; i < r[0].size(); ++i) out_full[i] = r[0][i];
+  *out_channels = r[1][0];
 }
 
 int BatchNormBackward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
