@@ -48,6 +48,11 @@ if [ ! -e "$LIBASAN" ]; then
   exit 2
 fi
 LIBASAN="$(readlink -f "$LIBASAN")"
+# libstdc++ preloaded too: python does not link it, and without it ASan's
+# __cxa_throw interceptor finds no real function at start-up and aborts
+# ("CHECK failed: real___cxa_throw != 0") at the first C++ exception (the
+# ascend_sim misuse tests throw on purpose).
+LIBSTDCXX="$(readlink -f "$("$CXX_BIN" -print-file-name=libstdc++.so)")"
 
 export MS_BN_GRAD_CXXFLAGS="$SAN_FLAGS"
 export MS_BN_GRAD_CACHE_DIR="$OUT/cache"
@@ -82,7 +87,7 @@ echo "== running pytest ${TESTS[*]} under ASan+UBSan"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:detect_odr_violation=0:log_path=$LOGS/asan:print_summary=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$LOGS/ubsan"
 export MS_BN_GRAD_SANITIZED=1   # tests may skip what cannot run under ASan (none by default)
-LD_PRELOAD="$LIBASAN" "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}"
+LD_PRELOAD="$LIBASAN $LIBSTDCXX" "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}"
 rc=$?
 
 reports=$(find "$LOGS" -type f -size +0c | sort)
