@@ -1,10 +1,11 @@
 """Public entry points: batch_norm_backward() and the BatchNormBackward primitive."""
 import functools
+import struct
 
 import mindspore as ms
 from mindspore import ops
 
-from ._checks import fail, normalize_attrs
+from ._checks import check_tensor_args, fail, normalize_attrs
 from ._infer import make_infer
 from ._opdef import load_opdef
 
@@ -42,9 +43,31 @@ class BatchNormBackward(ops.Custom):
             value = attrs[a.name]
             # The aot Init reads output_mask as an int vector (a bool tuple fails there).
             self.add_prim_attr(a.kernel_attr, [int(b) for b in value] if a.type == "bool_tuple" else value)
+            if a.kernel_bits_name and not self.is_ascend_c:
+                self.add_prim_attr(a.kernel_bits_name, struct.unpack("<q", struct.pack("<d", value))[0])
         if not self.is_ascend_c:
             _enable_dynamic_shape(self, load_opdef().op_name)
         self.bn_attrs = attrs
+
+    def __infer__(self, *args):
+        # GRAPH mode hands non-Tensor arguments (lists, NumPy arrays, Python
+        # scalars) to the infer step as nested shapes or scalar types: reject
+        # them by name before the shape checks misread them.
+        for arg, given in zip(load_opdef().inputs, args):
+            _check_tensor_arg(arg, given.get("dtype"))
+        return super().__infer__(*args)
+
+
+def _check_tensor_arg(arg, dtype):
+    from mindspore.common import dtype as mstype
+    if isinstance(dtype, mstype.TensorType):
+        return
+    if dtype is None or isinstance(dtype, type(mstype.type_none)):
+        if arg.optional:
+            return
+        fail(TypeError, arg.name, "a mindspore.Tensor", "NoneType")  # as batch_norm_backward() says
+    got = type(dtype).__name__ if isinstance(dtype, (list, tuple)) else f"a non-Tensor value of type {dtype}"
+    fail(TypeError, arg.name, "a mindspore.Tensor" + (" or None" if arg.optional else ""), got)
 
 
 def _enable_dynamic_shape(op, op_name):
@@ -83,12 +106,7 @@ def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running
     zero-filled.
     """
     tensors = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
-    for arg, t in zip(load_opdef().inputs, tensors):
-        if t is None and arg.optional:
-            continue
-        if not isinstance(t, ms.Tensor):
-            what = "a mindspore.Tensor" + (" or None" if arg.optional else "")
-            fail(TypeError, arg.name, what, type(t).__name__)
+    check_tensor_args(load_opdef(), tensors)
     attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
                             data_format=data_format)
     op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])

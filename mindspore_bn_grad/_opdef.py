@@ -43,6 +43,7 @@ class Attr:
     values: Optional[Tuple[str, ...]] = None
     min: Optional[float] = None
     kernel_name: Optional[str] = None   # attribute name the kernels read, when not `name`
+    kernel_bits_name: Optional[str] = None  # float: also passed exactly, as int64 bits
 
     @property
     def kernel_attr(self) -> str:

@@ -13,21 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "aot_common.h"
 #include "aot_extra.h"
 #include "bn_backward.h"
 
 namespace bn_grad {
 namespace {
 
+using namespace aot;  // NOLINT: the shared entry-point helpers
+
 enum Slot { GRAD_OUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD,
             GRAD_INPUT, GRAD_WEIGHT, GRAD_BIAS, NUM_SLOTS };
 constexpr int kNumInputs = GRAD_INPUT;
-
-// Error codes returned to the caller (documented in _native.py).
-enum Error {
-  kOk = 0, kBadParamCount = 1, kBadDtype = 2, kBadRank = 3, kBadShape = 4,
-  kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7,
-};
 
 struct Attrs {
   bool training = true;
@@ -39,45 +36,6 @@ struct Attrs {
 struct AttrsData : public mindspore::AotKernelData {
   Attrs attrs;
 };
-
-DType ParseDtype(const char *s) {
-  if (s == nullptr) return DType::kNone;
-  if (std::strcmp(s, "float32") == 0) return DType::kFloat32;
-  if (std::strcmp(s, "float16") == 0) return DType::kFloat16;
-  if (std::strcmp(s, "bfloat16") == 0) return DType::kBFloat16;
-  if (std::strcmp(s, "float64") == 0) return DType::kFloat64;
-  return DType::kNone;
-}
-
-bool IsNoneDtype(const char *s) { return s == nullptr || std::strcmp(s, "none") == 0; }
-
-size_t ElemSize(DType d) {
-  switch (d) {
-    case DType::kFloat16: case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    default: return 0;
-  }
-}
-
-bool MulOk(int64_t a, int64_t b, int64_t *out) {
-  if (a < 0 || b < 0) return false;
-  return !__builtin_mul_overflow(a, b, out);
-}
-
-int64_t NumElements(int ndim, const int64_t *shape, bool *ok) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) {
-    if (!MulOk(n, shape[i], &n)) { *ok = false; return 0; }
-  }
-  return n;
-}
-
-bool SameShape(int nd_a, const int64_t *a, int nd_b, const int64_t *b) {
-  if (nd_a != nd_b) return false;
-  for (int i = 0; i < nd_a; ++i) if (a[i] != b[i]) return false;
-  return true;
-}
 
 // A per-channel tensor: absent, (C,), or, when `empty_ok`, (0,) meaning absent.
 int ParseChannelTensor(void *data, int ndim, const int64_t *shape, const char *dtype,
@@ -178,7 +136,6 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
-bool ChannelLast(const std::string &fmt) { return fmt == "NHWC" || fmt == "NDHWC"; }
 
 constexpr int64_t kUnknownDim = -1;
 constexpr int64_t kUnknownRank = -2;
@@ -216,13 +173,17 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
   bn_grad::Attrs &at = data->attrs;
   if (extra->HasAttr("training")) at.training = extra->Attr<bool>("training");
   if (extra->HasAttr("eps")) at.eps = static_cast<double>(extra->Attr<float>("eps"));
+  if (extra->HasAttr("eps_bits")) {  // eps exactly (the float attribute is float32): _op.py
+    const int64_t bits = extra->Attr<int64_t>("eps_bits");
+    std::memcpy(&at.eps, &bits, sizeof(at.eps));
+  }
   if (extra->HasAttr("output_mask")) {
     std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>("output_mask");
-    if (m.size() != 3) { delete data; return bn_grad::kBadParamCount; }
+    if (m.size() != 3) { delete data; return bn_grad::aot::kBadParamCount; }
     for (int i = 0; i < 3; ++i) at.mask[i] = m[i] != 0;
   }
   // data_format arrives as `layout` (see op_def/batch_norm_backward.yaml).
-  if (extra->HasAttr("layout")) at.channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("layout"));
+  if (extra->HasAttr("layout")) at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
   extra->SetKernelData(data);
   return 0;
 }
@@ -237,7 +198,7 @@ std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_
                                                               mindspore::AotExtra *extra) {
   bool channel_last = false;
   if (extra != nullptr && extra->HasAttr("layout")) {
-    channel_last = bn_grad::ChannelLast(extra->Attr<std::string>("layout"));
+    channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
   }
   if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
   return bn_grad::InferShapes(ndims[0], shapes[0], channel_last);

@@ -633,11 +633,38 @@ int Dispatch(const BnBackwardArgs &a) {
   return 0;
 }
 
-}  // namespace
+// Training folds the weight into every dx coefficient, so an infinite or
+// NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
+// channels (never seen in healthy training) are recomputed here in double,
+// in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
+void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
+  if (!a.training || !a.mask[0] || a.weight.data == nullptr) return;
+  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const double n = static_cast<double>(outer) * static_cast<double>(inner);
+  if (n <= 0) return;
+  for (int64_t c = 0; c < C; ++c) {
+    const ChanIn in = ChannelInputs(a, c);
+    if (std::isfinite(in.w)) continue;
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0, p = (o * C + c) * inner; i < inner; ++i, ++p) {
+        const double dy = LoadAny(a.grad_out.data, a.grad_out.dtype, p);
+        sum_dy += dy;
+        sum_dy_xhat += dy * ((LoadAny(a.input.data, a.input.dtype, p) - in.mean) * in.invstd);
+      }
+    }
+    const double k = in.w * in.invstd / n;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0, p = (o * C + c) * inner; i < inner; ++i, ++p) {
+        const double dy = LoadAny(a.grad_out.data, a.grad_out.dtype, p);
+        const double xhat = (LoadAny(a.input.data, a.input.dtype, p) - in.mean) * in.invstd;
+        StoreAny(a.grad_input.data, a.grad_input.dtype, p, k * (n * dy - sum_dy - xhat * sum_dy_xhat));
+      }
+    }
+  }
+}
 
-int BnBackward(const BnBackwardArgs &a) {
-  if (a.channels <= 0) return 0;
-  if (a.outer < 0 || a.inner < 0) return 1;
+int DispatchDtype(const BnBackwardArgs &a) {
   switch (a.grad_out.dtype) {
     case DType::kFloat16: return Dispatch<DType::kFloat16>(a);
     case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a);
@@ -645,6 +672,16 @@ int BnBackward(const BnBackwardArgs &a) {
     case DType::kFloat64: return Dispatch<DType::kFloat64>(a);
     default: return 1;
   }
+}
+
+}  // namespace
+
+int BnBackward(const BnBackwardArgs &a) {
+  if (a.channels <= 0) return 0;
+  if (a.outer < 0 || a.inner < 0) return 1;
+  const int rc = DispatchDtype(a);
+  if (rc == 0) FixNonFiniteWeightChannels(a);
+  return rc;
 }
 
 void SetNumThreads(int n) { g_num_threads.store(n < 1 ? 1 : n); }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "aot_common.h"
 #include "aot_extra.h"
 #include "bn_sync.h"
 
@@ -18,45 +19,18 @@ namespace bn_grad {
 namespace sync {
 namespace {
 
+using namespace aot;  // NOLINT: the shared entry-point helpers
+
 enum ReduceSlot { R_GRAD_OUT, R_INPUT, R_MEAN, R_INVSTD, R_WEIGHT,
                   R_SUM_DY, R_SUM_DY_XMU, R_GRAD_WEIGHT, R_GRAD_BIAS, R_NUM_SLOTS };
 enum ElemtSlot { E_GRAD_OUT, E_INPUT, E_MEAN, E_INVSTD, E_WEIGHT, E_SUM_DY, E_SUM_DY_XMU,
                  E_COUNTER, E_GRAD_INPUT, E_NUM_SLOTS };
-
-enum Error { kOk = 0, kBadParamCount = 1, kBadDtype = 2, kBadRank = 3, kBadShape = 4,
-             kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7 };
 
 struct ReduceAttrs { bool input_g = true, weight_g = true, bias_g = true, channel_last = false; };
 struct ElemtAttrs { bool channel_last = false; };
 
 struct ReduceData : public mindspore::AotKernelData { ReduceAttrs attrs; };
 struct ElemtData : public mindspore::AotKernelData { ElemtAttrs attrs; };
-
-DType ParseDtype(const char *s) {
-  if (s == nullptr) return DType::kNone;
-  if (std::strcmp(s, "float32") == 0) return DType::kFloat32;
-  if (std::strcmp(s, "float16") == 0) return DType::kFloat16;
-  if (std::strcmp(s, "bfloat16") == 0) return DType::kBFloat16;
-  if (std::strcmp(s, "float64") == 0) return DType::kFloat64;
-  return DType::kNone;
-}
-
-bool IsNone(const char *s) { return s == nullptr || std::strcmp(s, "none") == 0; }
-
-size_t ElemSize(DType d) {
-  switch (d) {
-    case DType::kFloat16: case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    default: return 0;
-  }
-}
-
-bool SameShape(int na, const int64_t *a, int nb, const int64_t *b) {
-  if (na != nb) return false;
-  for (int i = 0; i < na; ++i) if (a[i] != b[i]) return false;
-  return true;
-}
 
 struct Geometry { int64_t outer = 0, channels = 0, inner = 0, numel = 0; DType dtype = DType::kNone; };
 
@@ -73,17 +47,15 @@ int ParseActivations(void **params, int *ndims, int64_t **shapes, const char **d
     if (!SameShape(rank, shape, ndims[s], shapes[s])) return kBadShape;
     if (ParseDtype(dtypes[s]) != g->dtype) return kBadDtype;
   }
-  int64_t n = 1;
-  for (int i = 0; i < rank; ++i) {
-    if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return kOverflow;
-  }
-  g->numel = n;
+  bool ok = true;
+  g->numel = NumElements(rank, shape, &ok);
+  if (!ok) return kOverflow;
   g->channels = channel_last ? shape[rank - 1] : shape[1];
   g->outer = 1;
   for (int i = 0; i < (channel_last ? rank - 1 : 1); ++i) g->outer *= shape[i];
   g->inner = 1;
   if (!channel_last) for (int i = 2; i < rank; ++i) g->inner *= shape[i];
-  if (n > 0) {
+  if (g->numel > 0) {
     for (int s : slots) if (params[s] == nullptr) return kMissingTensor;
   }
   return kOk;
@@ -93,7 +65,7 @@ int ParseActivations(void **params, int *ndims, int64_t **shapes, const char **d
 int ParseChannel(void **params, int *ndims, int64_t **shapes, const char **dtypes, int slot,
                  int64_t C, bool optional, ConstTensor *out) {
   *out = ConstTensor{};
-  if (IsNone(dtypes[slot]) || (params[slot] == nullptr && ndims[slot] == 0)) {
+  if (IsNoneDtype(dtypes[slot]) || (params[slot] == nullptr && ndims[slot] == 0)) {
     return optional ? kOk : kMissingTensor;
   }
   DType d = ParseDtype(dtypes[slot]);
@@ -175,7 +147,7 @@ int RunElemt(int nparam, void **params, int *ndims, int64_t **shapes, const char
     if ((rc = ParseChannel(params, ndims, shapes, dtypes, i.slot, C, i.optional, i.dst)) != kOk) return rc;
   }
   const char *cd = dtypes[E_COUNTER];
-  if (IsNone(cd)) return kMissingTensor;
+  if (IsNoneDtype(cd)) return kMissingTensor;
   if (ndims[E_COUNTER] != 1) return kBadRank;
   a.num_counts = shapes[E_COUNTER][0];
   a.counter = params[E_COUNTER];
@@ -194,9 +166,7 @@ int RunElemt(int nparam, void **params, int *ndims, int64_t **shapes, const char
 
 // data_format arrives as `layout` (kernel_name in the prototypes).
 bool ChannelLast(mindspore::AotExtra *extra) {
-  if (!extra->HasAttr("layout")) return false;
-  const std::string f = extra->Attr<std::string>("layout");
-  return f == "NHWC" || f == "NDHWC";
+  return extra->HasAttr("layout") && aot::ChannelLast(extra->Attr<std::string>("layout"));
 }
 
 template <typename D>
