@@ -5,6 +5,8 @@ step of each PYNATIVE call), so every check here rejects bad input before any
 kernel runs. Unknown dims (-1) and unknown rank ([-2]) are propagated and
 only what is known is checked.
 """
+import functools
+
 from . import _soc
 from ._checks import check_rank, fail
 from ._opdef import load_opdef
@@ -129,15 +131,30 @@ def make_infer(attrs: dict, opdef=None):
     """(infer_shape, infer_dtype) callables for ops.Custom with these attributes.
 
     A single-output op gets a bare shape / dtype, as ops.Custom expects.
+    Results are memoised per input signature and active target (PYNATIVE
+    infers at every call); a rejection is never memoised, so it raises again.
     """
     opdef = opdef or load_opdef()
     names = opdef.input_names
     unwrap = (lambda out: out[0]) if opdef.single_output else (lambda out: out)
 
+    def target():
+        return _soc.active_target() if opdef.support else None
+
+    @functools.lru_cache(maxsize=256)
+    def shapes_for(key, _target):
+        out = infer_shapes(dict(zip(names, (None if s is None else list(s) for s in key))), attrs, opdef)
+        return tuple(tuple(s) for s in out)
+
+    @functools.lru_cache(maxsize=256)
+    def dtypes_for(key, _target):
+        return tuple(infer_dtypes(dict(zip(names, key)), attrs, opdef))
+
     def infer_shape(*shapes):
-        return unwrap(infer_shapes(dict(zip(names, shapes)), attrs, opdef))
+        key = tuple(None if s is None else tuple(int(d) for d in s) for s in shapes)
+        return unwrap([list(s) for s in shapes_for(key, target())])
 
     def infer_dtype(*types):
-        return unwrap([ms_dtype(n) for n in infer_dtypes(dict(zip(names, map(dtype_name, types))), attrs, opdef)])
+        return unwrap([ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), target())])
 
     return infer_shape, infer_dtype
