@@ -1,0 +1,39 @@
+// BatchNormReduceBackward Ascend C kernel (aclnnBatchNormReduceBackward
+// semantics): the per-rank step of the SyncBatchNorm backward. It is phase 1
+// of the BatchNormBackward kernel (batch_norm_backward_kernel.h) with
+// x - mean in place of xhat, followed by the per-channel outputs:
+//   sum_dy = sum(dy), sum_dy_xmu = sum(dy * (x - mean)),
+//   grad_weight = sum_dy_xmu * invstd, grad_bias = sum_dy.
+// Same work split, partial sums in unit order (deterministic, independent of
+// the core count), same tail handling and cross-core rules.
+#include "batch_norm_backward_kernel.h"
+
+extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_out, GM_ADDR input, GM_ADDR mean,
+                                                                 GM_ADDR invstd, GM_ADDR weight, GM_ADDR sum_dy,
+                                                                 GM_ADDR sum_dy_xmu, GM_ADDR grad_weight,
+                                                                 GM_ADDR grad_bias, GM_ADDR workspace, GM_ADDR tiling)
+{
+#if BNB_SOC_HAS_SYNC_ALL
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // vector-only kernel that uses the hardware SyncAll()
+#endif
+    REGISTER_TILING_DEFAULT(bnb::BatchNormSyncTilingData);
+    GET_TILING_DATA(tilingData, tiling);
+    GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
+    GM_ADDR user = AscendC::GetUserWorkspace(workspace);
+    if (tilingData.base.dtype == bnb::DT_FLOAT) {
+        bnb::BatchNormBackwardKernel<float, bnb::MODE_REDUCE> op;
+        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
+        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
+        op.Process();
+    } else if (tilingData.base.dtype == bnb::DT_FLOAT16) {
+        bnb::BatchNormBackwardKernel<half, bnb::MODE_REDUCE> op;
+        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
+        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
+        op.Process();
+    } else {
+        bnb::BatchNormBackwardKernel<bfloat16_t, bnb::MODE_REDUCE> op;
+        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
+        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
+        op.Process();
+    }
+}
