@@ -37,12 +37,21 @@ def _custom_base():
     return ops.Custom
 
 
+def _ascend_kwargs(filename):
+    """func / reg_info of the Ascend C op (ascend_impl/op_kernel/batch_norm_{reduce,elemt}_backward.cpp)."""
+    from . import _ascend
+    from ._reg import ascend_reg_info
+    op_type = load_opdef(filename).op_name
+    if _ascend.installed_package(op_type) is None:
+        raise RuntimeError(f"{op_type}: the Ascend C op package providing it is not installed; {_ascend.BUILD_HINT}")
+    return {"func": op_type, "reg_info": ascend_reg_info(filename=filename)}
+
+
 def _kernel_kwargs(filename):
     import mindspore as ms
     opdef = load_opdef(filename)
-    if ms.get_context("device_target") == "Ascend":  # pragma: no cover - no Ascend here
-        raise NotImplementedError(f"{opdef.op_name}: the Ascend kernel is not registered yet "
-                                  f"(it is registered like BatchNormBackward, from {filename})")
+    if ms.get_context("device_target") == "Ascend":
+        return _ascend_kwargs(filename)
     from . import _native
     _native.lib()  # build on first use, apply the thread setting
     return {"func": f"{_native.library_path()}:{opdef.op_name}"}

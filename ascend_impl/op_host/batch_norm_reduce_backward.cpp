@@ -1,0 +1,74 @@
+// Ascend C op definition of BatchNormReduceBackward (the per-rank step of the
+// SyncBatchNorm backward): signature and per-SoC AddConfig blocks generated
+// from op_def/batch_norm_reduce_backward.yaml into
+// batch_norm_reduce_backward_def.gen.h, InferShape / InferDataType, and the
+// tiling function (the BatchNormBackward tiling, batch_norm_sync_tiling_calc.h).
+#include "batch_norm_reduce_backward_def.gen.h"
+#include "batch_norm_sync_host.h"
+
+namespace optiling {
+static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *context)
+{
+    using namespace bnb_gen_reduce;
+    const auto *attrs = context->GetAttrs();
+    bnb::TilingInput in;
+    uint64_t lib = 0;
+    bnb_sync_host::FillInput(context, INPUT_GRAD_OUT, INPUT_MEAN, INPUT_INVSTD, INPUT_WEIGHT,
+                             bnb_sync_host::ChannelLast(attrs->GetStr(ATTR_LAYOUT)), in, lib);
+    // Mask bits (Output enum): 0 sum_dy / sum_dy_xmu, 1 grad_weight, 2 grad_bias.
+    in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(ATTR_INPUT_G)) |
+                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_WEIGHT_G)) << 1 |
+                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_BIAS_G)) << 2;
+    in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
+                          in.dtype != bnb::DT_FLOAT;
+    bnb::BatchNormSyncTilingData tiling;
+    if (!bnb::ComputeSyncTiling(true, in, 0, 0, tiling).empty()) {
+        return ge::GRAPH_FAILED;
+    }
+    return bnb_sync_host::Finish(context, true, tiling, lib);
+}
+}  // namespace optiling
+
+namespace ge {
+static ge::graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext *context)
+{
+    using namespace bnb_gen_reduce;
+    const gert::Shape *gradOut = context->GetInputShape(INPUT_GRAD_OUT);
+    const bool last = bnb_sync_host::ChannelLast(context->GetAttrs()->GetStr(ATTR_LAYOUT));
+    const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
+    for (int out : {OUTPUT_SUM_DY, OUTPUT_SUM_DY_XMU, OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS}) {
+        gert::Shape *s = context->GetOutputShape(out);
+        s->SetDimNum(1);
+        s->SetDim(0, channels);
+    }
+    return GRAPH_SUCCESS;
+}
+
+static ge::graphStatus BatchNormReduceBackwardInferDataType(gert::InferDataTypeContext *context)
+{
+    using namespace bnb_gen_reduce;
+    const ge::DataType mean = context->GetInputDataType(INPUT_MEAN);
+    const ge::DataType weight = context->GetOptionalInputDataType(INPUT_WEIGHT);
+    const ge::DataType param = weight == ge::DT_UNDEFINED ? mean : weight;  // dtype_from: [weight, mean]
+    context->SetOutputDataType(OUTPUT_SUM_DY, mean);
+    context->SetOutputDataType(OUTPUT_SUM_DY_XMU, mean);
+    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT, param);
+    context->SetOutputDataType(OUTPUT_GRAD_BIAS, param);
+    return GRAPH_SUCCESS;
+}
+}  // namespace ge
+
+namespace ops {
+class BatchNormReduceBackward : public OpDef {
+public:
+    explicit BatchNormReduceBackward(const char *name) : OpDef(name)
+    {
+        bnb_gen_reduce::DeclareSignature(*this);
+        this->SetInferShape(ge::BatchNormReduceBackwardInferShape)
+            .SetInferDataType(ge::BatchNormReduceBackwardInferDataType);
+        this->AICore().SetTiling(optiling::BatchNormReduceBackwardTiling);
+        bnb_gen_reduce::AddSocConfigs(*this);
+    }
+};
+OP_ADD(BatchNormReduceBackward);
+}  // namespace ops

@@ -1,0 +1,77 @@
+"""Ascend wiring of the SyncBatchNorm backward steps without CANN: the
+generated op definitions (op_host/batch_norm_{reduce,elemt}_backward_def.gen.h)
+and the kernel entry points carry the YAML names in order, the Python side
+builds the Custom kwargs from the same YAMLs."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mindspore_bn_grad._opdef import load_opdef
+
+ROOT = Path(__file__).resolve().parents[3]
+OPS = {"batch_norm_reduce_backward.yaml": "batch_norm_reduce_backward",
+       "batch_norm_elemt_backward.yaml": "batch_norm_elemt_backward"}
+
+
+@pytest.mark.parametrize("yaml_name,stem", OPS.items())
+def test_generated_signature_matches_yaml(yaml_name, stem):
+    opdef = load_opdef(yaml_name)
+    text = (ROOT / "ascend_impl" / "op_host" / f"{stem}_def.gen.h").read_text()
+    assert f'OP_TYPE = "{opdef.op_name}"' in text
+    assert re.findall(r'def\.Input\("(\w+)"\)', text) == opdef.input_names
+    assert re.findall(r'def\.Output\("(\w+)"\)', text) == opdef.output_names
+    assert re.findall(r'def\.Attr\("(\w+)"\)', text) == [a.kernel_attr for a in opdef.attrs]
+    optional = re.findall(r'def\.Input\("(\w+)"\)\.ParamType\(ge::OPTIONAL\)', text)
+    assert optional == [i.name for i in opdef.inputs if i.optional]
+    from mindspore_bn_grad import _soc
+    for soc in _soc.targets(device="Ascend"):
+        assert text.count(f'AddConfig("{soc}"') == 1
+
+
+@pytest.mark.parametrize("yaml_name,stem", OPS.items())
+def test_kernel_entry_takes_yaml_names_in_order(yaml_name, stem):
+    opdef = load_opdef(yaml_name)
+    src = (ROOT / "ascend_impl" / "op_kernel" / f"{stem}.cpp").read_text()
+    m = re.search(rf'void {stem}\(([^)]*)\)', src)
+    params = re.findall(r'GM_ADDR (\w+)', m.group(1))
+    assert params == opdef.input_names + opdef.output_names + ["workspace", "tiling"]
+
+
+def test_elemt_counter_columns_cover_int32_int64_float():
+    text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_elemt_backward_def.gen.h").read_text()
+    block = text.split('cfg.Input("counter")')[1].split(";")[0]
+    for dt in ("ge::DT_INT32", "ge::DT_INT64", "ge::DT_FLOAT"):
+        assert dt in block
+
+
+@pytest.mark.parametrize("yaml_name", OPS)
+def test_reg_info_from_yaml(yaml_name):
+    pytest.importorskip("mindspore")
+    from mindspore_bn_grad._reg import ascend_reg_info
+    info = ascend_reg_info("ascend910b", filename=yaml_name)
+    info = json.loads(info) if isinstance(info, str) else info
+    opdef = load_opdef(yaml_name)
+    assert info["op_name"] == opdef.op_name
+    assert [i["name"] for i in info["inputs"]] == opdef.input_names
+    assert [o["name"] for o in info["outputs"]] == opdef.output_names
+    assert [a["name"] for a in info["attr"]] == [a.kernel_attr for a in opdef.attrs]
+    assert info["dtype_format"]
+
+
+@pytest.mark.parametrize("yaml_name", OPS)
+def test_ascend_kwargs(yaml_name, tmp_path, monkeypatch):
+    pytest.importorskip("mindspore")
+    from mindspore_bn_grad import _soc, _sync_ops
+    op_type = load_opdef(yaml_name).op_name
+    monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
+    monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="build_ascend.sh"):
+        _sync_ops._ascend_kwargs(yaml_name)
+    cfg = tmp_path / "op_impl" / "ai_core" / "tbe" / "config" / "ascend910b"
+    cfg.mkdir(parents=True)
+    (cfg / "aic-ascend910b-ops-info.json").write_text(json.dumps({op_type: {}}))
+    with _soc.target_soc("ascend910b"):
+        kw = _sync_ops._ascend_kwargs(yaml_name)
+    assert kw["func"] == op_type and kw["reg_info"]
