@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
-from _harness import assert_close, quantize
+from _harness import assert_close, decode, encode, quantize
 from reference import batch_norm_backward_ref
 
 NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
@@ -167,34 +167,6 @@ def make_case_arrays(case):
 
 
 # ------------------------------------------------------------- dtype codecs
-
-def to_bf16_bits(a):
-    f = np.asarray(a, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = np.isnan(f)
-    r[nan] = ((u[nan] | 0x400000) >> 16).astype(np.uint16)
-    return r
-
-
-def bf16_bits_to_f64(b):
-    return (np.asarray(b, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def encode(a, dtype):
-    """(array handed to the kernel, the float64 values it holds)."""
-    if a is None:
-        return None, None
-    if dtype == "bfloat16":
-        bits = to_bf16_bits(a)
-        return bits, bf16_bits_to_f64(bits)
-    arr = np.asarray(a, dtype=np.dtype(dtype))
-    return arr, arr.astype(np.float64)
-
-
-def decode(a, dtype):
-    return bf16_bits_to_f64(a) if dtype == "bfloat16" else np.asarray(a).astype(np.float64)
-
 
 # ------------------------------------------------------------------ runners
 

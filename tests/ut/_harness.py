@@ -33,32 +33,66 @@ def quantize(a, dtype):
     return ms_tensor(a, dtype).astype(__import__("mindspore").float64).asnumpy()
 
 
-def run(mode, arrays, dtypes, **attrs):
-    """arrays: name -> np.ndarray or None; dtypes: name -> dtype name. Returns NumPy float64 outputs."""
+def call_op(mode, tensors, **attrs):
+    """The 7 inputs (MindSpore tensors, None, or anything a test wants to pass) through
+    batch_norm_backward() (PYNATIVE) or the primitive in a compiled Cell (GRAPH)."""
     import mindspore as ms
     import mindspore_bn_grad as mbg
 
-    tensors = [ms_tensor(arrays.get(n), dtypes.get(n, "float32")) for n in NAMES]
-    if mode == "graph":
-        ms.set_context(mode=ms.GRAPH_MODE)
-        try:
-            op = mbg.BatchNormBackward(**attrs)
-
-            class Call(ms.nn.Cell):
-                def __init__(self):
-                    super().__init__()
-                    self.op = op
-
-                def construct(self, dy, x, w, rm, rv, sm, si):
-                    return self.op(dy, x, w, rm, rv, sm, si)
-
-            outs = Call()(*tensors)
-        finally:
-            ms.set_context(mode=ms.PYNATIVE_MODE)
-    else:
+    if mode != "graph":
         ms.set_context(mode=ms.PYNATIVE_MODE)
-        outs = mbg.batch_norm_backward(*tensors, **attrs)
-    return [o for o in outs]
+        return list(mbg.batch_norm_backward(*tensors, **attrs))
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        op = mbg.BatchNormBackward(**attrs)
+
+        class Call(ms.nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.op = op
+
+            def construct(self, dy, x, w, rm, rv, sm, si):
+                return self.op(dy, x, w, rm, rv, sm, si)
+
+        return list(Call()(*tensors))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+def run(mode, arrays, dtypes, **attrs):
+    """arrays: name -> np.ndarray or None; dtypes: name -> dtype name. Returns MindSpore outputs."""
+    return call_op(mode, [ms_tensor(arrays.get(n), dtypes.get(n, "float32")) for n in NAMES], **attrs)
+
+
+# bfloat16 without MindSpore (the direct kernel path): uint16 bit patterns.
+
+def to_bf16_bits(a):
+    """float64 -> bfloat16 bit patterns (uint16), round to nearest even, NaN kept quiet."""
+    f = np.asarray(a, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    nan = np.isnan(f)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r[nan] = ((u[nan] | 0x400000) >> 16).astype(np.uint16)
+    return r
+
+
+def bf16_bits_to_f64(b):
+    return (np.asarray(b, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def encode(a, dtype):
+    """(array handed to the direct kernel, the float64 values it holds)."""
+    if a is None:
+        return None, None
+    if dtype == "bfloat16":
+        bits = to_bf16_bits(a)
+        return bits, bf16_bits_to_f64(bits)
+    arr = np.asarray(a, dtype=np.dtype(dtype))
+    return arr, arr.astype(np.float64)
+
+
+def decode(a, dtype):
+    return bf16_bits_to_f64(a) if dtype == "bfloat16" else np.asarray(a).astype(np.float64)
 
 
 def expected(arrays, dtypes, **attrs):

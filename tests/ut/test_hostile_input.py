@@ -30,6 +30,8 @@ import re
 import numpy as np
 import pytest
 
+from _harness import call_op
+
 NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
 X_SHAPE = (2, 3, 4)
 
@@ -179,29 +181,7 @@ NON_TENSORS = [
 
 
 def _call(mode, args, attrs):
-    import mindspore as ms
-    import mindspore_bn_grad as mbg
-    tensors = [args.get(n) for n in NAMES]
-    if mode == "pynative":
-        ms.set_context(mode=ms.PYNATIVE_MODE)
-        outs = mbg.batch_norm_backward(*tensors, **attrs)
-        return [o.asnumpy() for o in outs]
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        op = mbg.BatchNormBackward(**attrs)
-
-        class Call(ms.nn.Cell):
-            def __init__(self):
-                super().__init__()
-                self.op = op
-
-            def construct(self, dy, x, w, rm, rv, sm, si):
-                return self.op(dy, x, w, rm, rv, sm, si)
-
-        outs = Call()(*tensors)
-        return [o.asnumpy() for o in outs]
-    finally:
-        ms.set_context(mode=ms.PYNATIVE_MODE)
+    return [o.asnumpy() for o in call_op(mode, [args.get(n) for n in NAMES], **attrs)]
 
 
 def _assert_rejected(mode, exc, pattern, args, attrs):

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from _harness import assert_close, make_arrays
+from _harness import assert_close, decode, encode, make_arrays
 from reference import batch_norm_backward_ref
 
 from mindspore_bn_grad import _native
@@ -21,35 +21,6 @@ ALL_MASKS = list(itertools.product([True, False], repeat=3))
 
 
 # ----------------------------------------------------------------- helpers
-
-def to_bf16_bits(a):
-    """float64 -> bfloat16 bit patterns (uint16), round to nearest even, NaN kept quiet."""
-    f = np.asarray(a, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    nan = np.isnan(f)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    r[nan] = ((u[nan] | 0x400000) >> 16).astype(np.uint16)
-    return r
-
-
-def bf16_bits_to_f64(b):
-    return (np.asarray(b, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def encode(a, dtype):
-    """(array handed to the kernel, the float64 values it holds)."""
-    if a is None:
-        return None, None
-    if dtype == "bfloat16":
-        bits = to_bf16_bits(a)
-        return bits, bf16_bits_to_f64(bits)
-    arr = np.asarray(a, dtype=np.dtype(dtype))
-    return arr, arr.astype(np.float64)
-
-
-def decode(a, dtype):
-    return bf16_bits_to_f64(a) if dtype == "bfloat16" else a.astype(np.float64)
-
 
 def run_direct(arrays, dtypes=None, data_format="NCHW", training=True, eps=1e-5,
                output_mask=(True, True, True)):

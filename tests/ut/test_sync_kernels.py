@@ -7,6 +7,7 @@ oracle below is written from the aclnnBatchNorm{Reduce,Elemt}Backward formulas.
 import numpy as np
 import pytest
 
+from _harness import bf16_bits_to_f64, to_bf16_bits
 from mindspore_bn_grad import _native
 from mindspore_bn_grad import _sync_ops as so
 
@@ -72,20 +73,11 @@ def test_direct_values(shape, cl, dt, tol):
     assert np.all(np.abs(gi - exp) <= tol * 4 * scale(exp))
 
 
-def _to_bf16_bits(a):
-    b = np.ascontiguousarray(a, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def _from_bf16_bits(b):
-    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
 @pytest.mark.parametrize("cl", [False, True])
 def test_direct_bfloat16(cl):
     dy, x, mean, invstd, w = make((3, 4, 5, 6) if not cl else (3, 5, 6, 4), cl)
-    bdy, bx = _to_bf16_bits(dy), _to_bf16_bits(x)
-    qdy, qx = _from_bf16_bits(bdy), _from_bf16_bits(bx)
+    bdy, bx = to_bf16_bits(dy), to_bf16_bits(x)
+    qdy, qx = bf16_bits_to_f64(bdy), bf16_bits_to_f64(bx)
     m32, i32, w32 = mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32)
     out = so.reduce_direct(bdy, bx, m32, i32, w32, channel_last=cl, bf16=True)
     want = ref_reduce(qdy, qx, m32, i32, cl)
@@ -95,7 +87,7 @@ def test_direct_bfloat16(cl):
     gi = so.elemt_direct(bdy, bx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
                          channel_last=cl, bf16=True)
     exp = ref_elemt(qdy, qx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count, cl)
-    assert np.all(np.abs(_from_bf16_bits(gi) - exp) <= 2.0 ** -8 * scale(exp))
+    assert np.all(np.abs(bf16_bits_to_f64(gi) - exp) <= 2.0 ** -8 * scale(exp))
 
 
 @pytest.mark.parametrize("flags", [(True, False, False), (False, True, False), (False, False, True),
