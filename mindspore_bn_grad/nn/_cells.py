@@ -24,20 +24,13 @@ only, and ``dout`` of unused outputs is simply zeros). ``grad_weight`` /
 ``requires_grad`` (False for ``affine=False``). PYNATIVE reads the flags at
 every backward; GRAPH reads them when the graph is compiled.
 """
-import functools
 import weakref
 
 from mindspore import nn, ops
 
-from .._op import BatchNormBackward
+from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
 
 CHANNEL_LAST = ("NHWC",)
-
-
-@functools.lru_cache(maxsize=64)
-def _backward_op(training, eps, output_mask, data_format):
-    return BatchNormBackward(training=training, eps=eps, output_mask=output_mask,
-                             data_format=data_format)
 
 
 def _to_channel_first(rank):
