@@ -5,10 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "bn_backward.h"
+#include "thread_pool.h"
 
 namespace bn_grad {
 namespace aot {
@@ -57,6 +59,23 @@ inline int64_t NumElements(int ndim, const int64_t *shape, bool *ok) {
 
 // The `layout` attribute (data_format; see op_def/batch_norm_backward.yaml).
 inline bool ChannelLast(const std::string &layout) { return layout == "NHWC" || layout == "NDHWC"; }
+
+// Zero-fills a masked output. A dx-sized fill moves as many bytes as
+// computing dx, so large ones are split over the kernel's threads.
+inline void ZeroFill(void *data, size_t bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const int threads = GetNumThreads();
+  if (threads <= 1 || bytes < 4 * kChunk) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+  const int64_t ntasks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+  char *base = static_cast<char *>(data);
+  ThreadPool::Global().Run(ntasks, threads, [&](int64_t t) {
+    const size_t off = static_cast<size_t>(t) * kChunk;
+    std::memset(base + off, 0, std::min(kChunk, bytes - off));
+  });
+}
 
 }  // namespace aot
 }  // namespace bn_grad

@@ -211,3 +211,23 @@ def test_deterministic_across_threads(shape, fmt, dtype):
     for r in results[1:]:
         for a, b in zip(results[0], r):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_masked_grad_input_is_zero_filled(threads):
+    """A dx-sized zero-fill (split over threads above 4 MB) covers every element."""
+    rng = np.random.default_rng(21)
+    shape = (4, 3, 257, 1031)  # 12.7 MB float32, not a multiple of the fill chunk
+    dy = rng.standard_normal(shape).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    c = np.ones(3, np.float32)
+    out = (np.full(shape, np.nan, np.float32), np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32))
+    _native.set_num_threads(threads)
+    try:
+        gi, gw, gb = _native.direct(dy, x, c, None, None, np.zeros(3, np.float32), c,
+                                    output_mask=(False, True, True), out=out)
+    finally:
+        _native.set_num_threads(_native._default_threads())
+    assert not np.any(gi) and not np.isnan(gi).any()
+    np.testing.assert_allclose(gb, dy.sum(axis=(0, 2, 3), dtype=np.float64), rtol=1e-5)
+    np.testing.assert_allclose(gw, (dy.astype(np.float64) * x).sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-2)
