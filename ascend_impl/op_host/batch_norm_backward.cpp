@@ -7,36 +7,20 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "batch_norm_backward_def.gen.h"
-#include "batch_norm_backward_tiling_calc.h"
+#include "batch_norm_host_common.h"
 
 namespace {
 using namespace bnb_gen;
-
-bool ChannelLast(const char *layout)
-{
-    const std::string l = layout ? layout : "";
-    return l == "NHWC" || l == "NDHWC";
-}
-
-uint32_t KernelDtype(ge::DataType dt)
-{
-    return dt == ge::DT_FLOAT16 ? bnb::DT_FLOAT16 : dt == ge::DT_BF16 ? bnb::DT_BFLOAT16 : bnb::DT_FLOAT;
-}
+using bnb_host::ChannelLast;
+using bnb_host::KernelDtype;
 }  // namespace
 
 namespace optiling {
 static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
 {
-    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
-    uint64_t ubBytes = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
-    const auto soc = platform.GetSocVersion();
-
     bnb::TilingInput in;
-    const gert::Shape &shape = context->GetInputShape(INPUT_GRAD_OUT)->GetStorageShape();
-    for (size_t i = 0; i < shape.GetDimNum(); ++i) {
-        in.shape.push_back(shape.GetDim(i));
-    }
+    const uint64_t libWorkspace = bnb_host::FillPlatform(context, in);
+    bnb_host::FillShape(context, INPUT_GRAD_OUT, in);
     const auto *attrs = context->GetAttrs();
     in.training = *attrs->GetAttrPointer<bool>(ATTR_TRAINING);
     in.eps = *attrs->GetAttrPointer<float>(ATTR_EPS);
@@ -61,13 +45,6 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     }
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
                           dtype != ge::DT_FLOAT;
-    in.ubBytes = uint32_t(ubBytes);
-    in.coreNum = platform.GetCoreNumAiv();
-    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid.
-    const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
-    in.hasDataCopyPad = !legacy;
-    in.hasSyncAll = !legacy;
-    in.hasDcci = !legacy;
 
     bnb::BatchNormBackwardTilingData tiling;
     const std::string why = bnb::ComputeTiling(in, tiling);
@@ -79,7 +56,7 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     size_t *workspace = context->GetWorkspaceSizes(1);
     // System area of the Ascend C library, then the partial sums (no SyncAll flags: the
     // hardware SyncAll() needs none, and SoCs without it never sync across cores).
-    workspace[0] = platform.GetLibApiWorkSpaceSize() + bnb::WorkspaceBytes(tiling);
+    workspace[0] = libWorkspace + bnb::WorkspaceBytes(tiling);
     return ge::GRAPH_SUCCESS;
 }
 }  // namespace optiling

@@ -1,0 +1,53 @@
+// Host-side helpers shared by the tiling functions of BatchNormBackward and of
+// the SyncBatchNorm steps: layout attribute, kernel dtype code, grad_out's
+// shape, and what the platform offers (UB size, cores, SoC features).
+#ifndef BATCH_NORM_HOST_COMMON_H
+#define BATCH_NORM_HOST_COMMON_H
+
+#include <string>
+#include "register/op_def_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "batch_norm_backward_tiling_calc.h"
+
+namespace bnb_host {
+
+// The `layout` attribute (data_format of op_def/batch_norm_backward.yaml).
+inline bool ChannelLast(const char *layout)
+{
+    const std::string l = layout ? layout : "";
+    return l == "NHWC" || l == "NDHWC";
+}
+
+inline uint32_t KernelDtype(ge::DataType dt)
+{
+    return dt == ge::DT_FLOAT16 ? bnb::DT_FLOAT16 : dt == ge::DT_BF16 ? bnb::DT_BFLOAT16 : bnb::DT_FLOAT;
+}
+
+inline void FillShape(gert::TilingContext *context, int index, bnb::TilingInput &in)
+{
+    const gert::Shape &shape = context->GetInputShape(index)->GetStorageShape();
+    for (size_t i = 0; i < shape.GetDimNum(); ++i) {
+        in.shape.push_back(shape.GetDim(i));
+    }
+}
+
+// UB size, AIV core count and SoC features; returns the library's workspace size.
+inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
+{
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    in.ubBytes = uint32_t(ubBytes);
+    in.coreNum = platform.GetCoreNumAiv();
+    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid.
+    const auto soc = platform.GetSocVersion();
+    const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
+    in.hasDataCopyPad = !legacy;
+    in.hasSyncAll = !legacy;
+    in.hasDcci = !legacy;
+    return platform.GetLibApiWorkSpaceSize();
+}
+
+}  // namespace bnb_host
+
+#endif  // BATCH_NORM_HOST_COMMON_H
