@@ -149,3 +149,9 @@ def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
                  max_rank=raw["ranks"]["max"], data_formats=fmts, dtypes=tuple(raw["dtypes"]),
                  support=raw.get("support"), count_dtypes=tuple(raw.get("count_dtypes", ())),
                  single_output=len(outputs) == 1)
+
+
+def is_channel_last(data_format: str) -> bool:
+    """Whether a data_format of the prototype puts the channel last (False for unknown names)."""
+    fmt = load_opdef().data_formats.get(data_format)
+    return bool(fmt and fmt.channel_last)

@@ -28,9 +28,9 @@ import weakref
 
 from mindspore import nn, ops
 
+from .._opdef import is_channel_last
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
 
-CHANNEL_LAST = ("NHWC",)
 
 
 def _to_channel_first(rank):
@@ -65,7 +65,7 @@ class _BatchNormCell(nn.Cell):
         super().__init__()
         self.eps = float(eps)
         self.data_format = data_format
-        self.channel_last = data_format in CHANNEL_LAST
+        self.channel_last = is_channel_last(data_format)
         self.transpose = ops.Transpose()
         self.cast = ops.Cast()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.

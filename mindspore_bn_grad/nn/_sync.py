@@ -39,9 +39,9 @@ from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
 
+from .._opdef import is_channel_last
 from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
 
-CHANNEL_LAST = ("NHWC",)
 
 
 def _is_initialized():
@@ -106,7 +106,7 @@ class SyncBatchNormTrainCell(nn.Cell):
         self.momentum = float(momentum)  # ops.BatchNorm convention: weight of the batch value
         self.group = group
         self.group_size = group_size
-        self.channel_last = data_format in CHANNEL_LAST
+        self.channel_last = is_channel_last(data_format)
         self.data_format = data_format
         if group is not None:
             self.all_reduce = ops.AllReduce(ops.ReduceOp.SUM, group)
@@ -258,7 +258,7 @@ class _InferCell(nn.Cell):
     def __init__(self, eps, data_format):
         super().__init__()
         self.eps = float(eps)
-        self.channel_last = data_format in CHANNEL_LAST
+        self.channel_last = is_channel_last(data_format)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
         rank = len(x.shape)
