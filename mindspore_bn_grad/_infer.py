@@ -15,6 +15,7 @@ UNKNOWN_DIM = -1
 UNKNOWN_RANK = -2
 
 
+@functools.lru_cache(maxsize=1)
 def _ms_float_names():
     import mindspore as ms
     return {ms.float16: "float16", ms.bfloat16: "bfloat16", ms.float32: "float32",
@@ -150,11 +151,21 @@ def make_infer(attrs: dict, opdef=None):
     def dtypes_for(key, _target):
         return tuple(infer_dtypes(dict(zip(names, key)), attrs, opdef))
 
+    @functools.lru_cache(maxsize=256)
+    def dtypes_by_type(types, _target):  # MindSpore type objects hash and compare by type
+        return tuple(ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), _target))
+
     def infer_shape(*shapes):
         key = tuple(None if s is None else tuple(int(d) for d in s) for s in shapes)
         return unwrap([list(s) for s in shapes_for(key, target())])
 
     def infer_dtype(*types):
-        return unwrap([ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), target())])
+        try:
+            out = dtypes_by_type(types, target())
+        except TypeError as e:  # an unhashable type object: the uncached way (which raises
+            if "unhashable" not in str(e):  # the clear error for a bad dtype)
+                raise
+            out = tuple(ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), target()))
+        return unwrap(list(out))
 
     return infer_shape, infer_dtype

@@ -107,7 +107,28 @@ def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running
     """
     tensors = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
     check_tensor_args(load_opdef(), tensors)
-    attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
-                            data_format=data_format)
-    op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
+    op = _ops_seen.get(_fast_key(training, eps, output_mask, data_format))
+    if op is None:
+        attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
+                                data_format=data_format)
+        op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
+        key = _fast_key(training, eps, output_mask, data_format)
+        if key is not None and len(_ops_seen) < 128:
+            _ops_seen[key] = op
     return op(*tensors)
+
+
+# PYNATIVE calls batch_norm_backward at every step: attribute values seen
+# before, of exactly these Python types (bool, float, tuple of 3 bools, str),
+# skip normalize_attrs. Anything else (lists, NumPy scalars, bad values) takes
+# the checked path. eps is keyed by its bits, so -0.0 and 0.0 stay apart.
+_ops_seen = {}
+
+
+def _fast_key(training, eps, output_mask, data_format):
+    if (type(training) is bool and type(eps) is float and type(data_format) is str
+            and type(output_mask) is tuple and len(output_mask) == 3
+            and type(output_mask[0]) is bool and type(output_mask[1]) is bool
+            and type(output_mask[2]) is bool):
+        return (training, struct.pack("<d", eps), output_mask, data_format)
+    return None

@@ -180,7 +180,12 @@ def get_target_soc() -> Optional[str]:
     if _override is not None:
         return _override
     env = os.environ.get(ENV_VAR, "").strip()
-    return resolve(env, source=ENV_VAR) if env else None
+    return _resolve_env(env) if env else None
+
+
+@functools.lru_cache(maxsize=16)
+def _resolve_env(env) -> str:  # an invalid value is not cached: it raises every time
+    return resolve(env, source=ENV_VAR)
 
 
 @contextlib.contextmanager
@@ -193,14 +198,31 @@ def target_soc(name):
         set_target_soc(previous)
 
 
+def _device_target() -> str:
+    # PYNATIVE infers at every call: MSContext's getter costs ~1 us where
+    # mindspore.get_context costs ~30 us. The public call is the fallback.
+    try:
+        from mindspore._c_expression import MSContext, ms_ctx_param
+        value = MSContext.get_instance().get_param(ms_ctx_param.device_target)
+        if value:
+            return value
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        pass
+    import mindspore as ms
+    return ms.get_context("device_target")
+
+
+@functools.lru_cache(maxsize=16)
+def _resolve_reported(reported) -> str:
+    return resolve(reported, source="Ascend SoC reported by MindSpore")
+
+
 def detected_target() -> str:
     """The SoC MindSpore reports on an Ascend device, else 'cpu'."""
-    import mindspore as ms
-    if ms.get_context("device_target") != "Ascend":
+    if _device_target() != "Ascend":
         return "cpu"
     from mindspore._c_expression import MSContext
-    reported = MSContext.get_instance().get_ascend_soc_version()
-    return resolve(reported, source="Ascend SoC reported by MindSpore")
+    return _resolve_reported(MSContext.get_instance().get_ascend_soc_version())
 
 
 def active_target() -> str:

@@ -149,6 +149,41 @@ def test_bad_attributes(mode, kwargs, exc, match):
     _err(mode, exc, "BatchNormBackward: " + match, base(), **kwargs)
 
 
+@pytest.mark.parametrize("kwargs,exc,match", [
+    ({"output_mask": (1, True, True)}, TypeError, r"output_mask expected a tuple of 3 bools"),
+    ({"output_mask": (True, True)}, ValueError, r"output_mask expected 3 bools"),
+    ({"eps": float("nan")}, ValueError, r"eps expected a finite float"),
+    ({"eps": -1e-5}, ValueError, r"eps expected a finite float >= 0.0"),
+    ({"training": 1}, TypeError, r"training expected a bool, got 1"),
+    ({"data_format": "NCWH"}, ValueError, r"data_format expected one of"),
+])
+def test_bad_attributes_after_good_ones(kwargs, exc, match):
+    """PYNATIVE remembers attribute values it has seen: a bad value equal to a good one
+    (1 == True, -1e-5 vs 1e-5 ...) must still be checked, every time."""
+    import mindspore as ms
+    from mindspore_bn_grad import batch_norm_backward
+    from mindspore_bn_grad import _op
+    arrays = base()
+    x = ms.Tensor(arrays["grad_out"])
+    c = ms.Tensor(arrays["weight"])
+    good = dict(training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW")
+    first = [o.asnumpy() for o in batch_norm_backward(x, x, c, None, None, c, c, **good)]
+    op = _op._ops_seen[_op._fast_key(**good)]
+    for _ in range(2):  # and again once the good values are remembered
+        with pytest.raises(exc, match="BatchNormBackward: " + match):
+            batch_norm_backward(x, x, c, None, None, c, c, **{**good, **kwargs})
+        again = [o.asnumpy() for o in batch_norm_backward(x, x, c, None, None, c, c, **good)]
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert _op._ops_seen[_op._fast_key(**good)] is op
+    # NumPy bools and a list mask are valid (the checked path) and give the same op.
+    np_mask = (np.bool_(True),) * 3
+    assert _op._fast_key(**{**good, "output_mask": np_mask}) is None
+    again = batch_norm_backward(x, x, c, None, None, c, c, **{**good, "output_mask": list(np_mask)})
+    assert all(np.array_equal(a, b.asnumpy()) for a, b in zip(first, again))
+    # eps is keyed by its bits: -0.0 is not 0.0 (their kernel attributes differ).
+    assert _op._fast_key(True, -0.0, (True,) * 3, "NCHW") != _op._fast_key(True, 0.0, (True,) * 3, "NCHW")
+
+
 @pytest.mark.parametrize("value", [[1.0, 2.0], np.ones((2, 3, 4), np.float32), 3.0])
 def test_non_tensor_arguments(value):
     import mindspore as ms
