@@ -55,7 +55,10 @@ constexpr int64_t kMaxBlock = 128;            // row path: channels per block
 constexpr int64_t kGroupBytes = 4 << 20;     // row path, split mode: x+dy bytes per group
 constexpr int64_t kMaxGroup = 64;            // row path, split mode: channels per group
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
-constexpr int64_t kStreamMinBytes = 8 << 20; // dx at least this big: non-temporal stores
+constexpr int64_t kStreamMinBytes = 4 << 20; // dx at least this big (x + dy + dx >= 12 MB, no
+                                             // longer cache-resident): non-temporal stores...
+constexpr int64_t kStreamMinRun = 2048;      // ...on row-path runs of at least this many bytes
+                                             // (short runs leave partial lines: far slower)
 
 int DefaultThreads() {
   if (const char *env = std::getenv("MS_BN_GRAD_NUM_THREADS")) {
@@ -616,8 +619,10 @@ int Dispatch(const BnBackwardArgs &a) {
   const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
   int nthreads = g_num_threads.load(std::memory_order_relaxed);
   if (total < kMinParallelElems) nthreads = 1;
+  const bool row_path = a.inner >= kRowMinInner;
   const bool stream = kVec<D> && need_dx &&
-                      static_cast<int64_t>(total * ElemBytes(D)) >= kStreamMinBytes;
+                      static_cast<int64_t>(total * ElemBytes(D)) >= kStreamMinBytes &&
+                      (!row_path || static_cast<int64_t>(a.inner * ElemBytes(D)) >= kStreamMinRun);
   if (a.outer == 0 || a.inner == 0) {  // empty: the sums are 0, no dx to write
     for (int64_t c = 0; c < a.channels; ++c) {
       FinishChannel<Compute<D>>(a, c, ChannelInputs(a, c), 0.0, 0.0, 0.0);
@@ -625,7 +630,7 @@ int Dispatch(const BnBackwardArgs &a) {
     return 0;
   }
   thread_local std::vector<double> scratch;  // grows, never shrinks: no allocation per call
-  if (a.inner >= kRowMinInner) {
+  if (row_path) {
     RowPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
   } else {
     ColPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
