@@ -331,6 +331,9 @@ def run(args):
         con = {"copy": copy_contestant(), "direct": direct_contestant(case)}
         if case.dtype == "float32" and case.layout == "NCHW":
             con["mask_ftt"] = direct_contestant(case, mask=(False, True, True))
+        twin = twin_case(case)
+        if twin is not None:  # its float32 / channel-first twin, in the same rounds
+            con["twin"] = direct_contestant(twin)
         if have_torch:
             con["torch"] = torch_contestant(case, threads)
         if not args.no_mindspore:
@@ -347,6 +350,10 @@ def run(args):
         if "mask_ftt" in con:
             r["mask_ftt_ms"] = ms_["mask_ftt"]
             r["mask_ftt_vs_full"] = ratio(r["mask_ftt_ms"], r["direct_ms"])
+        if "twin" in con:
+            r["twin_ms"] = ms_["twin"]
+            key = "vs_float32_time" if case.dtype != "float32" else "vs_channel_first_time"
+            r[key] = ratio(r["direct_ms"], r["twin_ms"])
         r["torch_ms"] = ms_.get("torch")
         r["speedup_vs_torch"] = ratio(r["torch_ms"], r["direct_ms"])
         if not args.no_mindspore:
@@ -360,22 +367,20 @@ def run(args):
         gc.collect()
         log("    " + ", ".join(f"{k}={v:.3g}" for k, v in r.items() if isinstance(v, float)))
         rows.append(r)
-    _derived(rows)
     return {"machine": machine_info(threads), "copy_gbs": copy_gbs, "threads": threads,
             "quick": bool(args.quick), "rows": rows}
 
 
-def _derived(rows):
-    """Cross-row ratios: half vs float32 time, NHWC vs NCHW time."""
-    f32 = {(tuple(r["shape"]), r["layout"]): r for r in rows if r["dtype"] == "float32"}
-    for r in rows:
-        base = f32.get((tuple(r["shape"]), r["layout"]))
-        if r["dtype"] != "float32" and base:
-            r["vs_float32_time"] = r["direct_ms"] / base["direct_ms"]
-        if r["layout"] == "NHWC":
-            cf = f32.get((tuple(r["shape"]), "NCHW"))
-            if cf and r["dtype"] == "float32":
-                r["vs_channel_first_time"] = r["direct_ms"] / cf["direct_ms"]
+def twin_case(case):
+    """The case a row's time is compared with: float32 for a half-precision case,
+    channel-first for a channel-last float32 case (None for a float32 NCHW case).
+    The twin is timed in the row's own rounds, so the ratio does not depend on
+    how the machine's speed drifted between rows."""
+    if case.dtype != "float32":
+        return Case(case.shape, "float32", case.layout)
+    if case.channel_last:
+        return Case(case.shape, "float32", "NCHW")
+    return None
 
 
 def machine_info(threads):
@@ -426,10 +431,15 @@ def table(result):
             f"{_f(r.get('speedup_vs_builtin_graph'))} |")
     extra = [r for r in rows if "vs_float32_time" in r or "vs_channel_first_time" in r]
     if extra:
-        lines += ["", "| shape | dtype | layout | direct time vs float32 NCHW twin |", "|---|---|---|---:|"]
+        lines += ["", "Twins timed in the row's own rounds: a half-precision case against float32 "
+                  "(same layout), a channel-last case against channel-first (float32).", "",
+                  "| shape | dtype | layout | direct ms | twin | twin direct ms | time / twin time |",
+                  "|---|---|---|---:|---|---:|---:|"]
         for r in extra:
             v = r.get("vs_float32_time", r.get("vs_channel_first_time"))
-            lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(v)} |")
+            twin = f"float32 {r['layout']}" if r["dtype"] != "float32" else "float32 NCHW"
+            lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(r['direct_ms'], '{:.3f}')} | "
+                         f"{twin} | {_f(r.get('twin_ms'), '{:.3f}')} | {_f(v)} |")
     m = result["machine"]
     head = (f"Machine: {m['cpu']}, {m['affinity_cpus']} CPUs available, kernel threads "
             f"{result['threads']}; copy bandwidth at the start {result['copy_gbs']:.1f} GB/s (NumPy, "
