@@ -10,6 +10,7 @@
 //   __m256 LoadHalf8(const uint16_t *)    void StoreHalf8(uint16_t *, __m256)
 //   __m256 LoadBf16x8(const uint16_t *)   void StoreBf16x8(uint16_t *, __m256)
 //   StreamHalf8 / StreamBf16x8: non-temporal store, pointer 16-byte aligned.
+//   StoreBf16x16 / StreamBf16x16(uint16_t *, __m256 a, __m256 b): 16 values, a then b.
 // The scalar and the vector conversions give identical bits, so a result does
 // not depend on which elements land in a vector body or a scalar tail.
 #ifndef MS_BN_GRAD_HALF_H_
@@ -102,21 +103,38 @@ inline __m256 LoadBf16x8(const uint16_t *p) {
   __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
-inline __m128i Bf16Pack8(__m256 v) {
+// 8 lanes rounded to bfloat16 (nearest even; a NaN made quiet), each in the
+// low 16 bits of its 32-bit lane.
+inline __m256i Bf16Round8(__m256 v) {
   const __m256i x = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                         _mm256_set1_epi32(0x7f800000));
-  r = _mm256_blendv_epi8(r, _mm256_or_si256(x, _mm256_set1_epi32(0x400000)), nan);
-  r = _mm256_srli_epi32(r, 16);
+  const __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  return _mm256_srli_epi32(_mm256_castps_si256(_mm256_blendv_ps(
+      _mm256_castsi256_ps(r), _mm256_castsi256_ps(q), nan)), 16);
+}
+inline __m128i Bf16Pack8(__m256 v) {
+  const __m256i r = Bf16Round8(v);
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+// 16 lanes (a then b) as 16 bfloat16 values in order.
+inline __m256i Bf16Pack16(__m256 a, __m256 b) {
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(Bf16Round8(a), Bf16Round8(b)), 0xD8);
 }
 inline void StoreBf16x8(uint16_t *p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i *>(p), Bf16Pack8(v));
 }
 inline void StreamBf16x8(uint16_t *p, __m256 v) {
   _mm_stream_si128(reinterpret_cast<__m128i *>(p), Bf16Pack8(v));
+}
+inline void StoreBf16x16(uint16_t *p, __m256 a, __m256 b) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), Bf16Pack16(a, b));
+}
+inline void StreamBf16x16(uint16_t *p, __m256 a, __m256 b) {  // p 16-byte aligned
+  const __m256i v = Bf16Pack16(a, b);
+  _mm_stream_si128(reinterpret_cast<__m128i *>(p), _mm256_castsi256_si128(v));
+  _mm_stream_si128(reinterpret_cast<__m128i *>(p) + 1, _mm256_extracti128_si256(v, 1));
 }
 #endif  // BN_GRAD_HAVE_AVX2
 
