@@ -36,10 +36,13 @@ struct BnBackwardArgs {
   bool training = true;
   double eps = 1e-5;
   bool mask[3] = {true, true, true};           // grad_input, grad_weight, grad_bias
+  // mask[0] False: zero-fill grad_input as well, in the sweep that reads x and
+  // dy for the other outputs (a separate fill would move the same bytes again).
+  bool zero_grad_input = false;
 };
 
 // Computes the outputs whose mask bit is set; does not touch the others
-// (the entry points zero-fill them). Returns 0, or a nonzero code for
+// (the entry points zero-fill them), except grad_input with zero_grad_input. Returns 0, or a nonzero code for
 // arguments it cannot honour (the Python layer rejects those earlier).
 int BnBackward(const BnBackwardArgs &args);
 

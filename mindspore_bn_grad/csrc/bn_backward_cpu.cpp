@@ -338,16 +338,41 @@ inline void RowDx(const void *dy, const void *x, void *dx, int64_t off, int64_t 
   }
 }
 
+// Zeros elements [off, off + len) of dx; non-temporal where kStream.
+template <DType D, bool kStream>
+inline void ZeroRun(void *dx, int64_t off, int64_t len) {
+  const int64_t es = static_cast<int64_t>(ElemBytes(D));
+  char *p = static_cast<char *>(dx) + off * es;
+  int64_t bytes = len * es;
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kStream) {
+    const int64_t head = std::min<int64_t>(bytes, (32 - (reinterpret_cast<uintptr_t>(p) & 31)) & 31);
+    std::memset(p, 0, static_cast<size_t>(head));
+    p += head;
+    bytes -= head;
+    const __m256i z = _mm256_setzero_si256();
+    for (; bytes >= 32; bytes -= 32, p += 32) _mm256_stream_si256(reinterpret_cast<__m256i *>(p), z);
+  }
+#endif
+  std::memset(p, 0, static_cast<size_t>(bytes));
+}
+
 template <DType D>
 struct RowPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
   int64_t C, inner, n, ntiles;
-  bool need_sums, need_dx, stream;
+  bool need_sums, need_dx, stream, zero_dx;
 
   RowPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
       : a(args), C(args.channels), inner(args.inner), n(args.outer * args.inner),
-        ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm) {}
+        ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm),
+        zero_dx(!dx && args.zero_grad_input && sums) {}
+
+  void Zero(int64_t off, int64_t len) const {
+    if (stream) ZeroRun<D, true>(a.grad_input.data, off, len);
+    else ZeroRun<D, false>(a.grad_input.data, off, len);
+  }
 
   // Calls f(offset, length) for the contiguous runs of tile t of channel c.
   template <class F>
@@ -368,6 +393,7 @@ struct RowPath {
     RowSums<D> acc;
     ForRuns(c, t, [&](int64_t off, int64_t len) {
       acc.Add(a.grad_out.data, a.input.data, off, len, mean);
+      if (zero_dx) Zero(off, len);
     });
     acc.Finish();
     *s_dy = acc.s_dy;
@@ -399,6 +425,10 @@ struct RowPath {
         ForRuns(c0, t, [&](int64_t off, int64_t len) {
           for (int64_t j = 0; j < cb; ++j) {
             acc[j].Add(a.grad_out.data, a.input.data, off + j * inner, len, static_cast<T>(ins[j].mean));
+          }
+          if (zero_dx) {  // the block's runs of this row are contiguous when whole
+            if (len == inner) Zero(off, cb * inner);
+            else for (int64_t j = 0; j < cb; ++j) Zero(off + j * inner, len);
           }
         });
         for (int64_t j = 0; j < cb; ++j) {
@@ -454,6 +484,7 @@ struct RowPath {
         ParallelFor(total, nthreads, false, [&](int64_t q) {
           const int64_t j = q / ntiles, t = q - j * ntiles;
           TileSums(c0 + j, t, static_cast<T>(ins[j].mean), &part[2 * q], &part[2 * q + 1]);
+          if (zero_dx && stream) StreamFence();
         });
       }
       for (int64_t j = 0; j < g; ++j) {
@@ -484,14 +515,14 @@ struct ColPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
   int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
-  bool need_sums, need_dx, stream;
+  bool need_sums, need_dx, stream, zero_dx;
   // scratch views
   double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
   T *c_mean = nullptr, *c_scale = nullptr, *c_ks = nullptr, *c_mdys = nullptr;  // [L]
 
   ColPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
       : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
-        need_sums(sums), need_dx(dx), stream(strm) {
+        need_sums(sums), need_dx(dx), stream(strm), zero_dx(!dx && args.zero_grad_input && sums) {
     nblocks = (L + kColBlock - 1) / kColBlock;
     rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
     const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
@@ -546,6 +577,15 @@ struct ColPath {
         }
       }
       for (int64_t j = 0; j < w; ++j) { o_dy[j] += f_dy[j]; o_dyx[j] += f_dyx[j]; }
+    }
+    if (zero_dx) {  // the tile's part of grad_input, while its x and dy are at hand
+      auto zero = [&](int64_t off, int64_t len) {
+        if (stream) ZeroRun<D, true>(a.grad_input.data, off, len);
+        else ZeroRun<D, false>(a.grad_input.data, off, len);
+      };
+      if (w == L) zero(r0 * L, (r1 - r0) * L);
+      else for (int64_t r = r0; r < r1; ++r) zero(r * L + j0, w);
+      if (stream) StreamFence();
     }
   }
 
@@ -638,7 +678,8 @@ int Dispatch(const BnBackwardArgs &a) {
   int nthreads = g_num_threads.load(std::memory_order_relaxed);
   if (total < kMinParallelElems) nthreads = 1;
   const bool row_path = a.inner >= kRowMinInner;
-  const bool stream = kVec<D> && need_dx &&
+  const bool zero_dx = !need_dx && need_sums && a.zero_grad_input;  // zeros written in the sums sweep
+  const bool stream = kVec<D> && (need_dx || zero_dx) &&
                       static_cast<int64_t>(total * ElemBytes(D)) >= kStreamMinBytes &&
                       (!row_path || static_cast<int64_t>(a.inner * ElemBytes(D)) >= kStreamMinRun);
   if (a.outer == 0 || a.inner == 0) {  // empty: the sums are 0, no dx to write

@@ -213,6 +213,55 @@ def test_deterministic_across_threads(shape, fmt, dtype):
             np.testing.assert_array_equal(a, b)
 
 
+# The kernel zeroes a masked grad_input in the sweep that reads x and dy for
+# grad_weight / grad_bias: every walk (row blocks, row split, column tiles with
+# whole and partial rows), streamed and not, every dtype, 1 and 2 threads.
+@pytest.mark.parametrize("shape,channel_last", [
+    ((8, 64, 33, 65), False),     # row path, channel blocks, 4.4 MB: streamed
+    ((2, 64, 9, 40), False),      # row path, channel blocks, small: normal stores
+    ((3, 2, 300, 1001), False),   # row path, few channels: tiles split between threads
+    ((4, 33, 65, 24), True),      # column path, one tile spans whole rows
+    ((2, 17, 31, 300), True),     # column path, tiles of part of a row
+    ((5, 300, 7), False),         # column path (short inner)
+])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("mask", [(False, True, True), (False, True, False), (False, False, True)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_masked_grad_input_zeroed_in_the_sums_sweep(shape, channel_last, dtype, mask, threads):
+    rng = np.random.default_rng(7)
+    c = shape[-1] if channel_last else shape[1]
+    dy32 = rng.standard_normal(shape).astype(np.float32)
+    x32 = rng.standard_normal(shape).astype(np.float32)
+    mean = rng.standard_normal(c).astype(np.float32) * 0.1
+    invstd = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    if dtype == "bfloat16":
+        bits = lambda a: ((a.view(np.uint32) + 0x7FFF + ((a.view(np.uint32) >> 16) & 1)) >> 16).astype(np.uint16)
+        dy, x, bf16, gi_dtype = bits(dy32), bits(x32), ("grad_out",), np.uint16
+        dyd = (dy.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        xd = (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    else:
+        dy, x, bf16, gi_dtype = dy32.astype(dtype), x32.astype(dtype), (), np.dtype(dtype)
+        dyd, xd = dy.astype(np.float64), x.astype(np.float64)
+    gi = np.full(shape, 0xFFFF if dtype == "bfloat16" else np.nan, gi_dtype)  # NaN in every dtype
+    out = (gi, np.full(c, np.nan, np.float32), np.full(c, np.nan, np.float32))
+    _native.set_num_threads(threads)
+    try:
+        _native.direct(dy, x, None, None, None, mean, invstd, output_mask=mask, channel_last=channel_last,
+                       param_grad_dtype=np.float32, bf16=bf16, out=out)
+    finally:
+        _native.set_num_threads(_native._default_threads())
+    assert not gi.view(np.uint8).any(), "a masked grad_input must come back all zero bits"
+    axes = tuple(range(len(shape) - 1)) if channel_last else (0,) + tuple(range(2, len(shape)))
+    cshape = (1,) * (len(shape) - 1) + (c,) if channel_last else (1, c) + (1,) * (len(shape) - 2)
+    want_gb = dyd.sum(axis=axes)
+    want_gw = (dyd * (xd - mean.astype(np.float64).reshape(cshape))).sum(axis=axes) * invstd
+    for got, want, keep in ((out[1], want_gw, mask[1]), (out[2], want_gb, mask[2])):
+        if keep:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.sqrt(dyd.size / c))
+        else:
+            assert not got.view(np.uint8).any()
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_masked_grad_input_is_zero_filled(threads):
     """A dx-sized zero-fill (split over threads above 4 MB) covers every element."""
