@@ -205,20 +205,43 @@ struct ChanIn {  // per-channel inputs, in double
   double mean, invstd, w;
 };
 
-inline ChanIn ChannelInputs(const BnBackwardArgs &a, int64_t c) {
-  auto get = [c](const ConstTensor &t, double dflt) {
-    return t.data == nullptr ? dflt : LoadAny(t.data, t.dtype, c);
+// f(c, value in double) for c in [0, C): one dtype switch per tensor, not per
+// value (per-channel work showed up on tensors with many small channels).
+// The values are LoadAny's.
+template <class F>
+void ForEachChannelValue(const ConstTensor &t, int64_t C, double dflt, F &&f) {
+  auto each = [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    for (int64_t c = 0; c < C; ++c) f(c, static_cast<double>(Ld<D>(t.data, c)));
   };
-  ChanIn r;
-  r.w = get(a.weight, 1.0);
-  if (a.training) {
-    r.mean = get(a.save_mean, 0.0);
-    r.invstd = get(a.save_invstd, 1.0);
-  } else {
-    r.mean = get(a.running_mean, 0.0);
-    r.invstd = 1.0 / std::sqrt(get(a.running_var, 1.0) + a.eps);
+  if (t.data == nullptr) {
+    for (int64_t c = 0; c < C; ++c) f(c, dflt);
+    return;
   }
-  return r;
+  switch (t.dtype) {
+    case DType::kFloat16: each(std::integral_constant<DType, DType::kFloat16>()); break;
+    case DType::kBFloat16: each(std::integral_constant<DType, DType::kBFloat16>()); break;
+    case DType::kFloat32: each(std::integral_constant<DType, DType::kFloat32>()); break;
+    case DType::kFloat64: each(std::integral_constant<DType, DType::kFloat64>()); break;
+    default: for (int64_t c = 0; c < C; ++c) f(c, dflt); break;
+  }
+}
+
+// Per-channel inputs of every channel, into out[0 .. C): weight (1 when
+// absent); saved mean / invstd in training, else running mean and
+// 1 / sqrt(running_var + eps).
+void AllChannelInputs(const BnBackwardArgs &a, ChanIn *out) {
+  const int64_t C = a.channels;
+  ForEachChannelValue(a.weight, C, 1.0, [&](int64_t c, double v) { out[c].w = v; });
+  if (a.training) {
+    ForEachChannelValue(a.save_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
+    ForEachChannelValue(a.save_invstd, C, 1.0, [&](int64_t c, double v) { out[c].invstd = v; });
+  } else {
+    ForEachChannelValue(a.running_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
+    ForEachChannelValue(a.running_var, C, 1.0, [&](int64_t c, double v) {
+      out[c].invstd = 1.0 / std::sqrt(v + a.eps);
+    });
+  }
 }
 
 template <class T>
@@ -361,11 +384,12 @@ template <DType D>
 struct RowPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
+  const ChanIn *chan;  // AllChannelInputs: per-channel inputs
   int64_t C, inner, n, ntiles;
   bool need_sums, need_dx, stream, zero_dx;
 
-  RowPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
-      : a(args), C(args.channels), inner(args.inner), n(args.outer * args.inner),
+  RowPath(const BnBackwardArgs &args, const ChanIn *ch, bool sums, bool dx, bool strm)
+      : a(args), chan(ch), C(args.channels), inner(args.inner), n(args.outer * args.inner),
         ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm),
         zero_dx(!dx && args.zero_grad_input && sums) {}
 
@@ -417,7 +441,7 @@ struct RowPath {
     ChanIn ins[kMaxBlock];
     DxCoef<T> coef[kMaxBlock];
     double s_dy[kMaxBlock], s_dyx[kMaxBlock];
-    for (int64_t j = 0; j < cb; ++j) { ins[j] = ChannelInputs(a, c0 + j); s_dy[j] = 0.0; s_dyx[j] = 0.0; }
+    for (int64_t j = 0; j < cb; ++j) { ins[j] = chan[c0 + j]; s_dy[j] = 0.0; s_dyx[j] = 0.0; }
     if (need_sums) {
       RowSums<D> acc[kMaxBlock];
       for (int64_t t = 0; t < ntiles; ++t) {
@@ -479,7 +503,7 @@ struct RowPath {
     for (int64_t c0 = 0; c0 < C; c0 += group) {
       const int64_t g = std::min(group, C - c0), total = g * ntiles;
       ChanIn ins[kMaxGroup];
-      for (int64_t j = 0; j < g; ++j) ins[j] = ChannelInputs(a, c0 + j);
+      for (int64_t j = 0; j < g; ++j) ins[j] = chan[c0 + j];
       if (need_sums) {
         ParallelFor(total, nthreads, false, [&](int64_t q) {
           const int64_t j = q / ntiles, t = q - j * ntiles;
@@ -514,14 +538,15 @@ template <DType D>
 struct ColPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
+  const ChanIn *chan;  // AllChannelInputs: per-channel inputs
   int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
   bool need_sums, need_dx, stream, zero_dx;
   // scratch views
   double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
   T *c_mean = nullptr, *c_scale = nullptr, *c_ks = nullptr, *c_mdys = nullptr;  // [L]
 
-  ColPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
-      : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
+  ColPath(const BnBackwardArgs &args, const ChanIn *ch, bool sums, bool dx, bool strm)
+      : a(args), chan(ch), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
         need_sums(sums), need_dx(dx), stream(strm), zero_dx(!dx && args.zero_grad_input && sums) {
     nblocks = (L + kColBlock - 1) / kColBlock;
     rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
@@ -628,7 +653,7 @@ struct ColPath {
     Bind(scratch);
     const double n = static_cast<double>(M) * static_cast<double>(inner);
     for (int64_t c = 0; c < C; ++c) {
-      const T m = static_cast<T>(ChannelInputs(a, c).mean);
+      const T m = static_cast<T>(chan[c].mean);
       for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
     }
     const int64_t ntiles = nchunks * nblocks;
@@ -642,7 +667,7 @@ struct ColPath {
     };
     if (need_sums) parallel_tiles([&](int64_t k, int64_t b) { TileSums(k, b); }, false);
     for (int64_t c = 0; c < C; ++c) {
-      const ChanIn in = ChannelInputs(a, c);
+      const ChanIn &in = chan[c];
       double s_dy = 0.0, s_dyx = 0.0;
       if (need_sums) {
         for (int64_t i = 0; i < inner; ++i) {
@@ -671,7 +696,7 @@ struct ColPath {
 // ------------------------------------------------------------------- dispatch
 
 template <DType D>
-int Dispatch(const BnBackwardArgs &a) {
+int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
   const int64_t total = a.outer * a.channels * a.inner;
   const bool need_dx = a.mask[0];
   const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
@@ -684,15 +709,15 @@ int Dispatch(const BnBackwardArgs &a) {
                       (!row_path || static_cast<int64_t>(a.inner * ElemBytes(D)) >= kStreamMinRun);
   if (a.outer == 0 || a.inner == 0) {  // empty: the sums are 0, no dx to write
     for (int64_t c = 0; c < a.channels; ++c) {
-      FinishChannel<Compute<D>>(a, c, ChannelInputs(a, c), 0.0, 0.0, 0.0);
+      FinishChannel<Compute<D>>(a, c, chan[c], 0.0, 0.0, 0.0);
     }
     return 0;
   }
   thread_local std::vector<double> scratch;  // grows, never shrinks: no allocation per call
   if (row_path) {
-    RowPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
+    RowPath<D>(a, chan, need_sums, need_dx, stream).Run(nthreads, &scratch);
   } else {
-    ColPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
+    ColPath<D>(a, chan, need_sums, need_dx, stream).Run(nthreads, &scratch);
   }
   return 0;
 }
@@ -701,13 +726,13 @@ int Dispatch(const BnBackwardArgs &a) {
 // NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
 // channels (never seen in healthy training) are recomputed here in double,
 // in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
-void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
+void FixNonFiniteWeightChannels(const BnBackwardArgs &a, const ChanIn *chan) {
   if (!a.training || !a.mask[0] || a.weight.data == nullptr) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const double n = static_cast<double>(outer) * static_cast<double>(inner);
   if (n <= 0) return;
   for (int64_t c = 0; c < C; ++c) {
-    const ChanIn in = ChannelInputs(a, c);
+    const ChanIn &in = chan[c];
     if (std::isfinite(in.w)) continue;
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int64_t o = 0; o < outer; ++o) {
@@ -728,12 +753,12 @@ void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
   }
 }
 
-int DispatchDtype(const BnBackwardArgs &a) {
+int DispatchDtype(const BnBackwardArgs &a, const ChanIn *chan) {
   switch (a.grad_out.dtype) {
-    case DType::kFloat16: return Dispatch<DType::kFloat16>(a);
-    case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a);
-    case DType::kFloat32: return Dispatch<DType::kFloat32>(a);
-    case DType::kFloat64: return Dispatch<DType::kFloat64>(a);
+    case DType::kFloat16: return Dispatch<DType::kFloat16>(a, chan);
+    case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a, chan);
+    case DType::kFloat32: return Dispatch<DType::kFloat32>(a, chan);
+    case DType::kFloat64: return Dispatch<DType::kFloat64>(a, chan);
     default: return 1;
   }
 }
@@ -743,8 +768,11 @@ int DispatchDtype(const BnBackwardArgs &a) {
 int BnBackward(const BnBackwardArgs &a) {
   if (a.channels <= 0) return 0;
   if (a.outer < 0 || a.inner < 0) return 1;
-  const int rc = DispatchDtype(a);
-  if (rc == 0) FixNonFiniteWeightChannels(a);
+  thread_local std::vector<ChanIn> chan;  // grows, never shrinks: no allocation per call
+  if (chan.size() < static_cast<size_t>(a.channels)) chan.resize(static_cast<size_t>(a.channels));
+  AllChannelInputs(a, chan.data());
+  const int rc = DispatchDtype(a, chan.data());
+  if (rc == 0) FixNonFiniteWeightChannels(a, chan.data());
   return rc;
 }
 
