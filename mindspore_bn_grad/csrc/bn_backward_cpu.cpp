@@ -97,7 +97,7 @@ inline void St(void *p, int64_t i, Compute<D> v) {
   else static_cast<double *>(p)[i] = v;
 }
 
-inline double LoadAny(const void *p, DType d, int64_t i) {
+__attribute__((always_inline)) inline double LoadAny(const void *p, DType d, int64_t i) {
   switch (d) {
     case DType::kFloat16: return Ld<DType::kFloat16>(p, i);
     case DType::kBFloat16: return Ld<DType::kBFloat16>(p, i);
@@ -107,7 +107,7 @@ inline double LoadAny(const void *p, DType d, int64_t i) {
   }
 }
 
-inline void StoreAny(void *p, DType d, int64_t i, double v) {
+__attribute__((always_inline)) inline void StoreAny(void *p, DType d, int64_t i, double v) {
   switch (d) {
     case DType::kFloat16: St<DType::kFloat16>(p, i, static_cast<float>(v)); break;
     case DType::kBFloat16: St<DType::kBFloat16>(p, i, static_cast<float>(v)); break;
@@ -252,7 +252,7 @@ struct DxCoef {  // dx = dy * scale - (x - mean) * ks - mdys
 // Writes grad_weight / grad_bias of channel c from its sums and returns the
 // coefficients of dx.
 template <class T>
-inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c, const ChanIn &in, double sum_dy,
+__attribute__((always_inline)) inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c, const ChanIn &in, double sum_dy,
                                double sum_dy_xmu, double n) {
   if (a.mask[1]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
   if (a.mask[2]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
