@@ -579,6 +579,7 @@ struct ColPath {
     for (int64_t j = 0; j < w; ++j) { o_dy[j] = 0.0; o_dyx[j] = 0.0; }
     alignas(32) T f_dy[kColBlock], f_dyx[kColBlock];
     const T *mean = c_mean + j0;
+    const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
       const int64_t re = std::min(r1, rb + kColFlushRows);
       for (int64_t j = 0; j < w; ++j) { f_dy[j] = 0; f_dyx[j] = 0; }
@@ -588,17 +589,17 @@ struct ColPath {
 #ifdef BN_GRAD_HAVE_AVX2
         if constexpr (kVec<D>) {
           for (; j + 8 <= w; j += 8) {
-            const __m256 d = VLd<D>(a.grad_out.data, off + j);
-            const __m256 xm = _mm256_sub_ps(VLd<D>(a.input.data, off + j), _mm256_load_ps(mean + j));
+            const __m256 d = VLd<D>(gy, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(gx, off + j), _mm256_load_ps(mean + j));
             _mm256_store_ps(f_dy + j, _mm256_add_ps(_mm256_load_ps(f_dy + j), d));
             _mm256_store_ps(f_dyx + j, _mm256_fmadd_ps(d, xm, _mm256_load_ps(f_dyx + j)));
           }
         }
 #endif
         for (; j < w; ++j) {
-          const T d = Ld<D>(a.grad_out.data, off + j);
+          const T d = Ld<D>(gy, off + j);
           f_dy[j] += d;
-          f_dyx[j] = std::fma(d, Ld<D>(a.input.data, off + j) - mean[j], f_dyx[j]);
+          f_dyx[j] = std::fma(d, Ld<D>(gx, off + j) - mean[j], f_dyx[j]);
         }
       }
       for (int64_t j = 0; j < w; ++j) { o_dy[j] += f_dy[j]; o_dyx[j] += f_dyx[j]; }
@@ -620,6 +621,8 @@ struct ColPath {
     const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
     const T *mean = c_mean + j0, *scale = c_scale + j0, *ks = c_ks + j0, *mdys = c_mdys + j0;
     const bool training = a.training;
+    const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
+    void *const gi = a.grad_input.data;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t off = r * L + j0;
       int64_t j = 0;
@@ -627,23 +630,23 @@ struct ColPath {
       if constexpr (kVec<D>) {
         if (training) {
           for (; j + 8 <= w; j += 8) {
-            const __m256 d = VLd<D>(a.grad_out.data, off + j);
-            const __m256 xm = _mm256_sub_ps(VLd<D>(a.input.data, off + j), _mm256_load_ps(mean + j));
+            const __m256 d = VLd<D>(gy, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(gx, off + j), _mm256_load_ps(mean + j));
             const __m256 t = _mm256_fmsub_ps(d, _mm256_load_ps(scale + j), _mm256_load_ps(mdys + j));
-            VSt<D, kStream>(a.grad_input.data, off + j, _mm256_fnmadd_ps(xm, _mm256_load_ps(ks + j), t));
+            VSt<D, kStream>(gi, off + j, _mm256_fnmadd_ps(xm, _mm256_load_ps(ks + j), t));
           }
         } else {
           for (; j + 8 <= w; j += 8) {
-            VSt<D, kStream>(a.grad_input.data, off + j,
-                            _mm256_mul_ps(VLd<D>(a.grad_out.data, off + j), _mm256_load_ps(scale + j)));
+            VSt<D, kStream>(gi, off + j,
+                            _mm256_mul_ps(VLd<D>(gy, off + j), _mm256_load_ps(scale + j)));
           }
         }
       }
 #endif
       for (; j < w; ++j) {
-        const T d = Ld<D>(a.grad_out.data, off + j);
+        const T d = Ld<D>(gy, off + j);
         const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
-        St<D>(a.grad_input.data, off + j, training ? DxScalar<T>(d, Ld<D>(a.input.data, off + j), kc)
+        St<D>(gi, off + j, training ? DxScalar<T>(d, Ld<D>(gx, off + j), kc)
                                                    : d * kc.scale);
       }
     }
