@@ -11,9 +11,6 @@
 // determinism, make the tasks depend only on the problem, e.g. with
 // StaticRange, never on the thread count).
 //
-// The caller waits for tasks still running on pool threads by polling
-// briefly, then sleeping until the last one ends.
-//
 // Pool threads are created on first need and kept; after a job they poll for
 // the next one for kSpinTime, then sleep. A Run issued while another is in
 // progress (nested inside a task, or from a second caller thread) runs its
@@ -84,8 +81,6 @@ class ThreadPool {
   // bridge back-to-back kernel calls, short enough not to hold a core while
   // the framework works in between.
   static constexpr auto kSpinTime = std::chrono::microseconds(300);
-  // The caller polls this many times for the last tasks before it sleeps.
-  static constexpr int kCallerSpins = 2048;
 
   // state_ packs generation (22 bits) | ntasks (21 bits) | next task (21 bits),
   // so claiming a task (a CAS) is tied to the job it belongs to.
@@ -119,20 +114,8 @@ class ThreadPool {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
     const uint64_t gen = Gen(state_.load(std::memory_order_relaxed));
     Work(gen);
-    // Wait for the tasks still running elsewhere: spin briefly, then sleep.
-    // Sleeping (not yielding) matters on a busy machine: a pool thread that was
-    // preempted in the middle of a task can then be moved to this idle CPU by
-    // the OS at once, instead of waiting for a time slice behind another thread.
     for (int spins = 0; done_.load(std::memory_order_acquire) != ntasks; ++spins) {
-      if (spins < kCallerSpins) {
-        BN_GRAD_CPU_RELAX();
-        continue;
-      }
-      std::unique_lock<std::mutex> lk(done_mu_);
-      caller_waiting_.store(true, std::memory_order_seq_cst);
-      done_cv_.wait(lk, [&] { return done_.load(std::memory_order_seq_cst) == ntasks; });
-      caller_waiting_.store(false, std::memory_order_relaxed);
-      break;
+      if (spins < 4096) BN_GRAD_CPU_RELAX(); else std::this_thread::yield();
     }
   }
 
@@ -142,11 +125,7 @@ class ThreadPool {
     while (Gen(s) == gen && Next(s) < NTasks(s)) {
       if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
         call_(ctx_, Next(s));  // the job cannot end (and call_ change) before done_ counts this task
-        if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == NTasks(s) &&
-            caller_waiting_.load(std::memory_order_seq_cst)) {
-          std::lock_guard<std::mutex> lk(done_mu_);  // the caller sleeps: wake it
-          done_cv_.notify_one();
-        }
+        done_.fetch_add(1, std::memory_order_release);
         s = state_.load(std::memory_order_acquire);
       }
     }
@@ -187,9 +166,6 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};
   std::atomic<int> tickets_{0};
   std::atomic<int> sleepers_{0};
-  std::mutex done_mu_;  // with done_cv_: a caller asleep until its job's last task ends
-  std::condition_variable done_cv_;
-  std::atomic<bool> caller_waiting_{false};
   Call call_ = nullptr;
   void *ctx_ = nullptr;
   std::vector<std::thread> workers_;
