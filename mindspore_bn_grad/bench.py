@@ -60,7 +60,7 @@ class Timed:
         return time.perf_counter() - t0
 
 
-def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0):
+def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, settle=0.03):
     """Median seconds per contestant; the timed runs are spread over `rounds`
     rounds that visit every contestant in turn (A B C ... A B C ...), so a
     drift in machine speed hits all of them alike. `budget` (seconds) caps each
@@ -68,7 +68,10 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0):
 
     Like timeit, garbage collection is off inside timed runs: with MindSpore
     imported a full collection walks millions of objects and lands on whichever
-    contestant happens to trigger it.
+    contestant happens to trigger it. Before each contestant's turn the machine
+    is left idle for `settle` seconds: the previous contestant's threads keep
+    polling for a while after their last call (PyTorch's OpenMP team for about
+    10 ms on this 2-core VM) and would otherwise take cores from the next one.
     """
     for c in contestants.values():
         if c.setup:
@@ -84,6 +87,7 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0):
             for c in contestants.values():
                 if c.setup:
                     c.setup()
+                time.sleep(settle)
                 round_start = time.perf_counter()
                 for _ in range(per_round):
                     c.times.append(c.run_once())
