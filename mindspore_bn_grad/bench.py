@@ -60,7 +60,7 @@ class Timed:
         return time.perf_counter() - t0
 
 
-def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, settle=0.03):
+def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, settle=0.03, prime=2):
     """Median seconds per contestant; the timed runs are spread over `rounds`
     rounds that visit every contestant in turn (A B C ... A B C ...), so a
     drift in machine speed hits all of them alike. `budget` (seconds) caps each
@@ -72,6 +72,9 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     is left idle for `settle` seconds: the previous contestant's threads keep
     polling for a while after their last call (PyTorch's OpenMP team for about
     10 ms on this 2-core VM) and would otherwise take cores from the next one.
+    Then `prime` untimed runs wake the contestant's own threads and caches
+    (after the idle, a first call measured 2-3x a steady one), so each batch
+    times steady calls, as in a training loop.
     """
     for c in contestants.values():
         if c.setup:
@@ -88,6 +91,8 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
                 if c.setup:
                     c.setup()
                 time.sleep(settle)
+                for _ in range(prime):
+                    c.run_once()
                 round_start = time.perf_counter()
                 for _ in range(per_round):
                     c.times.append(c.run_once())
