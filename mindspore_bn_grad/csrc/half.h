@@ -128,6 +128,18 @@ inline void StoreBf16x8(uint16_t *p, __m256 v) {
 inline void StreamBf16x8(uint16_t *p, __m256 v) {
   _mm_stream_si128(reinterpret_cast<__m128i *>(p), Bf16Pack8(v));
 }
+// 16 bfloat16 values as two vectors in 128-bit-lane order: lo holds values
+// 0-3 and 8-11, hi 4-7 and 12-15 (one load and two unpacks). For elementwise
+// work only; Bf16PackSplit16(lo, hi) puts them back in order.
+inline void LoadBf16x16Split(const uint16_t *p, __m256 *lo, __m256 *hi) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+  const __m256i z = _mm256_setzero_si256();
+  *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
+  *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
+}
+inline __m256i Bf16PackSplit16(__m256 lo, __m256 hi) {
+  return _mm256_packus_epi32(Bf16Round8(lo), Bf16Round8(hi));
+}
 inline void StoreBf16x16(uint16_t *p, __m256 a, __m256 b) {
   _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), Bf16Pack16(a, b));
 }
