@@ -23,6 +23,12 @@
 // count and run to run. This costs nothing measurable, so the
 // non-deterministic mode (SetDeterministic(false)) computes the same way.
 //
+// Stores: dx goes around the cache (non-temporal) once x + dy + dx no longer
+// fits it (dx >= kStreamMinBytes, row runs >= kStreamMinRun). A masked
+// grad_input that must come back zero-filled is zeroed run by run in the
+// sweep that reads x and dy for grad_weight / grad_bias (zero_grad_input).
+// Per-channel inputs are loaded once per call (AllChannelInputs).
+//
 // float16 / bfloat16 are converted in registers (half.h); float32 / float16 /
 // bfloat16 compute in float32 with double combines; float64 computes in
 // double. No fast-math: NaN and Inf propagate.
