@@ -1,0 +1,81 @@
+"""The benchmark runs end to end and reports what it says it reports.
+
+No timing is asserted (speed is the benchmark's business, not the tests'):
+this checks that every contestant ran, that each derived figure is computed
+from the medians of the same row (GB/s, % of copy, the mask and twin ratios,
+the speed-ups), and that the table shows it. Small shapes keep it quick.
+"""
+import importlib.util
+import json
+
+import pytest
+
+from mindspore_bn_grad import bench
+
+SHAPES = [(4, 8, 16, 16), (64, 32)]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "QUICK_SHAPES", SHAPES)
+        mp.setattr(bench, "CHANNEL_LAST", [SHAPES[0]])
+        mp.setattr(bench, "COPY_BYTES", 1 << 20)
+        try:
+            assert bench.main(["--quick", "--out", str(out)]) == 0
+        finally:
+            import mindspore as ms
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+    return json.loads((out / "bench_cpu.json").read_text()), (out / "bench_cpu.md").read_text()
+
+
+def _approx(a, b):
+    return a == pytest.approx(b, rel=1e-9)
+
+
+def test_every_case_and_contestant_ran(result):
+    data, _ = result
+    got = {(tuple(r["shape"]), r["dtype"], r["layout"]) for r in data["rows"]}
+    want = {(SHAPES[0], "float32", "NCHW"), (SHAPES[1], "float32", "NCHW"), (SHAPES[0], "float32", "NHWC"),
+            (SHAPES[0], "float16", "NCHW"), (SHAPES[0], "bfloat16", "NCHW")}
+    assert got == want
+    have_torch = importlib.util.find_spec("torch") is not None
+    for r in data["rows"]:
+        assert r["direct_ms"] > 0 and r["copy_gbs"] > 0
+        assert r["ms_pynative_ms"] > 0 and r["ms_graph_ms"] > 0
+        # MindSpore's built-in runs float32/float16 channel-first only.
+        builtin_runs = r["layout"] == "NCHW" and r["dtype"] != "bfloat16"
+        for mode in ("pynative", "graph"):
+            assert (r[f"builtin_{mode}_ms"] is not None) == builtin_runs, (r["dtype"], r["layout"], mode)
+        if have_torch:
+            assert r["torch_ms"] > 0
+
+
+def test_derived_figures_come_from_the_row(result):
+    data, _ = result
+    for r in data["rows"]:
+        bytes_moved = 3 * r["tensor_mb"] * 1e6
+        assert _approx(r["direct_gbs"], bytes_moved / (r["direct_ms"] / 1e3) / 1e9)
+        assert _approx(r["direct_pct_copy"], 100 * r["direct_gbs"] / r["copy_gbs"])
+        for mode in ("pynative", "graph"):
+            if r[f"builtin_{mode}_ms"] is not None:
+                assert _approx(r[f"speedup_vs_builtin_{mode}"], r[f"builtin_{mode}_ms"] / r[f"ms_{mode}_ms"])
+        if r["torch_ms"] is not None:
+            assert _approx(r["speedup_vs_torch"], r["torch_ms"] / r["direct_ms"])
+        if r["dtype"] == "float32" and r["layout"] == "NCHW":
+            assert _approx(r["mask_ftt_vs_full"], r["mask_ftt_ms"] / r["direct_ms"])
+            assert "twin_ms" not in r
+        else:  # timed against its twin in its own rounds
+            key = "vs_float32_time" if r["dtype"] != "float32" else "vs_channel_first_time"
+            assert r["twin_ms"] > 0
+            assert _approx(r[key], r["direct_ms"] / r["twin_ms"])
+
+
+def test_table_shows_every_row_and_twin(result):
+    data, md = result
+    for r in data["rows"]:
+        assert f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} |" in md
+    assert "| shape | dtype | layout | direct ms | twin | twin direct ms | time / twin time |" in md
+    twins = [line for line in md.splitlines() if "| float32 NCHW |" in line or "| float32 NHWC |" in line]
+    assert len(twins) == 3  # float16, bfloat16 and the NHWC row
