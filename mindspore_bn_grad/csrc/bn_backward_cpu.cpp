@@ -151,18 +151,6 @@ inline void VSt(void *p, int64_t i, __m256 v) {
   }
 }
 
-// Two vectors of 8 to elements i .. i + 15 (one bfloat16 pack for both).
-template <DType D, bool kStream>
-inline void VSt2(void *p, int64_t i, __m256 a, __m256 b) {
-  if constexpr (D == DType::kBFloat16) {
-    uint16_t *q = static_cast<uint16_t *>(p) + i;
-    if constexpr (kStream) StreamBf16x16(q, a, b); else StoreBf16x16(q, a, b);
-  } else {
-    VSt<D, kStream>(p, i, a);
-    VSt<D, kStream>(p, i + 8, b);
-  }
-}
-
 // Sum of 8 float lanes in double, in a fixed order.
 inline double HSum(__m256 v) {
   __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
@@ -361,12 +349,6 @@ inline void RowDx(const void *dy, const void *x, void *dx, int64_t off, int64_t 
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(q), r);
           }
         }
-      }
-      for (; i + 16 <= len; i += 16) {
-        const __m256 d0 = VLd<D>(dy, off + i), xm0 = _mm256_sub_ps(VLd<D>(x, off + i), m);
-        const __m256 d1 = VLd<D>(dy, off + i + 8), xm1 = _mm256_sub_ps(VLd<D>(x, off + i + 8), m);
-        VSt2<D, kStream>(dx, off + i, _mm256_fnmadd_ps(xm0, ks, _mm256_fmsub_ps(d0, sc, md)),
-                         _mm256_fnmadd_ps(xm1, ks, _mm256_fmsub_ps(d1, sc, md)));
       }
       for (; i + 8 <= len; i += 8) {
         const __m256 d = VLd<D>(dy, off + i), xm = _mm256_sub_ps(VLd<D>(x, off + i), m);

@@ -10,7 +10,8 @@
 //   __m256 LoadHalf8(const uint16_t *)    void StoreHalf8(uint16_t *, __m256)
 //   __m256 LoadBf16x8(const uint16_t *)   void StoreBf16x8(uint16_t *, __m256)
 //   StreamHalf8 / StreamBf16x8: non-temporal store, pointer 16-byte aligned.
-//   StoreBf16x16 / StreamBf16x16(uint16_t *, __m256 a, __m256 b): 16 values, a then b.
+//   LoadBf16x16Split / Bf16PackSplit16: 16 values in 128-bit-lane order, for
+//   elementwise work (one load / one pack for 16 values).
 // The scalar and the vector conversions give identical bits, so a result does
 // not depend on which elements land in a vector body or a scalar tail.
 #ifndef MS_BN_GRAD_HALF_H_
@@ -118,10 +119,6 @@ inline __m128i Bf16Pack8(__m256 v) {
   const __m256i r = Bf16Round8(v);
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
-// 16 lanes (a then b) as 16 bfloat16 values in order.
-inline __m256i Bf16Pack16(__m256 a, __m256 b) {
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(Bf16Round8(a), Bf16Round8(b)), 0xD8);
-}
 inline void StoreBf16x8(uint16_t *p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i *>(p), Bf16Pack8(v));
 }
@@ -139,14 +136,6 @@ inline void LoadBf16x16Split(const uint16_t *p, __m256 *lo, __m256 *hi) {
 }
 inline __m256i Bf16PackSplit16(__m256 lo, __m256 hi) {
   return _mm256_packus_epi32(Bf16Round8(lo), Bf16Round8(hi));
-}
-inline void StoreBf16x16(uint16_t *p, __m256 a, __m256 b) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), Bf16Pack16(a, b));
-}
-inline void StreamBf16x16(uint16_t *p, __m256 a, __m256 b) {  // p 16-byte aligned
-  const __m256i v = Bf16Pack16(a, b);
-  _mm_stream_si128(reinterpret_cast<__m128i *>(p), _mm256_castsi256_si128(v));
-  _mm_stream_si128(reinterpret_cast<__m128i *>(p) + 1, _mm256_extracti128_si256(v, 1));
 }
 #endif  // BN_GRAD_HAVE_AVX2
 
