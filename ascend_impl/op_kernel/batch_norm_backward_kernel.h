@@ -451,16 +451,24 @@ private:
             AscendC::Duplicate(dst, absent, t_.vecElems);
             return;
         }
+        LoadChannels(paramT_[which], paramF_[which], t_.paramFloat32 >> which & 1, c0, count, dst);
+    }
+
+    // Channels [c0, c0 + count) of a per-channel vector stored as T (srcT) or,
+    // when isFloat (or T is float), as float (srcF), into dst as float.
+    __aicore__ inline void LoadChannels(const GlobalTensor<T> &srcT, const GlobalTensor<float> &srcF, bool isFloat,
+                                        int64_t c0, uint32_t count, const LocalTensor<float> &dst)
+    {
         if constexpr (!IsSame<T, float>::value) {
-            if (!(t_.paramFloat32 >> which & 1)) {
+            if (!isFloat) {
                 LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
-                CopyIn(staged, paramT_[which], c0, 1, count, count, t_.vecElems, t_.channels);
+                CopyIn(staged, srcT, c0, 1, count, count, t_.vecElems, t_.channels);
                 AscendC::PipeBarrier<PIPE_ALL>();
                 AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
                 return;
             }
         }
-        CopyIn(dst, paramF_[which], c0, 1, count, count, t_.vecElems, t_.channels);
+        CopyIn(dst, srcF, c0, 1, count, count, t_.vecElems, t_.channels);
         AscendC::PipeBarrier<PIPE_ALL>();
     }
 
@@ -471,17 +479,7 @@ private:
     {
         AscendC::Duplicate(dst, 0.0f, t_.vecElems);
         AscendC::PipeBarrier<PIPE_ALL>();
-        if constexpr (!IsSame<T, float>::value) {
-            if (!SumFloat32()) {
-                LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
-                CopyIn(staged, gradT_[which], c0, 1, count, count, t_.vecElems, t_.channels);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
-                return;
-            }
-        }
-        CopyIn(dst, gradF_[which], c0, 1, count, count, t_.vecElems, t_.channels);
-        AscendC::PipeBarrier<PIPE_ALL>();
+        LoadChannels(gradT_[which], gradF_[which], SumFloat32(), c0, count, dst);
     }
 
     // Channel-first: groups of groupWidth channels, the last one also takes the
