@@ -188,6 +188,20 @@ def direct_contestant(case, mask=(True, True, True)):
     return Timed(call)
 
 
+def torch_activation(a, case):
+    """A float32 NumPy activation (memory shape) as the torch tensor the
+    PyTorch contestant gets: case.dtype, logical NC... shape. It is built on
+    NumPy memory, like the direct contestant's arrays (the same page backing,
+    see memory_info); torch's own allocator would put half-precision copies
+    on other pages."""
+    import torch
+    if case.dtype == "bfloat16":
+        t = torch.from_numpy(to_bf16_bits(a).view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(a, dtype=case.dtype))
+    return t.permute(0, t.dim() - 1, *range(1, t.dim() - 1)) if case.channel_last else t
+
+
 def torch_contestant(case, threads):
     """torch.ops.aten.native_batch_norm_backward; None if torch is missing or refuses the dtype."""
     try:
@@ -195,13 +209,7 @@ def torch_contestant(case, threads):
     except ImportError:
         return None
     x, dy, p = case.arrays()
-    tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[case.dtype]
-
-    def t(a):
-        a = torch.from_numpy(a).to(tdt)
-        return a.permute(0, a.dim() - 1, *range(1, a.dim() - 1)) if case.channel_last else a
-
-    tx, tdy = t(x), t(dy)
+    tx, tdy = torch_activation(x, case), torch_activation(dy, case)
     tp = {k: torch.from_numpy(v) for k, v in p.items()}
     aten = torch.ops.aten.native_batch_norm_backward
 
@@ -413,7 +421,30 @@ def machine_info(threads):
             "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "threads": threads, "python": platform.python_version(), "numpy": np.__version__,
             "mindspore": msv, "torch": tv, "platform": platform.platform(),
-            "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
+            "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None, **memory_info()}
+
+
+def memory_info():
+    """Which pages the tensors live on. On this kind of VM the kernel ran
+    15-35% slower on 4 KiB pages than on 2 MiB transparent huge pages (TLB
+    misses under nested paging). NumPy asks for huge pages (madvise) on big
+    arrays, so the direct, PyTorch and copy contestants get them where the
+    system's THP mode allows; MindSpore's tensors come from glibc malloc on
+    4 KiB pages unless Python was started with
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1."""
+    thp = None
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="utf-8") as f:
+            thp = next((w.strip("[]") for w in f.read().split() if w.startswith("[")), None)
+    except OSError:
+        pass
+    try:
+        from numpy.core import multiarray
+        np_huge = bool(multiarray._get_madvise_hugepage())
+    except (ImportError, AttributeError):
+        np_huge = None
+    return {"thp": thp, "numpy_madvise_hugepage": np_huge,
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES")}
 
 
 # ---------------------------------------------------------------- reports
@@ -455,6 +486,14 @@ def table(result):
             f"1 thread, 256 MiB, read + write bytes; each row also has its own, measured in its "
             f"rounds); Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}, "
             f"torch {m['torch']}; load average at the end {m['load_avg']}.")
+    if "thp" in m:
+        hugetlb = "glibc.malloc.hugetlb=1" in (m.get("glibc_tunables") or "")
+        ms_pages = ("huge pages (THP always)" if m["thp"] == "always" else
+                    "huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)" if hugetlb and m["thp"] == "madvise"
+                    else "4 KiB pages")
+        head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
+                 f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
+                 f"MindSpore's tensors on {ms_pages}.")
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

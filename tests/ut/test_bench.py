@@ -79,3 +79,42 @@ def test_table_shows_every_row_and_twin(result):
     assert "| shape | dtype | layout | direct ms | twin | twin direct ms | time / twin time |" in md
     twins = [line for line in md.splitlines() if "| float32 NCHW |" in line or "| float32 NHWC |" in line]
     assert len(twins) == 3  # float16, bfloat16 and the NHWC row
+
+
+def test_header_says_which_pages_the_tensors_live_on(result):
+    data, md = result
+    m = data["machine"]
+    assert set(m) >= {"thp", "numpy_madvise_hugepage", "glibc_tunables"}
+    head = md.splitlines()[0]
+    assert "Memory: transparent huge pages" in head
+    assert "MindSpore's tensors on " in head
+
+
+@pytest.mark.parametrize("tunables,thp,want", [
+    (None, "madvise", "4 KiB pages"),
+    ("glibc.malloc.hugetlb=1", "madvise", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"),
+    ("glibc.malloc.hugetlb=1", "never", "4 KiB pages"),
+    (None, "always", "THP always"),
+])
+def test_header_names_mindspore_pages(result, tunables, thp, want):
+    data, _ = result
+    r = dict(data, machine=dict(data["machine"], glibc_tunables=tunables, thp=thp))
+    assert "MindSpore's tensors on " in bench.table(r).splitlines()[0]
+    assert want in bench.table(r).splitlines()[0].split("MindSpore's tensors on ")[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_torch_gets_the_same_values_in_its_dtype(dtype, layout):
+    import numpy as np
+    import torch
+    case = bench.Case((2, 3, 4, 5), dtype, layout)
+    x, _, _ = case.arrays()
+    t = bench.torch_activation(x, case)
+    assert t.dtype == getattr(torch, dtype)
+    assert tuple(t.shape) == (2, 3, 4, 5)
+    # independent rounding: float32 -> dtype by torch itself, in logical NCHW order
+    logical = np.moveaxis(x, -1, 1) if layout == "NHWC" else x
+    want = torch.from_numpy(np.ascontiguousarray(logical)).to(getattr(torch, dtype))
+    assert torch.equal(t, want)
