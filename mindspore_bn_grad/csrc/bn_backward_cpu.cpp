@@ -331,14 +331,14 @@ inline void RowDx(const void *dy, const void *x, void *dx, int64_t off, int64_t 
     const __m256 m = _mm256_set1_ps(k.mean), sc = _mm256_set1_ps(k.scale);
     const __m256 ks = _mm256_set1_ps(k.ks), md = _mm256_set1_ps(k.mdys);
     if (training) {
-      if constexpr (D == DType::kBFloat16) {  // one load + two unpacks per 16 values
+      if constexpr (D == DType::kBFloat16) {  // one load, a shift and an and per 16 values
         const uint16_t *qy = static_cast<const uint16_t *>(dy), *qx = static_cast<const uint16_t *>(x);
         uint16_t *qd = static_cast<uint16_t *>(dx);
         for (; i + 16 <= len; i += 16) {
           __m256 d0, d1, x0, x1;
-          LoadBf16x16Split(qy + off + i, &d0, &d1);
-          LoadBf16x16Split(qx + off + i, &x0, &x1);
-          const __m256i r = Bf16PackSplit16(
+          LoadBf16x16EvenOdd(qy + off + i, &d0, &d1);
+          LoadBf16x16EvenOdd(qx + off + i, &x0, &x1);
+          const __m256i r = Bf16PackEvenOdd16(
               _mm256_fnmadd_ps(_mm256_sub_ps(x0, m), ks, _mm256_fmsub_ps(d0, sc, md)),
               _mm256_fnmadd_ps(_mm256_sub_ps(x1, m), ks, _mm256_fmsub_ps(d1, sc, md)));
           __m128i *q = reinterpret_cast<__m128i *>(qd + off + i);

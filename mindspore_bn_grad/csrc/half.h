@@ -10,8 +10,8 @@
 //   __m256 LoadHalf8(const uint16_t *)    void StoreHalf8(uint16_t *, __m256)
 //   __m256 LoadBf16x8(const uint16_t *)   void StoreBf16x8(uint16_t *, __m256)
 //   StreamHalf8 / StreamBf16x8: non-temporal store, pointer 16-byte aligned.
-//   LoadBf16x16Split / Bf16PackSplit16: 16 values in 128-bit-lane order, for
-//   elementwise work (one load / one pack for 16 values).
+//   LoadBf16x16EvenOdd / Bf16PackEvenOdd16: 16 values as even and odd
+//   lanes, for elementwise work (one load / one pack for 16 values).
 // The scalar and the vector conversions give identical bits, so a result does
 // not depend on which elements land in a vector body or a scalar tail.
 #ifndef MS_BN_GRAD_HALF_H_
@@ -106,15 +106,17 @@ inline __m256 LoadBf16x8(const uint16_t *p) {
 }
 // 8 lanes rounded to bfloat16 (nearest even; a NaN made quiet), each in the
 // low 16 bits of its 32-bit lane.
-inline __m256i Bf16Round8(__m256 v) {
+// Bf16RoundHigh8: the same, left in the high 16 bits of each lane (the low
+// 16 are not cleared).
+inline __m256i Bf16RoundHigh8(__m256 v) {
   const __m256i x = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
   const __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
   const __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-  return _mm256_srli_epi32(_mm256_castps_si256(_mm256_blendv_ps(
-      _mm256_castsi256_ps(r), _mm256_castsi256_ps(q), nan)), 16);
+  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q), nan));
 }
+inline __m256i Bf16Round8(__m256 v) { return _mm256_srli_epi32(Bf16RoundHigh8(v), 16); }
 inline __m128i Bf16Pack8(__m256 v) {
   const __m256i r = Bf16Round8(v);
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
@@ -125,17 +127,17 @@ inline void StoreBf16x8(uint16_t *p, __m256 v) {
 inline void StreamBf16x8(uint16_t *p, __m256 v) {
   _mm_stream_si128(reinterpret_cast<__m128i *>(p), Bf16Pack8(v));
 }
-// 16 bfloat16 values as two vectors in 128-bit-lane order: lo holds values
-// 0-3 and 8-11, hi 4-7 and 12-15 (one load and two unpacks). For elementwise
-// work only; Bf16PackSplit16(lo, hi) puts them back in order.
-inline void LoadBf16x16Split(const uint16_t *p, __m256 *lo, __m256 *hi) {
+// 16 bfloat16 values as two vectors: ev holds values 0, 2, ..., 14 and od
+// values 1, 3, ..., 15 (one load, a shift and an and: no shuffles). For
+// elementwise work only; Bf16PackEvenOdd16(ev, od) rounds them and puts them
+// back in order (one blend).
+inline void LoadBf16x16EvenOdd(const uint16_t *p, __m256 *ev, __m256 *od) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
-  const __m256i z = _mm256_setzero_si256();
-  *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
-  *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
+  *ev = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  *od = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
-inline __m256i Bf16PackSplit16(__m256 lo, __m256 hi) {
-  return _mm256_packus_epi32(Bf16Round8(lo), Bf16Round8(hi));
+inline __m256i Bf16PackEvenOdd16(__m256 ev, __m256 od) {
+  return _mm256_blend_epi16(Bf16Round8(ev), Bf16RoundHigh8(od), 0xAA);
 }
 #endif  // BN_GRAD_HAVE_AVX2
 
