@@ -104,10 +104,9 @@ inline __m256 LoadBf16x8(const uint16_t *p) {
   __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
-// 8 lanes rounded to bfloat16 (nearest even; a NaN made quiet), each in the
-// low 16 bits of its 32-bit lane.
-// Bf16RoundHigh8: the same, left in the high 16 bits of each lane (the low
-// 16 are not cleared).
+// Bf16RoundHigh8: 8 lanes rounded to bfloat16 (nearest even; a NaN made
+// quiet), each in the high 16 bits of its 32-bit lane (the low 16 are not
+// cleared). Bf16Round8: the same, in the low 16 bits (the high 16 zero).
 inline __m256i Bf16RoundHigh8(__m256 v) {
   const __m256i x = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
