@@ -14,7 +14,7 @@ after warm-up:
     / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
     (oneDNN; float32/float16 NCHW only) in the same mode.
 The direct rows of every case run first, before MindSpore is imported (next to
-MindSpore, PyTorch ran up to 2.5x slower), then the MindSpore rows.
+MindSpore, PyTorch ran 1.7-3x slower), then the MindSpore rows.
 Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth measured in the same interleaved rounds as the row (the figure in
 the header is a separate measurement at the start). Training mode, all three
@@ -342,8 +342,8 @@ def run(args):
     cases = build_cases(args.quick)
     # Two passes over the cases. First the kernel called directly, the copy and
     # PyTorch, before MindSpore is imported: once MindSpore was loaded and run in
-    # the process, PyTorch measured up to 2.5x slower on this VM (32x64x56x56:
-    # 15-17 ms against 6.4-7.2 ms), which would flatter the kernel. Then each
+    # the process, PyTorch measured 1.7-3x slower on this VM (32x64x56x56:
+    # 12-17 ms against 5.6-7.2 ms), which would flatter the kernel. Then each
     # case through MindSpore. No ratio mixes the two passes: each comes from the
     # interleaved rounds of one set of contestants.
     rows = []

@@ -133,7 +133,7 @@ def test_torch_gets_the_same_values_in_its_dtype(dtype, layout):
 
 
 def test_direct_and_torch_rows_all_run_before_any_mindspore_row(result):
-    # next to MindSpore, PyTorch measured up to 2.5x slower: the direct pass
+    # next to MindSpore, PyTorch measured 1.7-3x slower: the direct pass
     # (kernel, copy, PyTorch) of every case comes first
     ms_calls = [i for i, n in enumerate(CALLS) if n.startswith("ms_")]
     direct_calls = [i for i, n in enumerate(CALLS) if not n.startswith("ms_")]
