@@ -151,9 +151,11 @@ def make_infer(attrs: dict, opdef=None):
     def dtypes_for(key, _target):
         return tuple(infer_dtypes(dict(zip(names, key)), attrs, opdef))
 
-    @functools.lru_cache(maxsize=256)
-    def dtypes_by_type(types, _target):  # MindSpore type objects hash and compare by type
+    def ms_dtypes(types, _target):
         return tuple(ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), _target))
+
+    # MindSpore type objects hash and compare by type
+    dtypes_by_type = functools.lru_cache(maxsize=256)(ms_dtypes)
 
     def infer_shape(*shapes):
         key = tuple(None if s is None else tuple(int(d) for d in s) for s in shapes)
@@ -165,7 +167,7 @@ def make_infer(attrs: dict, opdef=None):
         except TypeError as e:  # an unhashable type object: the uncached way (which raises
             if "unhashable" not in str(e):  # the clear error for a bad dtype)
                 raise
-            out = tuple(ms_dtype(n) for n in dtypes_for(tuple(map(dtype_name, types)), target()))
+            out = ms_dtypes(types, target())
         return unwrap(list(out))
 
     return infer_shape, infer_dtype

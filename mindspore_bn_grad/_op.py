@@ -107,12 +107,12 @@ def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running
     """
     tensors = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
     check_tensor_args(load_opdef(), tensors)
-    op = _ops_seen.get(_fast_key(training, eps, output_mask, data_format))
+    key = _fast_key(training, eps, output_mask, data_format)
+    op = _ops_seen.get(key)
     if op is None:
         attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
                                 data_format=data_format)
         op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
-        key = _fast_key(training, eps, output_mask, data_format)
         if key is not None and len(_ops_seen) < 128:
             _ops_seen[key] = op
     return op(*tensors)

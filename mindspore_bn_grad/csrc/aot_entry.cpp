@@ -129,9 +129,9 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   // Masked outputs come back zero-filled with their normal shape. A masked
   // grad_input is zeroed by the kernel in the sweep that reads x and dy when
   // it computes grad_weight or grad_bias, else here.
-  a.zero_grad_input = !a.mask[0] && numel > 0 && (a.mask[1] || a.mask[2]);
-  if (!a.mask[0] && numel > 0 && !a.zero_grad_input) {
-    ZeroFill(a.grad_input.data, numel * ElemSize(a.grad_input.dtype));
+  if (!a.mask[0] && numel > 0) {
+    a.zero_grad_input = a.mask[1] || a.mask[2];
+    if (!a.zero_grad_input) ZeroFill(a.grad_input.data, numel * ElemSize(a.grad_input.dtype));
   }
   if (a.channels > 0) {
     if (!a.mask[1]) std::memset(a.grad_weight.data, 0, a.channels * ElemSize(a.grad_weight.dtype));

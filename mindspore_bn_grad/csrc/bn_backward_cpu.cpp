@@ -388,6 +388,12 @@ inline void ZeroRun(void *dx, int64_t off, int64_t len) {
 }
 
 template <DType D>
+inline void ZeroRun(void *dx, int64_t off, int64_t len, bool stream) {
+  if (stream) ZeroRun<D, true>(dx, off, len);
+  else ZeroRun<D, false>(dx, off, len);
+}
+
+template <DType D>
 struct RowPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
@@ -400,10 +406,7 @@ struct RowPath {
         ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm),
         zero_dx(!dx && args.zero_grad_input && sums) {}
 
-  void Zero(int64_t off, int64_t len) const {
-    if (stream) ZeroRun<D, true>(a.grad_input.data, off, len);
-    else ZeroRun<D, false>(a.grad_input.data, off, len);
-  }
+  void Zero(int64_t off, int64_t len) const { ZeroRun<D>(a.grad_input.data, off, len, stream); }
 
   // Calls f(offset, length) for the contiguous runs of tile t of channel c.
   template <class F>
@@ -612,12 +615,8 @@ struct ColPath {
       for (int64_t j = 0; j < w; ++j) { o_dy[j] += f_dy[j]; o_dyx[j] += f_dyx[j]; }
     }
     if (zero_dx) {  // the tile's part of grad_input, while its x and dy are at hand
-      auto zero = [&](int64_t off, int64_t len) {
-        if (stream) ZeroRun<D, true>(a.grad_input.data, off, len);
-        else ZeroRun<D, false>(a.grad_input.data, off, len);
-      };
-      if (w == L) zero(r0 * L, (r1 - r0) * L);
-      else for (int64_t r = r0; r < r1; ++r) zero(r * L + j0, w);
+      if (w == L) ZeroRun<D>(a.grad_input.data, r0 * L, (r1 - r0) * L, stream);
+      else for (int64_t r = r0; r < r1; ++r) ZeroRun<D>(a.grad_input.data, r * L + j0, w, stream);
       if (stream) StreamFence();
     }
   }
