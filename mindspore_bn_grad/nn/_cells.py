@@ -22,7 +22,9 @@ is not told which of its inputs need a gradient: it gets ``out`` and ``dout``
 only, and ``dout`` of unused outputs is simply zeros). ``grad_weight`` /
 ``grad_bias`` are produced only when ``gamma`` / ``beta`` have
 ``requires_grad`` (False for ``affine=False``). PYNATIVE reads the flags at
-every backward; GRAPH reads them when the graph is compiled.
+every backward; GRAPH reads them when the graph is compiled. They are read
+without ``Parameter.requires_grad`` (see ``_requires_grad``): that property
+waits for PYNATIVE's whole asynchronous queue, which made each backward stall.
 """
 import weakref
 
@@ -39,6 +41,20 @@ def _to_channel_first(rank):
 
 def _to_channel_last(rank):
     return (0,) + tuple(range(2, rank)) + (1,)
+
+
+def _requires_grad(param):
+    """``param.requires_grad`` without waiting for PYNATIVE's queue.
+
+    MindSpore's property reads ``Parameter.param_info``, whose getter first calls
+    ``Tensor_.wait_pipeline``: every queued kernel must finish, and the waiting
+    Python thread spins on a core the queued kernels need. The flag lives in the
+    ParamInfo object that the setter writes (``_param_info``); read it there.
+    """
+    info = getattr(param, "_param_info", None)
+    if info is None:  # not a MindSpore Parameter as we know it: the public property
+        return bool(param.requires_grad)
+    return bool(info.requires_grad)
 
 
 class _OwnerRef:
@@ -77,7 +93,7 @@ class _BatchNormCell(nn.Cell):
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return (True, True, True)
-        return (True, bool(owner.gamma.requires_grad), bool(owner.beta.requires_grad))
+        return (True, _requires_grad(owner.gamma), _requires_grad(owner.beta))
 
     def _grad_op(self, training):
         return _backward_op(training, self.eps, self.output_mask, self.data_format)
