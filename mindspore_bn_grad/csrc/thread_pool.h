@@ -11,11 +11,20 @@
 // determinism, make the tasks depend only on the problem, e.g. with
 // StaticRange, never on the thread count).
 //
-// Pool threads are created on first need and kept; after a job they poll for
-// the next one for kSpinTime, then sleep. A Run issued while another is in
-// progress (nested inside a task, or from a second caller thread) runs its
-// tasks serially on its calling thread. No heap allocation per Run. A forked
-// child gets a fresh pool.
+// Pool threads are created on first need and kept. Nothing spins for long
+// inside a framework: MindSpore runs its own kernels on the same cores
+// between our calls, and a spinning thread takes a core from them.
+//  * After a job, pool threads poll for the next one only while calls come
+//    back to back (the last gap between two jobs was under kSpinTime, as in
+//    a benchmark loop); otherwise they sleep at once.
+//  * The caller, once no task is left to claim, polls briefly (kTailSpin) for
+//    the tasks other threads still run, then sleeps until the last one ends.
+//    A yielding caller would keep its core busy, so the scheduler would never
+//    move a pool thread that another process or a framework thread preempted
+//    there; a sleeping one leaves its core idle and the kernel pulls it over.
+// A Run issued while another is in progress (nested inside a task, or from a
+// second caller thread) runs its tasks serially on its calling thread. No
+// heap allocation per Run. A forked child gets a fresh pool.
 #ifndef MS_BN_GRAD_THREAD_POOL_H_
 #define MS_BN_GRAD_THREAD_POOL_H_
 
@@ -46,7 +55,11 @@ inline void StaticRange(int64_t n, int64_t k, int64_t parts, int64_t *begin, int
   *end = n * (k + 1) / parts;
 }
 
-class ThreadPool {
+// Hidden: the pool (a static local of an inline function) is otherwise a
+// process-wide GNU "unique" symbol, so two builds of this library loaded in
+// one process (say, another MS_BN_GRAD_CXXFLAGS) would share one pool object
+// of two different layouts.
+class __attribute__((visibility("hidden"))) ThreadPool {
  public:
   static constexpr int64_t kMaxTasks = (int64_t{1} << 21) - 1;
 
@@ -77,10 +90,11 @@ class ThreadPool {
 
  private:
   using Call = void (*)(void *, int64_t);
-  // After a job, pool threads poll this long before sleeping: long enough to
-  // bridge back-to-back kernel calls, short enough not to hold a core while
-  // the framework works in between.
+  // After a job, pool threads poll this long before sleeping, but only while
+  // jobs come back to back (a gap under kSpinTime): see the header.
   static constexpr auto kSpinTime = std::chrono::microseconds(300);
+  // The caller polls this long for the other threads' last tasks, then sleeps.
+  static constexpr auto kTailSpin = std::chrono::microseconds(30);
 
   // state_ packs generation (22 bits) | ntasks (21 bits) | next task (21 bits),
   // so claiming a task (a CAS) is tied to the job it belongs to.
@@ -105,6 +119,10 @@ class ThreadPool {
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
     tickets_.store(nthreads - 1, std::memory_order_relaxed);
+    // Back-to-back calls keep the pool threads polling after this job; a
+    // framework's calls, with its own work in between, let them sleep.
+    spin_after_job_.store(std::chrono::steady_clock::now() - last_job_end_ < kSpinTime,
+                          std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lk(mu_);
       const uint64_t gen = Gen(state_.load(std::memory_order_relaxed)) + 1;
@@ -114,9 +132,26 @@ class ThreadPool {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
     const uint64_t gen = Gen(state_.load(std::memory_order_relaxed));
     Work(gen);
-    for (int spins = 0; done_.load(std::memory_order_acquire) != ntasks; ++spins) {
-      if (spins < 4096) BN_GRAD_CPU_RELAX(); else std::this_thread::yield();
+    WaitDone(ntasks);
+    last_job_end_ = std::chrono::steady_clock::now();
+  }
+
+  // Returns once all ntasks of the current job are done: polls kTailSpin,
+  // then sleeps on done_cv_ (the thread finishing the last task wakes it).
+  void WaitDone(int64_t ntasks) {
+    if (done_.load(std::memory_order_acquire) == ntasks) return;
+    const auto start = std::chrono::steady_clock::now();
+    for (int spins = 1;; ++spins) {
+      if (done_.load(std::memory_order_acquire) == ntasks) return;
+      BN_GRAD_CPU_RELAX();
+      if ((spins & 63) == 0 && std::chrono::steady_clock::now() - start >= kTailSpin) break;
     }
+    caller_waiting_.store(true, std::memory_order_seq_cst);
+    {
+      std::unique_lock<std::mutex> lk(done_mu_);
+      done_cv_.wait(lk, [&] { return done_.load(std::memory_order_seq_cst) == ntasks; });
+    }
+    caller_waiting_.store(false, std::memory_order_relaxed);
   }
 
   // Claims and runs tasks of job `gen` until none is left.
@@ -125,7 +160,11 @@ class ThreadPool {
     while (Gen(s) == gen && Next(s) < NTasks(s)) {
       if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
         call_(ctx_, Next(s));  // the job cannot end (and call_ change) before done_ counts this task
-        done_.fetch_add(1, std::memory_order_release);
+        if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == NTasks(s) &&
+            caller_waiting_.load(std::memory_order_seq_cst)) {
+          std::lock_guard<std::mutex> lk(done_mu_);  // the caller checks done_ under this lock
+          done_cv_.notify_one();
+        }
         s = state_.load(std::memory_order_acquire);
       }
     }
@@ -143,9 +182,12 @@ class ThreadPool {
     for (;;) {
       uint64_t s;
       auto spin_start = std::chrono::steady_clock::now();
+      bool spin = spin_after_job_.load(std::memory_order_relaxed);
       for (int spins = 0; Gen(s = state_.load(std::memory_order_acquire)) == seen;) {
-        BN_GRAD_CPU_RELAX();
-        if ((++spins & 255) != 0 || std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
+        if (spin) {
+          BN_GRAD_CPU_RELAX();
+          if ((++spins & 255) != 0 || std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
+        }
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         cv_.wait(lk, [&] { return Gen(state_.load(std::memory_order_seq_cst)) != seen; });
@@ -166,6 +208,11 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};
   std::atomic<int> tickets_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<bool> spin_after_job_{true};   // the last gap between jobs was short
+  std::chrono::steady_clock::time_point last_job_end_{};  // under run_mu_
+  std::mutex done_mu_;                        // with done_cv_: the caller waiting for the tail
+  std::condition_variable done_cv_;
+  std::atomic<bool> caller_waiting_{false};
   Call call_ = nullptr;
   void *ctx_ = nullptr;
   std::vector<std::thread> workers_;

@@ -123,3 +123,17 @@ def test_attributes_reach_the_kernel_intact():
     assert ms.__version__ == "2.10.0"
     a = make_arrays((2, 3, 4), data_format="NHWC")
     check("pynative", a, {}, training=False, eps=0.75, output_mask=(True, False, True), data_format="NHWC")
+
+
+def test_library_exports_no_process_wide_unique_symbols():
+    """Two builds of the library in one process (other flags, another version) must not share
+    state: a GNU "unique" symbol (a static local of an inline function, like the thread pool)
+    binds across libraries even when they are loaded RTLD_LOCAL."""
+    nm = __import__("shutil").which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    from mindspore_bn_grad import _build
+    out = subprocess.run([nm, "-DC", "--defined-only", str(_build.library_path())],
+                         capture_output=True, text=True, check=True).stdout
+    unique = [line for line in out.splitlines() if line.split()[1:2] == ["u"]]
+    assert unique == []
