@@ -27,7 +27,12 @@
 // fits it (dx >= kStreamMinBytes, row runs >= kStreamMinRun). A masked
 // grad_input that must come back zero-filled is zeroed run by run in the
 // sweep that reads x and dy for grad_weight / grad_bias (zero_grad_input).
-// Per-channel inputs are loaded once per call (AllChannelInputs).
+// Per-channel inputs are loaded per block of channels where a walk needs them
+// (ChannelInputs): nothing per call grows with C except the column path's
+// partial sums when rows come in several chunks, freed after a huge call.
+// When one chunk holds every row and a column is a channel (channel-last, or
+// (N, C) with few rows, e.g. a huge C), the column path is fused: a tile of
+// channels is summed, finished and written in one visit.
 //
 // float16 / bfloat16 are converted in registers (half.h); float32 / float16 /
 // bfloat16 compute in float32 with double combines; float64 computes in
@@ -199,17 +204,17 @@ struct ChanIn {  // per-channel inputs, in double
   double mean, invstd, w;
 };
 
-// f(c, value in double) for c in [0, C): one dtype switch per tensor, not per
-// value (per-channel work showed up on tensors with many small channels).
-// The values are LoadAny's.
+// f(c - c0, value in double) for c in [c0, c1): one dtype switch per tensor
+// and range, not per value (per-channel work showed up on tensors with many
+// small channels). The values are LoadAny's.
 template <class F>
-void ForEachChannelValue(const ConstTensor &t, int64_t C, double dflt, F &&f) {
+void ForEachChannelValue(const ConstTensor &t, int64_t c0, int64_t c1, double dflt, F &&f) {
   auto each = [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    for (int64_t c = 0; c < C; ++c) f(c, static_cast<double>(Ld<D>(t.data, c)));
+    for (int64_t c = c0; c < c1; ++c) f(c - c0, static_cast<double>(Ld<D>(t.data, c)));
   };
   if (t.data == nullptr) {
-    for (int64_t c = 0; c < C; ++c) f(c, dflt);
+    for (int64_t c = c0; c < c1; ++c) f(c - c0, dflt);
     return;
   }
   switch (t.dtype) {
@@ -217,26 +222,29 @@ void ForEachChannelValue(const ConstTensor &t, int64_t C, double dflt, F &&f) {
     case DType::kBFloat16: each(std::integral_constant<DType, DType::kBFloat16>()); break;
     case DType::kFloat32: each(std::integral_constant<DType, DType::kFloat32>()); break;
     case DType::kFloat64: each(std::integral_constant<DType, DType::kFloat64>()); break;
-    default: for (int64_t c = 0; c < C; ++c) f(c, dflt); break;
+    default: for (int64_t c = c0; c < c1; ++c) f(c - c0, dflt); break;
   }
 }
 
-// Per-channel inputs of every channel, into out[0 .. C): weight (1 when
-// absent); saved mean / invstd in training, else running mean and
-// 1 / sqrt(running_var + eps).
-void AllChannelInputs(const BnBackwardArgs &a, ChanIn *out) {
-  const int64_t C = a.channels;
-  ForEachChannelValue(a.weight, C, 1.0, [&](int64_t c, double v) { out[c].w = v; });
+// Per-channel inputs of channels [c0, c1), into out[0 .. c1 - c0): weight (1
+// when absent); saved mean / invstd in training, else running mean and
+// 1 / sqrt(running_var + eps). Loaded per block of channels where they are
+// used, so no per-call array grows with C.
+void ChannelInputs(const BnBackwardArgs &a, int64_t c0, int64_t c1, ChanIn *out) {
+  ForEachChannelValue(a.weight, c0, c1, 1.0, [&](int64_t j, double v) { out[j].w = v; });
   if (a.training) {
-    ForEachChannelValue(a.save_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
-    ForEachChannelValue(a.save_invstd, C, 1.0, [&](int64_t c, double v) { out[c].invstd = v; });
+    ForEachChannelValue(a.save_mean, c0, c1, 0.0, [&](int64_t j, double v) { out[j].mean = v; });
+    ForEachChannelValue(a.save_invstd, c0, c1, 1.0, [&](int64_t j, double v) { out[j].invstd = v; });
   } else {
-    ForEachChannelValue(a.running_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
-    ForEachChannelValue(a.running_var, C, 1.0, [&](int64_t c, double v) {
-      out[c].invstd = 1.0 / std::sqrt(v + a.eps);
+    ForEachChannelValue(a.running_mean, c0, c1, 0.0, [&](int64_t j, double v) { out[j].mean = v; });
+    ForEachChannelValue(a.running_var, c0, c1, 1.0, [&](int64_t j, double v) {
+      out[j].invstd = 1.0 / std::sqrt(v + a.eps);
     });
   }
 }
+
+// Channels handled per ChannelInputs call where a loop visits every channel.
+constexpr int64_t kChanChunk = 256;
 
 template <class T>
 struct DxCoef {  // dx = dy * scale - (x - mean) * ks - mdys
@@ -397,12 +405,11 @@ template <DType D>
 struct RowPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
-  const ChanIn *chan;  // AllChannelInputs: per-channel inputs
   int64_t C, inner, n, ntiles;
   bool need_sums, need_dx, stream, zero_dx;
 
-  RowPath(const BnBackwardArgs &args, const ChanIn *ch, bool sums, bool dx, bool strm)
-      : a(args), chan(ch), C(args.channels), inner(args.inner), n(args.outer * args.inner),
+  RowPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
+      : a(args), C(args.channels), inner(args.inner), n(args.outer * args.inner),
         ntiles((n + kTileElems - 1) / kTileElems), need_sums(sums), need_dx(dx), stream(strm),
         zero_dx(!dx && args.zero_grad_input && sums) {}
 
@@ -451,7 +458,8 @@ struct RowPath {
     ChanIn ins[kMaxBlock];
     DxCoef<T> coef[kMaxBlock];
     double s_dy[kMaxBlock], s_dyx[kMaxBlock];
-    for (int64_t j = 0; j < cb; ++j) { ins[j] = chan[c0 + j]; s_dy[j] = 0.0; s_dyx[j] = 0.0; }
+    ChannelInputs(a, c0, c1, ins);
+    for (int64_t j = 0; j < cb; ++j) { s_dy[j] = 0.0; s_dyx[j] = 0.0; }
     if (need_sums) {
       RowSums<D> acc[kMaxBlock];
       for (int64_t t = 0; t < ntiles; ++t) {
@@ -513,7 +521,7 @@ struct RowPath {
     for (int64_t c0 = 0; c0 < C; c0 += group) {
       const int64_t g = std::min(group, C - c0), total = g * ntiles;
       ChanIn ins[kMaxGroup];
-      for (int64_t j = 0; j < g; ++j) ins[j] = chan[c0 + j];
+      ChannelInputs(a, c0, c0 + g, ins);
       if (need_sums) {
         ParallelFor(total, nthreads, false, [&](int64_t q) {
           const int64_t j = q / ntiles, t = q - j * ntiles;
@@ -548,15 +556,14 @@ template <DType D>
 struct ColPath {
   using T = Compute<D>;
   const BnBackwardArgs &a;
-  const ChanIn *chan;  // AllChannelInputs: per-channel inputs
   int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
   bool need_sums, need_dx, stream, zero_dx;
-  // scratch views
+  // scratch views (chunked walk only)
   double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
   T *c_mean = nullptr, *c_scale = nullptr, *c_ks = nullptr, *c_mdys = nullptr;  // [L]
 
-  ColPath(const BnBackwardArgs &args, const ChanIn *ch, bool sums, bool dx, bool strm)
-      : a(args), chan(ch), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
+  ColPath(const BnBackwardArgs &args, bool sums, bool dx, bool strm)
+      : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
         need_sums(sums), need_dx(dx), stream(strm), zero_dx(!dx && args.zero_grad_input && sums) {
     nblocks = (L + kColBlock - 1) / kColBlock;
     rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
@@ -567,6 +574,10 @@ struct ColPath {
       rows_per_chunk = (M + nchunks - 1) / nchunks;
     }
   }
+
+  // One chunk of rows and one column per channel (channel-last, or (N, C)):
+  // a tile then holds whole channels, so it finishes them itself (Fused).
+  bool fused() const { return nchunks == 1 && inner == 1; }
 
   void Bind(std::vector<double> *scratch) {
     const int64_t tn = (sizeof(T) * L + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
@@ -582,13 +593,14 @@ struct ColPath {
     c_mean = arr(0); c_scale = arr(1); c_ks = arr(2); c_mdys = arr(3);
   }
 
-  void TileSums(int64_t k, int64_t b) const {
-    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
-    const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
-    double *o_dy = p_dy + k * L + j0, *o_dyx = p_dyx + k * L + j0;
+  // Per-column sums of rows [r0, r1), columns [j0, j0 + w), into o_dy/o_dyx
+  // (doubles; float partials flushed every kColFlushRows rows). mean[j] is
+  // column j0 + j's mean, 32-byte aligned. Zero-fills that part of dx when
+  // zero_dx.
+  void SumRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, double *o_dy,
+               double *o_dyx) const {
     for (int64_t j = 0; j < w; ++j) { o_dy[j] = 0.0; o_dyx[j] = 0.0; }
     alignas(32) T f_dy[kColBlock], f_dyx[kColBlock];
-    const T *mean = c_mean + j0;
     const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
       const int64_t re = std::min(r1, rb + kColFlushRows);
@@ -621,11 +633,11 @@ struct ColPath {
     }
   }
 
+  // dx of rows [r0, r1), columns [j0, j0 + w), from per-column coefficients
+  // (each array indexed from column j0, 32-byte aligned).
   template <bool kStream>
-  void TileDxT(int64_t k, int64_t b) const {
-    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
-    const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
-    const T *mean = c_mean + j0, *scale = c_scale + j0, *ks = c_ks + j0, *mdys = c_mdys + j0;
+  void DxRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, const T *scale,
+              const T *ks, const T *mdys) const {
     const bool training = a.training;
     const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
     void *const gi = a.grad_input.data;
@@ -658,54 +670,114 @@ struct ColPath {
     }
   }
 
+  // Fused walk: tile b = columns (= channels) [j0, j1), every row: sums, the
+  // channels' finish and dx in one visit, from arrays on the stack. Same
+  // arithmetic per column as the chunked walk with one chunk.
+  void Fused(int64_t b, bool stream_dx) const {
+    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
+    ChanIn ins[kColBlock];
+    ChannelInputs(a, j0, j1, ins);
+    alignas(32) T mean[kColBlock], scale[kColBlock], ks[kColBlock], mdys[kColBlock];
+    double s_dy[kColBlock], s_dyx[kColBlock];
+    for (int64_t j = 0; j < w; ++j) mean[j] = static_cast<T>(ins[j].mean);
+    if (need_sums) {
+      SumRows(0, M, j0, w, mean, s_dy, s_dyx);
+    } else {
+      for (int64_t j = 0; j < w; ++j) { s_dy[j] = 0.0; s_dyx[j] = 0.0; }
+    }
+    const double n = static_cast<double>(M);
+    for (int64_t j = 0; j < w; ++j) {
+      const DxCoef<T> k = FinishChannel<T>(a, j0 + j, ins[j], s_dy[j], s_dyx[j], n);
+      scale[j] = k.scale; ks[j] = k.ks; mdys[j] = k.mdys;
+    }
+    if (need_dx) {
+      if (stream_dx) DxRows<true>(0, M, j0, w, mean, scale, ks, mdys);
+      else DxRows<false>(0, M, j0, w, mean, scale, ks, mdys);
+    }
+  }
+
+  // Non-temporal dx stores need every row of every tile aligned.
+  bool StreamDx() const {
+    return stream && kVec<D> &&
+           (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
+           (L * ElemBytes(D)) % kStreamAlign<D> == 0;
+  }
+
   void Run(int nthreads, std::vector<double> *scratch) {
+    const bool stream_dx = need_dx && StreamDx();
+    if (fused()) {
+      ParallelFor(nblocks, nthreads, false, [&](int64_t b) {
+        Fused(b, stream_dx);
+        if (stream) StreamFence();
+      });
+      return;
+    }
     Bind(scratch);
     const double n = static_cast<double>(M) * static_cast<double>(inner);
-    for (int64_t c = 0; c < C; ++c) {
-      const T m = static_cast<T>(chan[c].mean);
-      for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
+    ChanIn ins[kChanChunk];
+    for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
+      const int64_t c1 = std::min(C, c0 + kChanChunk);
+      ChannelInputs(a, c0, c1, ins);
+      for (int64_t c = c0; c < c1; ++c) {
+        const T m = static_cast<T>(ins[c - c0].mean);
+        for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
+      }
     }
     const int64_t ntiles = nchunks * nblocks;
     // The sums walk the tiles forwards and dx backwards: when the tensor is
     // larger than the cache, dx starts on the tiles read last (still cached).
     auto parallel_tiles = [&](auto &&tile_fn, bool backwards) {
       ParallelFor(ntiles, nthreads, backwards, [&](int64_t q) {
-        tile_fn(q / nblocks, q % nblocks);
+        const int64_t k = q / nblocks, b = q % nblocks;
+        const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+        const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
+        tile_fn(r0, r1, j0, w, k);
         if (backwards) StreamFence();
       });
     };
-    if (need_sums) parallel_tiles([&](int64_t k, int64_t b) { TileSums(k, b); }, false);
-    for (int64_t c = 0; c < C; ++c) {
-      const ChanIn &in = chan[c];
-      double s_dy = 0.0, s_dyx = 0.0;
-      if (need_sums) {
+    if (need_sums) {
+      parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t k) {
+        SumRows(r0, r1, j0, w, c_mean + j0, p_dy + k * L + j0, p_dyx + k * L + j0);
+      }, false);
+    }
+    for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
+      const int64_t c1 = std::min(C, c0 + kChanChunk);
+      ChannelInputs(a, c0, c1, ins);
+      for (int64_t c = c0; c < c1; ++c) {
+        double s_dy = 0.0, s_dyx = 0.0;
+        if (need_sums) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t j = c * inner + i;
+            double cd = 0.0, cx = 0.0;
+            for (int64_t k = 0; k < nchunks; ++k) { cd += p_dy[k * L + j]; cx += p_dyx[k * L + j]; }
+            s_dy += cd;
+            s_dyx += cx;
+          }
+        }
+        const DxCoef<T> k = FinishChannel<T>(a, c, ins[c - c0], s_dy, s_dyx, n);
         for (int64_t i = 0; i < inner; ++i) {
           const int64_t j = c * inner + i;
-          double cd = 0.0, cx = 0.0;
-          for (int64_t k = 0; k < nchunks; ++k) { cd += p_dy[k * L + j]; cx += p_dyx[k * L + j]; }
-          s_dy += cd;
-          s_dyx += cx;
+          c_scale[j] = k.scale; c_ks[j] = k.ks; c_mdys[j] = k.mdys;
         }
-      }
-      const DxCoef<T> k = FinishChannel<T>(a, c, in, s_dy, s_dyx, n);
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t j = c * inner + i;
-        c_scale[j] = k.scale; c_ks[j] = k.ks; c_mdys[j] = k.mdys;
       }
     }
     if (need_dx) {
-      const bool aligned = (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
-                           (L * ElemBytes(D)) % kStreamAlign<D> == 0;
-      if (stream && aligned && kVec<D>) parallel_tiles([&](int64_t k, int64_t b) { TileDxT<true>(k, b); }, true);
-      else parallel_tiles([&](int64_t k, int64_t b) { TileDxT<false>(k, b); }, true);
+      parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
+        if (stream_dx) DxRows<true>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
+        else DxRows<false>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
+      }, true);
     }
   }
 };
 
 // ------------------------------------------------------------------- dispatch
 
+// Per-call scratch (column path partial sums) is kept for the next call up to
+// this size; a larger one is freed when the call ends.
+constexpr size_t kKeepScratchBytes = size_t{16} << 20;
+
 template <DType D>
-int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
+int Dispatch(const BnBackwardArgs &a) {
   const int64_t total = a.outer * a.channels * a.inner;
   const bool need_dx = a.mask[0];
   const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
@@ -717,17 +789,21 @@ int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
                       static_cast<int64_t>(total * ElemBytes(D)) >= kStreamMinBytes &&
                       (!row_path || static_cast<int64_t>(a.inner * ElemBytes(D)) >= kStreamMinRun);
   if (a.outer == 0 || a.inner == 0) {  // empty: the sums are 0, no dx to write
-    for (int64_t c = 0; c < a.channels; ++c) {
-      FinishChannel<Compute<D>>(a, c, chan[c], 0.0, 0.0, 0.0);
+    ChanIn ins[kChanChunk];
+    for (int64_t c0 = 0; c0 < a.channels; c0 += kChanChunk) {
+      const int64_t c1 = std::min(a.channels, c0 + kChanChunk);
+      ChannelInputs(a, c0, c1, ins);
+      for (int64_t c = c0; c < c1; ++c) FinishChannel<Compute<D>>(a, c, ins[c - c0], 0.0, 0.0, 0.0);
     }
     return 0;
   }
-  thread_local std::vector<double> scratch;  // grows, never shrinks: no allocation per call
+  thread_local std::vector<double> scratch;  // reused by the next call (no allocation per call)
   if (row_path) {
-    RowPath<D>(a, chan, need_sums, need_dx, stream).Run(nthreads, &scratch);
+    RowPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
   } else {
-    ColPath<D>(a, chan, need_sums, need_dx, stream).Run(nthreads, &scratch);
+    ColPath<D>(a, need_sums, need_dx, stream).Run(nthreads, &scratch);
   }
+  if (scratch.capacity() * sizeof(double) > kKeepScratchBytes) std::vector<double>().swap(scratch);
   return 0;
 }
 
@@ -735,14 +811,15 @@ int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
 // NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
 // channels (never seen in healthy training) are recomputed here in double,
 // in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
-void FixNonFiniteWeightChannels(const BnBackwardArgs &a, const ChanIn *chan) {
+void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
   if (!a.training || !a.mask[0] || a.weight.data == nullptr) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const double n = static_cast<double>(outer) * static_cast<double>(inner);
   if (n <= 0) return;
   for (int64_t c = 0; c < C; ++c) {
-    const ChanIn &in = chan[c];
-    if (std::isfinite(in.w)) continue;
+    if (std::isfinite(LoadAny(a.weight.data, a.weight.dtype, c))) continue;
+    ChanIn in;
+    ChannelInputs(a, c, c + 1, &in);
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0, p = (o * C + c) * inner; i < inner; ++i, ++p) {
@@ -762,12 +839,12 @@ void FixNonFiniteWeightChannels(const BnBackwardArgs &a, const ChanIn *chan) {
   }
 }
 
-int DispatchDtype(const BnBackwardArgs &a, const ChanIn *chan) {
+int DispatchDtype(const BnBackwardArgs &a) {
   switch (a.grad_out.dtype) {
-    case DType::kFloat16: return Dispatch<DType::kFloat16>(a, chan);
-    case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a, chan);
-    case DType::kFloat32: return Dispatch<DType::kFloat32>(a, chan);
-    case DType::kFloat64: return Dispatch<DType::kFloat64>(a, chan);
+    case DType::kFloat16: return Dispatch<DType::kFloat16>(a);
+    case DType::kBFloat16: return Dispatch<DType::kBFloat16>(a);
+    case DType::kFloat32: return Dispatch<DType::kFloat32>(a);
+    case DType::kFloat64: return Dispatch<DType::kFloat64>(a);
     default: return 1;
   }
 }
@@ -777,11 +854,8 @@ int DispatchDtype(const BnBackwardArgs &a, const ChanIn *chan) {
 int BnBackward(const BnBackwardArgs &a) {
   if (a.channels <= 0) return 0;
   if (a.outer < 0 || a.inner < 0) return 1;
-  thread_local std::vector<ChanIn> chan;  // grows, never shrinks: no allocation per call
-  if (chan.size() < static_cast<size_t>(a.channels)) chan.resize(static_cast<size_t>(a.channels));
-  AllChannelInputs(a, chan.data());
-  const int rc = DispatchDtype(a, chan.data());
-  if (rc == 0) FixNonFiniteWeightChannels(a, chan.data());
+  const int rc = DispatchDtype(a);
+  if (rc == 0) FixNonFiniteWeightChannels(a);
   return rc;
 }
 

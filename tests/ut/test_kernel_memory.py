@@ -1,0 +1,87 @@
+"""What the CPU kernel keeps after a call, and huge channel counts.
+
+The kernel reuses a per-thread scratch buffer between calls; a huge call must
+not leave a huge buffer behind. A huge channel count with few rows must not
+build per-channel arrays the size of the tensor either (it takes the fused
+column walk). Each case runs in a fresh process so its memory is its own.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_PRELUDE = """
+import numpy as np
+from mindspore_bn_grad import _native
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+def arrays(shape, dtype):
+    rng = np.random.default_rng(0)
+    C = shape[1]
+    dy = rng.standard_normal(shape).astype(dtype)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(C)
+    m = rng.standard_normal(C)
+    s = rng.random(C) + 0.5
+    out = (np.ones_like(dy), np.ones(C), np.ones(C))  # touched: their pages count before the call
+    return dy, x, w, m, s, out
+"""
+
+
+def _run(body):
+    code = textwrap.dedent(_PRELUDE) + textwrap.dedent(body)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT, env={**os.environ, "MS_BN_GRAD_NUM_THREADS": "2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_a_huge_call_leaves_no_huge_scratch():
+    # (1024, 2**17): rows come in 8 chunks, so the column walk keeps 8 partial sums per
+    # column (about 17 MB of doubles) for the duration of the call.
+    out = _run("""
+        dy, x, w, m, s, out = arrays((1024, 2**17), np.float16)
+        _native.direct(dy[:2, :8], x[:2, :8], w[:8], None, None, m[:8], s[:8])  # library loaded
+        before = rss_mb()
+        _native.direct(dy, x, w, None, None, m, s, out=out)
+        print("kept MB", rss_mb() - before)
+        # the call computed something real (one channel, in float64)
+        c = 5
+        xh = (x[:, c].astype(np.float64) - m[c]) * s[c]
+        assert np.isclose(out[2][c], dy[:, c].astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+        assert np.isclose(out[1][c], (dy[:, c].astype(np.float64) * xh).sum(), rtol=1e-4, atol=1e-3)
+    """)
+    kept = float(out.split("kept MB")[1])
+    assert kept < 6.0, out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_huge_channel_count_with_one_row(dtype):
+    # C = 2**22, N = 1: per-channel work dominates; no per-call array grows with C.
+    out = _run(f"""
+        shape = (1, 2**22)
+        dy, x, w, m, s, out = arrays(shape, np.{dtype})
+        _native.direct(dy[:, :8], x[:, :8], w[:8], None, None, m[:8], s[:8])
+        before = rss_mb()
+        _native.direct(dy, x, w, None, None, m, s, out=out)
+        print("kept MB", rss_mb() - before)
+        # N = 1, in float64: the formulas of the contract (float32 arithmetic inside:
+        # x - mean is rounded, hence the absolute tolerances)
+        d64, x64 = dy.astype(np.float64)[0], x.astype(np.float64)[0]
+        xh = (x64 - m) * s
+        gw, gb = d64 * xh, d64
+        gi = w * s * (d64 - gb - xh * gw)
+        tol = 2e-2 if np.dtype(np.{dtype}) == np.float16 else 2e-5
+        assert np.allclose(out[2], gb, rtol=1e-6, atol=1e-7)
+        assert np.allclose(out[1], gw, rtol=1e-5, atol=2e-5)
+        assert np.allclose(out[0].astype(np.float64)[0], gi, rtol=tol, atol=tol)
+    """)
+    kept = float(out.split("kept MB")[1])
+    assert kept < 6.0, out
