@@ -53,7 +53,11 @@ class BatchNormBackward(ops.Custom):
         # GRAPH mode hands non-Tensor arguments (lists, NumPy arrays, Python
         # scalars) to the infer step as nested shapes or scalar types: reject
         # them by name before the shape checks misread them.
-        for arg, given in zip(load_opdef().inputs, args):
+        inputs = load_opdef().inputs
+        if len(args) != len(inputs):  # else a missing one reads as None, an extra one reaches the kernel
+            fail(TypeError, "inputs", f"{len(inputs)} tensors ({', '.join(a.name for a in inputs)}; "
+                 "None for an absent optional one)", f"{len(args)}")
+        for arg, given in zip(inputs, args):
             _check_tensor_arg(arg, given.get("dtype"))
         return super().__infer__(*args)
 

@@ -4,7 +4,7 @@
 //   BatchNormBackwardInferShape               : output shapes for MindSpore (see below)
 //   MsBnGradDirect                            : the same kernel called without MindSpore
 //                                               (ctypes: benchmarks, tests, sanitizers)
-//   MsBnGrad{Set,Get}{NumThreads,Deterministic}: runtime settings
+//   MsBnGrad{Set,Get}NumThreads                : the thread count (set by _native.py)
 //
 // Both kernel entries share ParseCall, which checks every shape and dtype it
 // is handed against the others before any memory is touched: a call that
@@ -117,15 +117,7 @@ int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const cha
   return kOk;
 }
 
-int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-        const Attrs &attrs) {
-  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
-    return kBadParamCount;
-  }
-  BnBackwardArgs a;
-  int64_t numel = 0;
-  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
-  if (rc != kOk) return rc;
+int Compute(BnBackwardArgs &a, int64_t numel) {
   // Masked outputs come back zero-filled with their normal shape. A masked
   // grad_input is zeroed by the kernel in the sweep that reads x and dy when
   // it computes grad_weight or grad_bias, else here.
@@ -139,6 +131,22 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   }
   if (!(a.mask[0] || a.mask[1] || a.mask[2]) || a.channels == 0) return kOk;
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
+}
+
+int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+        const Attrs &attrs) {
+  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
+    return kBadParamCount;
+  }
+  BnBackwardArgs a;
+  int64_t numel = 0;
+  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
+  if (rc != kOk) return rc;
+  try {
+    return Compute(a, numel);
+  } catch (...) {  // std::bad_alloc: an error code, never an exception into the caller
+    return kKernelFailed;
+  }
 }
 
 
@@ -244,9 +252,13 @@ int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, cons
   return bn_grad::Run(nparam, params, ndims, shapes, dtypes, at);
 }
 
-void MsBnGradSetNumThreads(int n) { bn_grad::SetNumThreads(n); }
+// n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by _native.py.
+int MsBnGradSetNumThreads(int n) {
+  using namespace bn_grad::aot;  // NOLINT
+  if (n < 1 || n > bn_grad::MaxThreads()) return kBadThreadCount;
+  return bn_grad::SetNumThreads(n) ? kOk : kThreadStartFailed;
+}
+int MsBnGradMaxThreads() { return bn_grad::MaxThreads(); }
 int MsBnGradGetNumThreads() { return bn_grad::GetNumThreads(); }
-void MsBnGradSetDeterministic(int on) { bn_grad::SetDeterministic(on != 0); }
-int MsBnGradGetDeterministic() { return bn_grad::GetDeterministic() ? 1 : 0; }
 
 }  // extern "C"

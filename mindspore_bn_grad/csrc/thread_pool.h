@@ -11,7 +11,9 @@
 // determinism, make the tasks depend only on the problem, e.g. with
 // StaticRange, never on the thread count).
 //
-// Pool threads are created on first need and kept; after a job they poll for
+// Pool threads are created on first need (or by Reserve) and kept; if the OS
+// refuses one, Run goes on with the threads it has (results do not depend on
+// the thread count) and Reserve reports it. After a job they poll for
 // the next one for kSpinTime, then sleep. A Run issued while another is in
 // progress (nested inside a task, or from a second caller thread) runs its
 // tasks serially on its calling thread. No heap allocation per Run. A forked
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -67,6 +70,13 @@ class ThreadPool {
     return *p;
   }
 
+  // Starts pool threads until there are n; returns how many there are (fewer
+  // when the OS refuses to start one).
+  int Reserve(int n) {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    return EnsureWorkers(n);
+  }
+
   // fn(task) for task in [0, ntasks) (ntasks <= kMaxTasks), on up to nthreads threads.
   template <class F>
   void Run(int64_t ntasks, int nthreads, F &&fn) {
@@ -96,11 +106,13 @@ class ThreadPool {
     if (ntasks <= 0) return;
     nthreads = static_cast<int>(std::min<int64_t>(nthreads, ntasks));
     std::unique_lock<std::mutex> run_lock(run_mu_, std::defer_lock);
-    if (nthreads <= 1 || ntasks > kMaxTasks || !run_lock.try_lock()) {
+    if (nthreads > 1 && ntasks <= kMaxTasks && run_lock.try_lock()) {
+      nthreads = std::min(nthreads, EnsureWorkers(nthreads - 1) + 1);
+    }
+    if (nthreads <= 1 || !run_lock.owns_lock()) {
       for (int64_t t = 0; t < ntasks; ++t) call(ctx, t);  // serial (also: nested/concurrent)
       return;
     }
-    EnsureWorkers(nthreads - 1);
     call_ = call;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
@@ -131,12 +143,19 @@ class ThreadPool {
     }
   }
 
-  void EnsureWorkers(int n) {
+  // Called with run_mu_ held. Never throws: a thread the OS refuses
+  // (std::system_error) or memory for its handle (std::bad_alloc) ends the loop.
+  int EnsureWorkers(int n) noexcept {
     while (static_cast<int>(workers_.size()) < n) {
       const uint64_t seen = Gen(state_.load());
-      workers_.emplace_back([this, seen] { Loop(seen); });
+      try {
+        workers_.emplace_back([this, seen] { Loop(seen); });
+      } catch (const std::exception &) {
+        break;
+      }
       workers_.back().detach();
     }
+    return static_cast<int>(workers_.size());
   }
 
   void Loop(uint64_t seen) {

@@ -59,10 +59,9 @@ def _report():
 @pytest.fixture(scope="module", autouse=True)
 def _kernel_settings():
     from mindspore_bn_grad import _native
-    threads, det = _native.get_num_threads(), _native.get_deterministic()
+    threads = _native.get_num_threads()
     yield
     _native.set_num_threads(threads)
-    _native.set_deterministic(det)
 
 
 @_maybe_seed
