@@ -59,7 +59,24 @@ class BatchNormBackward(ops.Custom):
                  "None for an absent optional one)", f"{len(args)}")
         for arg, given in zip(inputs, args):
             _check_tensor_arg(arg, given.get("dtype"))
+        if not self.is_ascend_c:
+            self._note_present([int(_is_tensor(g.get("dtype"))) for g in args])
         return super().__infer__(*args)
+
+    def _note_present(self, present):
+        """Tells the C++ infer which inputs its shape list holds (None ones are left out), so it can
+        check each launch's shapes (csrc/aot_entry.cpp CheckShapes). One primitive used with two
+        None patterns gets [-1]: then only grad_out and input are checked there."""
+        seen = getattr(self, "_present", None)
+        if seen == present or seen == [-1]:
+            return
+        self._present = present if seen is None else [-1]
+        self.add_prim_attr("input_present", self._present)
+
+
+def _is_tensor(dtype):
+    from mindspore.common import dtype as mstype
+    return isinstance(dtype, mstype.TensorType)
 
 
 def _check_tensor_arg(arg, dtype):
