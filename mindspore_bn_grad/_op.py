@@ -59,14 +59,16 @@ class BatchNormBackward(ops.Custom):
                  "None for an absent optional one)", f"{len(args)}")
         for arg, given in zip(inputs, args):
             _check_tensor_arg(arg, given.get("dtype"))
-        if not self.is_ascend_c:
+        if not self.is_ascend_c and any(_is_tensor(g.get("dtype")) and min(g["shape"], default=0) < 0
+                                        for g in args):
             self._note_present([int(_is_tensor(g.get("dtype"))) for g in args])
         return super().__infer__(*args)
 
     def _note_present(self, present):
-        """Tells the C++ infer which inputs its shape list holds (None ones are left out), so it can
-        check each launch's shapes (csrc/aot_entry.cpp CheckShapes). One primitive used with two
-        None patterns gets [-1]: then only grad_out and input are checked there."""
+        """With unknown dims, tells the C++ infer which inputs its shape list holds (None ones are left
+        out): from then on it checks each launch's shapes (csrc/aot_entry.cpp CheckShapes), which only
+        it sees. Set only then, since it runs before this infer and would preempt its errors. One
+        primitive used with two None patterns gets [-1]: then only grad_out and input are checked."""
         seen = getattr(self, "_present", None)
         if seen == present or seen == [-1]:
             return

@@ -197,11 +197,14 @@ bool KnownRank(int ndim, const int64_t *shape) {
 // does not fit raises here, as a clear error, instead of reaching the kernel
 // (whose error code would make MindSpore refuse every later call of the graph).
 // Only known dims are compared. `present` (the prim attribute input_present,
-// one 0/1 per input, set by _op.py) says which inputs the entries are; without
-// it only grad_out and input (entries 0 and 1, required) are checked.
+// one 0/1 per input) says which inputs the entries are. _op.py sets it once
+// the Python infer has seen unknown dims: without it nothing is checked here
+// (the Python infer checks everything, and this runs before it); with [-1]
+// only grad_out and input (entries 0 and 1, required) are checked.
 std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_last, bool training,
                         const std::vector<int64_t> &present) {
   const std::string op = "BatchNormBackward: ";
+  if (present.empty()) return "";
   const int rank = ndims[0];
   const int64_t *full = shapes[0];
   if (!KnownRank(rank, full)) return "";
@@ -275,9 +278,10 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
 // shapes, before every launch with the actual shapes. `ndims`/`shapes` list
 // the tensor inputs present (None inputs are skipped), so only entry 0,
 // grad_out (required), is read. Dtypes and all checks stay in the Python
-// infer, which MindSpore still calls at compile; at a launch the shapes are
-// checked (CheckShapes) and a misfit throws std::invalid_argument, which
-// MindSpore raises in Python as a RuntimeError carrying the message.
+// infer, which MindSpore still calls at compile; with dynamic shapes each
+// launch's shapes are checked (CheckShapes) and a misfit throws
+// std::invalid_argument, which MindSpore raises in Python as a RuntimeError
+// carrying the message.
 std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_t **shapes,
                                                               mindspore::AotExtra *extra) {
   bool channel_last = false, training = true;

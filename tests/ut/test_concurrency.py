@@ -169,12 +169,14 @@ def _py(code, env, timeout=900):
 
 
 def _prebuilt_cache(tmp_path):
-    """A cache directory holding the library this environment builds (copied from the default cache)."""
+    """A cache directory holding the library this environment builds and its digest (copied from
+    the default cache)."""
     from mindspore_bn_grad import _build
     src = _build.library_path()
     cache = tmp_path / "prebuilt"
     cache.mkdir()
-    shutil.copy2(src, cache / src.name)
+    for name in (src.name, src.name + _build.DIGEST_SUFFIX):
+        shutil.copy2(src.with_name(name), cache / name)
     return cache, src.name
 
 
