@@ -511,3 +511,15 @@ def test_wrong_number_of_tensors_is_named(mode, count):
     assert str(info.value) == ("BatchNormBackward: inputs expected 7 tensors (grad_out, input, weight, "
                                "running_mean, running_var, save_mean, save_invstd; None for an absent "
                                f"optional one), got {count}")
+
+
+def test_no_deterministic_switch():
+    """The kernel is always deterministic (test_kernel_direct.py checks bitwise equality across
+    thread counts): there is no switch to document or to forget."""
+    import mindspore_bn_grad as mbg
+    from mindspore_bn_grad import _native
+    for name in ("set_deterministic", "get_deterministic"):
+        assert name not in mbg.__all__ and not hasattr(_native, name)
+        with pytest.raises(AttributeError):
+            getattr(mbg, name)
+    assert not hasattr(_native.lib(), "MsBnGradSetDeterministic")
