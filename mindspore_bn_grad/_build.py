@@ -11,7 +11,8 @@ for the lock and then find the finished library.
 What is loaded is checked first, since loading a library runs its code:
   - the cache directory must be owned by this user and not writable by group
     or others, and every directory above it owned by this user or root and not
-    writable by others (unless sticky, like /tmp): otherwise a clear error;
+    writable by group or others (unless sticky, like /tmp): otherwise a clear
+    error;
   - the library and its digest (<library>.sha256, written by the build) must
     be regular files owned by this user, not writable by others, and the
     library's SHA-256 must match the digest; otherwise the library is rebuilt
@@ -170,7 +171,7 @@ def _private_dir(directory: Path) -> Path:
                                f"by group or others (mode {stat.S_IMODE(st.st_mode):o}){fix}")
     for parent in real.parents:  # whoever may rename a parent may swap the whole directory
         pst = os.stat(parent)
-        if pst.st_uid not in (uid, 0) or (pst.st_mode & 0o002 and not pst.st_mode & stat.S_ISVTX):
+        if pst.st_uid not in (uid, 0) or (pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX):
             raise KernelBuildError(
                 f"BatchNormBackward: the kernel cache directory {real} lies in {parent}, which "
                 f"another user may change (owner uid {pst.st_uid}, mode {stat.S_IMODE(pst.st_mode):o}); "

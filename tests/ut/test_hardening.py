@@ -222,14 +222,17 @@ def test_cache_dir_of_another_user_is_refused(fake_cxx, tmp_path):
     assert fake_cxx.builds() == 0
 
 
-def test_cache_dir_under_a_directory_others_may_change_is_refused(fake_cxx, tmp_path):
+@pytest.mark.parametrize("mode,owner", [(0o777, 0), (0o775, 0), (0o755, OTHER_UID)])
+def test_cache_dir_under_a_directory_others_may_change_is_refused(fake_cxx, tmp_path, mode, owner):
     """Whoever may rename a parent may swap the whole cache; /tmp-like sticky parents are fine."""
     parent = tmp_path / "open"
     parent.mkdir()
-    parent.chmod(0o777)
+    parent.chmod(mode)
+    os.chown(parent, owner, owner)
     out = _build_result({**fake_cxx.env, "MS_BN_GRAD_CACHE_DIR": str(parent / "cache")})
     assert out.startswith(f"ERR BatchNormBackward: the kernel cache directory {parent / 'cache'} lies in "
-                          f"{parent}, which another user may change"), out
+                          f"{parent}, which another user may change (owner uid {owner}, mode {mode:o})"), out
+    os.chown(parent, 0, 0)
     parent.chmod(0o1777)
     out = _build_result({**fake_cxx.env, "MS_BN_GRAD_CACHE_DIR": str(parent / "cache")})
     assert out.startswith("OK "), out
