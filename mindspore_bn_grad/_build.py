@@ -134,7 +134,7 @@ def library_path() -> Path:
     lib = directory / f"{LIB_STEM}_{key}.so"
     if _verified(lib):
         return lib
-    with _lock(directory, key):
+    with _BuildLock(directory, key):
         if _verified(lib):  # another process built it while we waited
             return lib
         _remove_stale_temps(directory, key)
@@ -215,7 +215,7 @@ def _verified(lib: Path) -> bool:
     return hmac.compare_digest(got, want)
 
 
-class _lock:
+class _BuildLock:
     """The build lock of one key: an exclusive flock on <stem>_<key>.lock in the cache directory.
 
     Opened without following a symbolic link and without truncating (a
