@@ -14,11 +14,8 @@ Threads: one parser (Python) for MS_BN_GRAD_NUM_THREADS and set_num_threads;
 C++ never reads the environment; a cap of 4 threads per usable CPU that
 both sides agree on; a thread the OS refuses is a Python exception.
 """
-import ctypes
 import hashlib
 import os
-import resource
-import signal
 import stat
 import subprocess
 import sys
