@@ -14,8 +14,6 @@ _LAZY = {
     "set_target_soc": "._soc",
     "get_target_soc": "._soc",
     "target_soc": "._soc",
-    "set_deterministic": "._native",
-    "get_deterministic": "._native",
     "set_num_threads": "._native",
     "get_num_threads": "._native",
     "convert_batchnorm": ".nn._convert",

@@ -8,24 +8,45 @@ Several processes may build at once: one holds a file lock while it compiles
 into a temporary file that is renamed into place atomically; the others wait
 for the lock and then find the finished library.
 
+What is loaded is checked first, since loading a library runs its code:
+  - the cache directory must be owned by this user and not writable by group
+    or others, and every directory above it owned by this user or root and not
+    writable by group or others (unless sticky, like /tmp): otherwise a clear
+    error;
+  - the library and its digest (<library>.sha256, written by the build) must
+    be regular files owned by this user, not writable by others, and the
+    library's SHA-256 must match the digest; otherwise the library is rebuilt
+    in place (a truncated or damaged file is never handed to dlopen);
+  - the lock file is opened without following a symbolic link or truncating.
+The compiler runs in its own process group, killed when this process dies;
+temporary files of builds killed earlier are removed by the next build.
+
 Environment:
-  MS_BN_GRAD_CXX       C++ compiler (else $CXX, else g++, c++, clang++ on PATH)
+  MS_BN_GRAD_CXX       C++ compiler (else $CXX, else g++, c++, clang++ on PATH);
+                       a compiler named here or in $CXX must exist
   MS_BN_GRAD_CXXFLAGS  extra flags (e.g. sanitizers), part of the cache key
-  MS_BN_GRAD_CACHE_DIR cache directory
+  MS_BN_GRAD_CACHE_DIR cache directory (no ':' in it: MindSpore splits its
+                       'library:function' argument at ':')
 """
+import ctypes
+import errno
 import fcntl
 import functools
 import hashlib
+import hmac
 import os
 import platform
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 LIB_STEM = "libms_bn_grad"
+DIGEST_SUFFIX = ".sha256"
 
 # -D_GLIBCXX_USE_CXX11_ABI=0: MindSpore's ABI (std::string crosses AotExtra).
 BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=native",
@@ -41,11 +62,20 @@ def sources():
 
 
 def find_compiler() -> str:
-    for cand in (os.environ.get("MS_BN_GRAD_CXX"), os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if cand:
-            path = shutil.which(cand)
-            if path:
-                return path
+    for var in ("MS_BN_GRAD_CXX", "CXX"):
+        named = os.environ.get(var)
+        if named:  # a compiler the user named: that one or an error, never another
+            path = shutil.which(named)
+            if path is None:
+                raise KernelBuildError(
+                    f"BatchNormBackward: no C++ compiler found at {var}={named!r} (no executable "
+                    f"of that name on PATH or at that path); point {var} at an installed compiler "
+                    "or unset it")
+            return path
+    for cand in ("g++", "c++", "clang++"):
+        path = shutil.which(cand)
+        if path:
+            return path
     raise KernelBuildError(
         "BatchNormBackward: no C++ compiler found to build the CPU kernel; install one "
         "(Debian/Ubuntu: apt-get install g++) or point MS_BN_GRAD_CXX at it")
@@ -96,36 +126,202 @@ def build_key(compiler: str, cxxflags) -> str:
 
 
 def library_path() -> Path:
-    """Path of the built library (building it if needed)."""
+    """Path of the built library, checked against its digest (building it if needed)."""
     compiler = find_compiler()
     cxxflags = flags()
     key = build_key(compiler, cxxflags)
-    directory = cache_dir()
+    directory = _private_dir(cache_dir())
     lib = directory / f"{LIB_STEM}_{key}.so"
-    if lib.exists():
+    if _verified(lib):
         return lib
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        lock = open(directory / f"{LIB_STEM}_{key}.lock", "w")
-    except OSError as e:
-        raise KernelBuildError(
-            f"BatchNormBackward: cannot write the kernel cache directory {directory} ({e}); "
-            "set MS_BN_GRAD_CACHE_DIR to a writable directory") from e
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if lib.exists():  # another process built it while we waited
+    with _BuildLock(directory, key):
+        if _verified(lib):  # another process built it while we waited
             return lib
-        fd, tmp = tempfile.mkstemp(prefix=f".{LIB_STEM}_{key}.", suffix=".so", dir=directory)
-        os.close(fd)
-        cmd = [compiler, *cxxflags, *[str(s) for s in sources() if s.suffix == ".cpp"], "-o", tmp]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                raise KernelBuildError(
-                    "BatchNormBackward: building the CPU kernel failed:\n  "
-                    + " ".join(shlex.quote(c) for c in cmd) + "\n" + proc.stderr[-4000:])
-            os.replace(tmp, lib)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _remove_stale_temps(directory, key)
+        _compile(compiler, cxxflags, directory, key, lib)
     return lib
+
+
+def _cache_error(directory, what):
+    return KernelBuildError(f"BatchNormBackward: cannot write the kernel cache directory {directory} "
+                            f"({what}); set MS_BN_GRAD_CACHE_DIR to a writable directory")
+
+
+def _private_dir(directory: Path) -> Path:
+    """`directory`, created if missing, after checking nobody else can place files in it."""
+    if ":" in str(directory):
+        raise KernelBuildError(
+            f"BatchNormBackward: the kernel cache directory {directory} contains ':', which "
+            "MindSpore cannot load a kernel from (it splits ops.Custom's 'library:function' at "
+            "':'); set MS_BN_GRAD_CACHE_DIR to a path without ':'")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        real = directory.resolve(strict=True)
+        st = os.stat(real)
+    except OSError as e:
+        raise _cache_error(directory, e) from e
+    uid = os.geteuid()
+    fix = (f"; the CPU kernel is loaded from there, so only you may write to it: run "
+           f"`chmod go-w {real}` or set MS_BN_GRAD_CACHE_DIR to a directory of your own")
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+        raise KernelBuildError(f"BatchNormBackward: the kernel cache directory {real} is not a "
+                               f"directory owned by you (uid {uid}; owner uid {st.st_uid}){fix}")
+    if st.st_mode & 0o022:
+        raise KernelBuildError(f"BatchNormBackward: the kernel cache directory {real} is writable "
+                               f"by group or others (mode {stat.S_IMODE(st.st_mode):o}){fix}")
+    for parent in real.parents:  # whoever may rename a parent may swap the whole directory
+        pst = os.stat(parent)
+        if pst.st_uid not in (uid, 0) or (pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX):
+            raise KernelBuildError(
+                f"BatchNormBackward: the kernel cache directory {real} lies in {parent}, which "
+                f"another user may change (owner uid {pst.st_uid}, mode {stat.S_IMODE(pst.st_mode):o}); "
+                "set MS_BN_GRAD_CACHE_DIR to a directory of your own")
+    return directory
+
+
+def _open_private(path: Path):
+    """A binary file object for `path` if it is a regular file of ours that only we may write, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:  # missing, a symbolic link (ELOOP), unreadable
+        return None
+    f = os.fdopen(fd, "rb")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        f.close()
+        return None
+    return f
+
+
+def _sha256(f) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _verified(lib: Path) -> bool:
+    """True when `lib` and its digest are private files of ours and the digest matches."""
+    f = _open_private(lib)
+    if f is None:
+        return False
+    with f:
+        got = _sha256(f)
+    d = _open_private(lib.with_name(lib.name + DIGEST_SUFFIX))
+    if d is None:
+        return False
+    with d:
+        want = d.read(200).decode("ascii", "replace").strip()
+    return hmac.compare_digest(got, want)
+
+
+class _BuildLock:
+    """The build lock of one key: an exclusive flock on <stem>_<key>.lock in the cache directory.
+
+    Opened without following a symbolic link and without truncating (a
+    planted link could otherwise truncate the file it points to)."""
+
+    def __init__(self, directory, key):
+        path = directory / f"{LIB_STEM}_{key}.lock"
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise KernelBuildError(f"BatchNormBackward: the kernel build lock {path} is a symbolic "
+                                       "link; remove it (the cache directory holds only files this "
+                                       "package writes)") from e
+            raise _cache_error(directory, e) from e
+        st = os.fstat(self.fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            os.close(self.fd)
+            raise KernelBuildError(f"BatchNormBackward: the kernel build lock {path} is not a regular "
+                                   "file of yours; remove it")
+
+    def __enter__(self):
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
+
+
+def _remove_stale_temps(directory: Path, key: str) -> None:
+    """Removes temporary files of builds that were killed: ours (we hold the key's lock) and any
+    other key's whose lock nobody holds."""
+    prefix = f".{LIB_STEM}_"
+    for p in directory.iterdir():
+        if not (p.name.startswith(prefix) and p.name.endswith((".so", DIGEST_SUFFIX))):
+            continue
+        other = p.name[len(prefix):].split(".", 1)[0]
+        if other != key and _build_in_progress(directory, other):
+            continue
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def _build_in_progress(directory: Path, key: str) -> bool:
+    try:
+        fd = os.open(directory / f"{LIB_STEM}_{key}.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # a builder creates its lock before its temporary files
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+# Runs the compiler as "$@" in a process group of its own whose leader kills
+# the whole group (compiler driver, cc1plus, as, ld) when it gets SIGTERM,
+# which _die_with_parent asks the kernel to send when this process dies.
+_GROUP_GUARD = 'trap "kill -KILL 0" TERM HUP; "$@" & wait $!'
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(libc, parent):
+    def preexec():  # in the child, between fork and exec: no Python objects beyond these
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
+    stem = f".{LIB_STEM}_{key}."
+    fd, tmp = tempfile.mkstemp(prefix=stem, suffix=".so", dir=directory)
+    os.close(fd)
+    dfd, dtmp = tempfile.mkstemp(prefix=stem, suffix=DIGEST_SUFFIX, dir=directory)
+    cmd = [compiler, *cxxflags, *[str(s) for s in sources() if s.suffix == ".cpp"], "-o", tmp]
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", _GROUP_GUARD, "sh", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=_die_with_parent(ctypes.CDLL(None), os.getpid()))
+        try:
+            _, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:  # timeout, KeyboardInterrupt: take the compiler down with us
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc.returncode != 0:
+            raise KernelBuildError(
+                "BatchNormBackward: building the CPU kernel failed:\n  "
+                + " ".join(shlex.quote(c) for c in cmd) + "\n" + err[-4000:])
+        os.chmod(tmp, 0o755)
+        with open(tmp, "rb") as f:
+            digest = _sha256(f)
+        with os.fdopen(dfd, "w") as d:
+            dfd = None
+            d.write(digest + "\n")
+        os.chmod(dtmp, 0o644)
+        os.replace(tmp, lib)
+        os.replace(dtmp, lib.with_name(lib.name + DIGEST_SUFFIX))
+    finally:
+        if dfd is not None:
+            os.close(dfd)
+        for t in (tmp, dtmp):
+            if os.path.exists(t):
+                os.unlink(t)

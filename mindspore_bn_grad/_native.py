@@ -6,79 +6,108 @@ the same library instance, so settings made here apply to MindSpore's calls.
 """
 import ctypes
 import functools
+import numbers
 import os
+import re
 
 import numpy as np
 
-from ._build import library_path
+from ._build import KernelBuildError, library_path
 
 # Error codes of csrc/aot_entry.cpp
 ERRORS = {1: "wrong parameter count", 2: "unsupported dtype", 3: "unsupported rank",
           4: "shapes do not fit together", 5: "a required tensor is missing",
-          6: "element count overflows int64", 7: "kernel failed"}
+          6: "element count overflows int64", 7: "kernel failed", 8: "thread count out of range",
+          9: "the OS refused to start a thread"}
 
-_settings = {"num_threads": None, "deterministic": True}
+# The thread cap: this many threads per usable CPU (csrc/bn_backward.h kThreadsPerCpu; a test
+# checks they agree). More only adds switching and memory.
+THREADS_PER_CPU = 4
+
+_settings = {"num_threads": None}
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), as the C++ side counts them."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def max_threads() -> int:
+    return THREADS_PER_CPU * usable_cpus()
+
+
+def _check_threads(n, name: str) -> int:
+    """The one rule for a thread count (set_num_threads, MS_BN_GRAD_NUM_THREADS); C++ gets the result."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"BatchNormBackward: {name} expected a positive int, got {n!r}")
+    n = int(n)  # NumPy integers too
+    cap = max_threads()
+    if not 1 <= n <= cap:
+        raise ValueError(f"BatchNormBackward: {name} expected an integer in 1..{cap} (at most "
+                         f"{THREADS_PER_CPU} threads for each of the {usable_cpus()} CPUs this "
+                         f"process may use), got {n}")
+    return n
 
 
 def _default_threads() -> int:
-    env = os.environ.get("MS_BN_GRAD_NUM_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"BatchNormBackward: MS_BN_GRAD_NUM_THREADS expected a positive "
-                             f"integer, got {env!r}") from None
-        if n >= 1:
-            return n
-        raise ValueError(f"BatchNormBackward: MS_BN_GRAD_NUM_THREADS expected a positive integer, got {env!r}")
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    env = os.environ.get("MS_BN_GRAD_NUM_THREADS", "").strip()
+    if not env:
+        return usable_cpus()
+    if not re.fullmatch(r"\+?[0-9]+", env):
+        raise ValueError(f"BatchNormBackward: MS_BN_GRAD_NUM_THREADS expected a positive integer, "
+                         f"got {env!r}")
+    return _check_threads(int(env), "MS_BN_GRAD_NUM_THREADS")
+
+
+def _apply_threads(handle, n: int) -> None:
+    rc = handle.MsBnGradSetNumThreads(n)
+    if rc == 9:
+        raise RuntimeError(f"BatchNormBackward: num_threads expected a thread count the system can "
+                           f"start, got {n}: the OS refused to start a thread (see ulimit -u and "
+                           f"memory limits); the previous setting, {handle.MsBnGradGetNumThreads()}, "
+                           "stays")
+    check_rc(rc)
 
 
 @functools.lru_cache(maxsize=None)
 def lib():
     """The loaded library, with the current settings applied."""
-    handle = ctypes.CDLL(str(library_path()))
+    threads = get_num_threads()  # a bad MS_BN_GRAD_NUM_THREADS fails before anything is built
+    path = library_path()  # checked against its digest: never a damaged file into dlopen
+    try:
+        handle = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise KernelBuildError(f"BatchNormBackward: cannot load the CPU kernel library {path} ({e}); "
+                               f"delete it to have it rebuilt") from e
     handle.MsBnGradDirect.restype = ctypes.c_int
     handle.MsBnGradDirect.argtypes = [
         ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
         ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
         ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     handle.MsBnGradSetNumThreads.argtypes = [ctypes.c_int]
-    handle.MsBnGradSetDeterministic.argtypes = [ctypes.c_int]
-    handle.MsBnGradSetNumThreads(_settings["num_threads"] or _default_threads())
-    handle.MsBnGradSetDeterministic(int(_settings["deterministic"]))
+    handle.MsBnGradSetNumThreads.restype = ctypes.c_int
+    _apply_threads(handle, threads)
     return handle
 
 
 def aot_func() -> str:
-    """`func` argument of ops.Custom for the CPU kernel."""
-    return f"{library_path()}:BatchNormBackward"
+    """`func` argument of ops.Custom for the CPU kernel: the library lib() checked and loaded
+    (MindSpore's dlopen of the same path gets that same instance)."""
+    return f"{lib()._name}:BatchNormBackward"
 
 
 def set_num_threads(n: int) -> None:
-    """Threads the CPU kernel uses (default: MS_BN_GRAD_NUM_THREADS, else all CPUs of this process)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"BatchNormBackward: num_threads expected a positive int, got {n!r}")
-    _settings["num_threads"] = n
+    """Threads the CPU kernel uses, 1..4 per usable CPU (default: MS_BN_GRAD_NUM_THREADS, else
+    the CPUs this process may use). The threads are started here: an OS that refuses one raises
+    RuntimeError and keeps the previous setting."""
+    n = _check_threads(n, "num_threads")
     if lib.cache_info().currsize:
-        lib().MsBnGradSetNumThreads(n)
+        _apply_threads(lib(), n)
+    _settings["num_threads"] = n
 
 
 def get_num_threads() -> int:
     return _settings["num_threads"] or _default_threads()
-
-
-def set_deterministic(flag: bool = True) -> None:
-    """Deterministic mode (default on): bitwise-identical results for any thread count."""
-    if not isinstance(flag, (bool, np.bool_)):
-        raise TypeError(f"BatchNormBackward: deterministic expected a bool, got {flag!r}")
-    _settings["deterministic"] = bool(flag)
-    if lib.cache_info().currsize:
-        lib().MsBnGradSetDeterministic(int(flag))
-
-
-def get_deterministic() -> bool:
-    return _settings["deterministic"]
 
 
 _NP_DTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",

@@ -53,9 +53,32 @@ class BatchNormBackward(ops.Custom):
         # GRAPH mode hands non-Tensor arguments (lists, NumPy arrays, Python
         # scalars) to the infer step as nested shapes or scalar types: reject
         # them by name before the shape checks misread them.
-        for arg, given in zip(load_opdef().inputs, args):
+        inputs = load_opdef().inputs
+        if len(args) != len(inputs):  # else a missing one reads as None, an extra one reaches the kernel
+            fail(TypeError, "inputs", f"{len(inputs)} tensors ({', '.join(a.name for a in inputs)}; "
+                 "None for an absent optional one)", f"{len(args)}")
+        for arg, given in zip(inputs, args):
             _check_tensor_arg(arg, given.get("dtype"))
+        if not self.is_ascend_c and any(_is_tensor(g.get("dtype")) and min(g["shape"], default=0) < 0
+                                        for g in args):
+            self._note_present([int(_is_tensor(g.get("dtype"))) for g in args])
         return super().__infer__(*args)
+
+    def _note_present(self, present):
+        """With unknown dims, tells the C++ infer which inputs its shape list holds (None ones are left
+        out): from then on it checks each launch's shapes (csrc/aot_entry.cpp CheckShapes), which only
+        it sees. Set only then, since it runs before this infer and would preempt its errors. One
+        primitive used with two None patterns gets [-1]: then only grad_out and input are checked."""
+        seen = getattr(self, "_present", None)
+        if seen == present or seen == [-1]:
+            return
+        self._present = present if seen is None else [-1]
+        self.add_prim_attr("input_present", self._present)
+
+
+def _is_tensor(dtype):
+    from mindspore.common import dtype as mstype
+    return isinstance(dtype, mstype.TensorType)
 
 
 def _check_tensor_arg(arg, dtype):

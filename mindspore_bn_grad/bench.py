@@ -328,7 +328,6 @@ def run(args):
     from . import _native
     threads = args.threads or _native.get_num_threads()
     _native.set_num_threads(threads)
-    _native.set_deterministic(True)
     reps = 5 if args.quick else args.reps
     try:
         import torch  # noqa: F401

@@ -18,7 +18,7 @@ namespace aot {
 // Error codes returned to the caller (also listed in _native.py).
 enum Error {
   kOk = 0, kBadParamCount = 1, kBadDtype = 2, kBadRank = 3, kBadShape = 4,
-  kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7,
+  kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7, kBadThreadCount = 8, kThreadStartFailed = 9,
 };
 
 inline DType ParseDtype(const char *s) {

@@ -4,12 +4,13 @@
 //   BatchNormBackwardInferShape               : output shapes for MindSpore (see below)
 //   MsBnGradDirect                            : the same kernel called without MindSpore
 //                                               (ctypes: benchmarks, tests, sanitizers)
-//   MsBnGrad{Set,Get}{NumThreads,Deterministic}: runtime settings
+//   MsBnGrad{Set,Get}NumThreads                : the thread count (set by _native.py)
 //
 // Both kernel entries share ParseCall, which checks every shape and dtype it
 // is handed against the others before any memory is touched: a call that
 // does not fit returns a nonzero code instead of reading out of bounds.
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ using namespace aot;  // NOLINT: the shared entry-point helpers
 enum Slot { GRAD_OUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD,
             GRAD_INPUT, GRAD_WEIGHT, GRAD_BIAS, NUM_SLOTS };
 constexpr int kNumInputs = GRAD_INPUT;
+const char *const kInputNames[kNumInputs] = {"grad_out", "input", "weight", "running_mean",
+                                             "running_var", "save_mean", "save_invstd"};
 
 struct Attrs {
   bool training = true;
@@ -117,15 +120,7 @@ int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const cha
   return kOk;
 }
 
-int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-        const Attrs &attrs) {
-  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
-    return kBadParamCount;
-  }
-  BnBackwardArgs a;
-  int64_t numel = 0;
-  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
-  if (rc != kOk) return rc;
+int Compute(BnBackwardArgs &a, int64_t numel) {
   // Masked outputs come back zero-filled with their normal shape. A masked
   // grad_input is zeroed by the kernel in the sweep that reads x and dy when
   // it computes grad_weight or grad_bias, else here.
@@ -139,6 +134,22 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   }
   if (!(a.mask[0] || a.mask[1] || a.mask[2]) || a.channels == 0) return kOk;
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
+}
+
+int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+        const Attrs &attrs) {
+  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
+    return kBadParamCount;
+  }
+  BnBackwardArgs a;
+  int64_t numel = 0;
+  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
+  if (rc != kOk) return rc;
+  try {
+    return Compute(a, numel);
+  } catch (...) {  // std::bad_alloc: an error code, never an exception into the caller
+    return kKernelFailed;
+  }
 }
 
 
@@ -165,6 +176,75 @@ std::vector<std::vector<int64_t>> InferShapes(int ndim, const int64_t *shape, bo
     full = {kUnknownRank};
   }
   return {full, {channels}, {channels}};
+}
+
+std::string FormatShape(int ndim, const int64_t *shape) {
+  std::string s = "(";
+  for (int i = 0; i < ndim; ++i) {
+    if (i > 0) s += ", ";
+    s += shape[i] == kUnknownDim ? std::string("?") : std::to_string(shape[i]);
+  }
+  return s + (ndim == 1 ? ",)" : ")");
+}
+
+bool KnownRank(int ndim, const int64_t *shape) {
+  for (int i = 0; i < ndim; ++i) if (shape[i] == kUnknownRank) return false;
+  return true;
+}
+
+// The checks of the Python infer (_infer.py) on the shapes MindSpore hands the
+// C++ infer, which with dynamic shapes runs before every launch: a call that
+// does not fit raises here, as a clear error, instead of reaching the kernel
+// (whose error code would make MindSpore refuse every later call of the graph).
+// Only known dims are compared. `present` (the prim attribute input_present,
+// one 0/1 per input) says which inputs the entries are. _op.py sets it once
+// the Python infer has seen unknown dims: without it nothing is checked here
+// (the Python infer checks everything, and this runs before it); with [-1]
+// only grad_out and input (entries 0 and 1, required) are checked.
+std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_last, bool training,
+                        const std::vector<int64_t> &present) {
+  const std::string op = "BatchNormBackward: ";
+  if (present.empty()) return "";
+  const int rank = ndims[0];
+  const int64_t *full = shapes[0];
+  if (!KnownRank(rank, full)) return "";
+  if (rank < 2 || rank > 8) {
+    return op + "grad_out expected rank 2..8, got rank " + std::to_string(rank);
+  }
+  if (KnownRank(ndims[1], shapes[1])) {
+    bool same = ndims[1] == rank;
+    for (int i = 0; same && i < rank; ++i) {
+      same = full[i] == kUnknownDim || shapes[1][i] == kUnknownDim || full[i] == shapes[1][i];
+    }
+    if (!same) {
+      return op + "input expected the shape of grad_out " + FormatShape(rank, full) + ", got " +
+             FormatShape(ndims[1], shapes[1]);
+    }
+  }
+  if (present.size() != kNumInputs || present[GRAD_OUT] == 0 || present[INPUT] == 0) return "";
+  const int caxis = channel_last ? rank - 1 : 1;
+  int64_t channels = full[caxis];
+  if (channels == kUnknownDim && ndims[1] == rank && KnownRank(ndims[1], shapes[1])) channels = shapes[1][caxis];
+  int entry = 2;
+  for (int slot = WEIGHT; slot < kNumInputs; ++slot) {
+    if (present[slot] == 0) continue;
+    const int nd = ndims[entry];
+    const int64_t *shape = shapes[entry];
+    ++entry;
+    if (!KnownRank(nd, shape)) continue;
+    if (nd != 1) {
+      return op + kInputNames[slot] + " expected a 1-D (C,) tensor, got shape " + FormatShape(nd, shape);
+    }
+    const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);
+    if (shape[0] == kUnknownDim || (shape[0] == 0 && empty_ok)) continue;
+    if (channels == kUnknownDim) {
+      channels = shape[0];
+    } else if (shape[0] != channels) {
+      return op + kInputNames[slot] + " expected length " + std::to_string(channels) +
+             " (the channel count of input), got length " + std::to_string(shape[0]);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -198,14 +278,22 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
 // shapes, before every launch with the actual shapes. `ndims`/`shapes` list
 // the tensor inputs present (None inputs are skipped), so only entry 0,
 // grad_out (required), is read. Dtypes and all checks stay in the Python
-// infer, which MindSpore still calls at compile.
+// infer, which MindSpore still calls at compile; with dynamic shapes each
+// launch's shapes are checked (CheckShapes) and a misfit throws
+// std::invalid_argument, which MindSpore raises in Python as a RuntimeError
+// carrying the message.
 std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_t **shapes,
                                                               mindspore::AotExtra *extra) {
-  bool channel_last = false;
-  if (extra != nullptr && extra->HasAttr("layout")) {
-    channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
+  bool channel_last = false, training = true;
+  std::vector<int64_t> present;
+  if (extra != nullptr) {
+    if (extra->HasAttr("layout")) channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
+    if (extra->HasAttr("training")) training = extra->Attr<bool>("training");
+    if (extra->HasAttr("input_present")) present = extra->Attr<std::vector<int64_t>>("input_present");
   }
   if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
+  const std::string error = bn_grad::CheckShapes(ndims, shapes, channel_last, training, present);
+  if (!error.empty()) throw std::invalid_argument(error);
   return bn_grad::InferShapes(ndims[0], shapes[0], channel_last);
 }
 
@@ -244,9 +332,13 @@ int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, cons
   return bn_grad::Run(nparam, params, ndims, shapes, dtypes, at);
 }
 
-void MsBnGradSetNumThreads(int n) { bn_grad::SetNumThreads(n); }
+// n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by _native.py.
+int MsBnGradSetNumThreads(int n) {
+  using namespace bn_grad::aot;  // NOLINT
+  if (n < 1 || n > bn_grad::MaxThreads()) return kBadThreadCount;
+  return bn_grad::SetNumThreads(n) ? kOk : kThreadStartFailed;
+}
+int MsBnGradMaxThreads() { return bn_grad::MaxThreads(); }
 int MsBnGradGetNumThreads() { return bn_grad::GetNumThreads(); }
-void MsBnGradSetDeterministic(int on) { bn_grad::SetDeterministic(on != 0); }
-int MsBnGradGetDeterministic() { return bn_grad::GetDeterministic() ? 1 : 0; }
 
 }  // extern "C"

@@ -46,15 +46,16 @@ struct BnBackwardArgs {
 // arguments it cannot honour (the Python layer rejects those earlier).
 int BnBackward(const BnBackwardArgs &args);
 
-// Thread count used by BnBackward (>= 1). Default: MS_BN_GRAD_NUM_THREADS,
-// else the number of CPUs this process may run on.
-void SetNumThreads(int n);
+// Thread count used by BnBackward, 1..MaxThreads(). Default: the CPUs this
+// process may run on. The MS_BN_GRAD_NUM_THREADS variable is parsed in one
+// place, _native.py, which passes the number here (through
+// MsBnGradSetNumThreads). SetNumThreads starts the pool threads at once and
+// returns false, keeping the previous setting, when the OS refuses one.
+constexpr int kThreadsPerCpu = 4;
+int UsableCpus();
+inline int MaxThreads() { return kThreadsPerCpu * UsableCpus(); }
+bool SetNumThreads(int n);
 int GetNumThreads();
-
-// Deterministic mode (default on): bitwise-identical results run to run and
-// for any thread count.
-void SetDeterministic(bool on);
-bool GetDeterministic();
 
 }  // namespace bn_grad
 

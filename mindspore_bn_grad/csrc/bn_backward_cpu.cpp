@@ -20,8 +20,8 @@
 //
 // Determinism: tile boundaries depend on the shape only, and every sum is
 // combined in a fixed order, so results are bitwise identical for any thread
-// count and run to run. This costs nothing measurable, so the
-// non-deterministic mode (SetDeterministic(false)) computes the same way.
+// count and run to run. This costs nothing measurable, so there is no
+// non-deterministic mode.
 //
 // Stores: dx goes around the cache (non-temporal) once x + dy + dx no longer
 // fits it (dx >= kStreamMinBytes, row runs >= kStreamMinRun). A masked
@@ -71,21 +71,7 @@ constexpr int64_t kStreamMinBytes = 4 << 20; // dx at least this big (x + dy + d
 constexpr int64_t kStreamMinRun = 2048;      // ...on row-path runs of at least this many bytes
                                              // (short runs leave partial lines: far slower)
 
-int DefaultThreads() {
-  if (const char *env = std::getenv("MS_BN_GRAD_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n >= 1) return n;
-  }
-  return 1;
-}
-
-std::atomic<int> g_num_threads{DefaultThreads()};
-std::atomic<bool> g_deterministic{true};
+std::atomic<int> g_num_threads{UsableCpus()};
 
 // ---------------------------------------------------------------- element I/O
 
@@ -859,9 +845,22 @@ int BnBackward(const BnBackwardArgs &a) {
   return rc;
 }
 
-void SetNumThreads(int n) { g_num_threads.store(n < 1 ? 1 : n); }
+int UsableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n >= 1) return n;
+  }
+  return 1;
+}
+
+bool SetNumThreads(int n) {
+  n = std::max(1, std::min(n, MaxThreads()));
+  if (ThreadPool::Global().Reserve(n - 1) < n - 1) return false;
+  g_num_threads.store(n);
+  return true;
+}
+
 int GetNumThreads() { return g_num_threads.load(); }
-void SetDeterministic(bool on) { g_deterministic.store(on); }
-bool GetDeterministic() { return g_deterministic.load(); }
 
 }  // namespace bn_grad

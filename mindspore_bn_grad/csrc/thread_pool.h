@@ -11,9 +11,11 @@
 // determinism, make the tasks depend only on the problem, e.g. with
 // StaticRange, never on the thread count).
 //
-// Pool threads are created on first need and kept. Nothing spins for long
-// inside a framework: MindSpore runs its own kernels on the same cores
-// between our calls, and a spinning thread takes a core from them.
+// Pool threads are created on first need (or by Reserve) and kept; if the OS
+// refuses one, Run goes on with the threads it has (results do not depend on
+// the thread count) and Reserve reports it. Nothing spins for long inside a
+// framework: MindSpore runs its own kernels on the same cores between our
+// calls, and a spinning thread takes a core from them.
 //  * After a job, pool threads poll for the next one only while calls come
 //    back to back (the last gap between two jobs was under kSpinTime, as in
 //    a benchmark loop); otherwise they sleep at once.
@@ -35,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -80,6 +83,13 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     return *p;
   }
 
+  // Starts pool threads until there are n; returns how many there are (fewer
+  // when the OS refuses to start one).
+  int Reserve(int n) {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    return EnsureWorkers(n);
+  }
+
   // fn(task) for task in [0, ntasks) (ntasks <= kMaxTasks), on up to nthreads threads.
   template <class F>
   void Run(int64_t ntasks, int nthreads, F &&fn) {
@@ -110,11 +120,13 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     if (ntasks <= 0) return;
     nthreads = static_cast<int>(std::min<int64_t>(nthreads, ntasks));
     std::unique_lock<std::mutex> run_lock(run_mu_, std::defer_lock);
-    if (nthreads <= 1 || ntasks > kMaxTasks || !run_lock.try_lock()) {
+    if (nthreads > 1 && ntasks <= kMaxTasks && run_lock.try_lock()) {
+      nthreads = std::min(nthreads, EnsureWorkers(nthreads - 1) + 1);
+    }
+    if (nthreads <= 1 || !run_lock.owns_lock()) {
       for (int64_t t = 0; t < ntasks; ++t) call(ctx, t);  // serial (also: nested/concurrent)
       return;
     }
-    EnsureWorkers(nthreads - 1);
     call_ = call;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
@@ -170,12 +182,19 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     }
   }
 
-  void EnsureWorkers(int n) {
+  // Called with run_mu_ held. Never throws: a thread the OS refuses
+  // (std::system_error) or memory for its handle (std::bad_alloc) ends the loop.
+  int EnsureWorkers(int n) noexcept {
     while (static_cast<int>(workers_.size()) < n) {
       const uint64_t seen = Gen(state_.load());
-      workers_.emplace_back([this, seen] { Loop(seen); });
+      try {
+        workers_.emplace_back([this, seen] { Loop(seen); });
+      } catch (const std::exception &) {
+        break;
+      }
       workers_.back().detach();
     }
+    return static_cast<int>(workers_.size());
   }
 
   void Loop(uint64_t seen) {

@@ -210,13 +210,14 @@ def run_direct_case(case):
     compare(case, got, q, odt)
 
 
-def run_pynative_case(case):
-    """Through batch_norm_backward (PYNATIVE): dtypes, shapes and values of all three outputs."""
+def run_pynative_case(case, mode="pynative"):
+    """Through batch_norm_backward (PYNATIVE), or the primitive in a compiled Cell (mode="graph"):
+    dtypes, shapes and values of all three outputs."""
     import mindspore as ms
     from _harness import run
     arrays = make_case_arrays(case)
     dtypes = case.dtypes()
-    outs = run("pynative", arrays, dtypes, **case.attrs())
+    outs = run(mode, arrays, dtypes, **case.attrs())
     q = {n: quantize(arrays.get(n), dtypes.get(n, case.act)) for n in NAMES}
     got = []
     for o, dt in zip(outs, case.out_dtypes()):

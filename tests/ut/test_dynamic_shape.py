@@ -6,6 +6,7 @@ BatchNormBackwardInferShape), values are checked against the float64
 reference, and what is known at compile is still checked by the Python infer.
 """
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -228,3 +229,64 @@ def test_cpp_infer_agrees_with_yaml_infer(shape, fmt):
     attrs = dict(training=False, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
     py = infer_shapes({"grad_out": list(shape), "input": [-2]}, attrs)
     assert _cpp_infer(list(shape), fmt == "NHWC") == py
+
+
+# --- run-time rejection: shapes that only a launch reveals ------------------------------------
+
+def _launch_error(cell, arrays):
+    with pytest.raises(RuntimeError) as info:
+        outs = cell(*[ms_tensor(arrays.get(n), "float32") for n in NAMES])
+        [o.asnumpy() for o in outs]
+    return str(info.value)
+
+
+@pytest.mark.parametrize("jit_level", ["O0", "O2"])
+@pytest.mark.parametrize("name,shape,msg", [
+    ("input", (2, 3, 5), r"input expected the shape of grad_out \(2, 3, 4\), got \(2, 3, 5\)"),
+    ("input", (2, 3, 4, 1), r"input expected the shape of grad_out \(2, 3, 4\), got \(2, 3, 4, 1\)"),
+    ("weight", (4,), r"weight expected length 3 \(the channel count of input\), got length 4"),
+    ("save_invstd", (2,), r"save_invstd expected length 3 \(the channel count of input\), got length 2"),
+    ("grad_out", (2, 3, 4) + (1,) * 6, r"grad_out expected rank 2\.\.8, got rank 9"),
+])
+def test_run_time_shape_mismatch_is_a_clear_error_before_the_kernel(graph_mode, jit_level, name, shape, msg):
+    """With unknown dims, a call whose shapes do not fit is rejected by the C++ infer that runs
+    before every launch, with the Python infer's words, naming the argument; never by the
+    kernel's error code. MindSpore then refuses later calls of that graph (README); a new cell
+    over the same primitive works."""
+    import mindspore_bn_grad as mbg
+    graph_mode.set_context(jit_config={"jit_level": jit_level})
+    op = mbg.BatchNormBackward()
+    present = ("weight", "save_mean", "save_invstd")
+
+    def placeholders():
+        ph = _set_inputs(None if name == "grad_out" else [None, None, None], present)
+        if name == "input":
+            ph[1] = _dyn(None)
+        return ph
+
+    cell = _graph_cell(op, placeholders())
+    good = make_arrays((2, 3, 4), seed=1, running=False)
+    _run_and_check(cell, good, "float32", dict(training=True))
+    bad = dict(good)
+    bad[name] = np.ones(shape)
+    if name == "grad_out":
+        bad["input"] = np.ones(shape)
+    err = _launch_error(cell, bad)
+    assert re.search("BatchNormBackward: " + msg, err), err
+    assert "Return value from CPU AOT kernel" not in err
+    _run_and_check(_graph_cell(op, placeholders()), good, "float32", dict(training=True))
+
+
+def test_run_time_check_with_none_inputs_and_empty_saved_stats(graph_mode):
+    """Which inputs are None decides which shape is which: inference without weight, (0,) saved stats."""
+    import mindspore_bn_grad as mbg
+    attrs = dict(training=False, eps=1e-5, output_mask=(True, True, True), data_format="NCHW")
+    op = mbg.BatchNormBackward(**attrs)
+    present = ("running_mean", "running_var", "save_mean", "save_invstd")
+    cell = _graph_cell(op, _set_inputs([None, None, None], present))
+    arrays = make_arrays((2, 5, 3), seed=4, weight=False)
+    arrays["save_mean"] = arrays["save_invstd"] = np.zeros(0)
+    _run_and_check(cell, arrays, "float32", attrs)
+    arrays["running_var"] = np.ones(4)
+    err = _launch_error(cell, arrays)
+    assert "BatchNormBackward: running_var expected length 5 (the channel count of input), got length 4" in err

@@ -10,11 +10,12 @@ See _fuzz_cases.py for the generator.
 
 Profiles (hypothesis settings):
   default         - derandomized (the same cases on every run, so CI is
-                    reproducible), a few hundred direct-kernel cases and a
-                    few dozen through MindSpore PYNATIVE, well under a minute.
-  MS_BN_GRAD_FUZZ=long - 10,000 direct-kernel cases (plus 500 PYNATIVE),
-                    random unless MS_BN_GRAD_FUZZ_SEED is set; prints the
-                    number of cases run.
+                    reproducible), a few hundred direct-kernel cases, a few
+                    dozen through MindSpore PYNATIVE and a few in GRAPH mode
+                    (each compiles a graph), well under a minute.
+  MS_BN_GRAD_FUZZ=long - 10,000 direct-kernel cases (plus 500 PYNATIVE and
+                    200 GRAPH), random unless MS_BN_GRAD_FUZZ_SEED is set;
+                    prints the number of cases run.
 A failure prints the shrunk case (shape, dtypes, attributes, seed); it
 replays with `run_direct_case(Case(...))`.
 """
@@ -33,14 +34,16 @@ _COMMON = dict(deadline=None, database=None, print_blob=True,
 if LONG:
     DIRECT = settings(max_examples=10_000, derandomize="MS_BN_GRAD_FUZZ_SEED" not in os.environ, **_COMMON)
     PYNATIVE = settings(max_examples=500, derandomize="MS_BN_GRAD_FUZZ_SEED" not in os.environ, **_COMMON)
+    GRAPH = settings(max_examples=200, derandomize="MS_BN_GRAD_FUZZ_SEED" not in os.environ, **_COMMON)
     MAX_ELEMS = 60_000
 else:
     DIRECT = settings(max_examples=250, derandomize=True, **_COMMON)
     PYNATIVE = settings(max_examples=30, derandomize=True, **_COMMON)
+    GRAPH = settings(max_examples=5, derandomize=True, **_COMMON)
     MAX_ELEMS = 20_000
 
 _SEED = int(os.environ.get("MS_BN_GRAD_FUZZ_SEED", "0"))
-_counts = {"direct": 0, "pynative": 0}
+_counts = {"direct": 0, "pynative": 0, "graph": 0}
 
 
 def _maybe_seed(fn):
@@ -53,16 +56,15 @@ def _report():
     yield
     if LONG:
         print(f"\n[fuzz] long profile: {_counts['direct']} direct cases, {_counts['pynative']} "
-              f"PYNATIVE cases, {time.time() - t0:.0f} s")
+              f"PYNATIVE cases, {_counts['graph']} GRAPH cases, {time.time() - t0:.0f} s")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _kernel_settings():
     from mindspore_bn_grad import _native
-    threads, det = _native.get_num_threads(), _native.get_deterministic()
+    threads = _native.get_num_threads()
     yield
     _native.set_num_threads(threads)
-    _native.set_deterministic(det)
 
 
 @_maybe_seed
@@ -89,3 +91,12 @@ def test_pynative_matches_reference(case):
     """The same properties through MindSpore (infer step, dtype plumbing, masks, None inputs)."""
     _counts["pynative"] += 1
     run_pynative_case(case)
+
+
+@_maybe_seed
+@GRAPH
+@given(case=cases(max_elems=4000))
+def test_graph_matches_reference(case):
+    """The same properties through the primitive in a compiled GRAPH-mode Cell."""
+    _counts["graph"] += 1
+    run_pynative_case(case, mode="graph")
