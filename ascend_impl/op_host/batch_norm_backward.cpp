@@ -27,7 +27,7 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     // output_mask is ListInt in the op definition (matches the listInt CustomRegOp rows).
     const auto *mask = attrs->GetListInt(ATTR_OUTPUT_MASK);
     in.outputMask = 0;
-    for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < 3; ++i) {
+    for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < bnb::OUTPUT_MASK_LENGTH; ++i) {
         in.outputMask |= uint32_t(mask->GetData()[i] != 0) << i;
     }
     in.channelLast = ChannelLast(attrs->GetStr(ATTR_LAYOUT));

@@ -15,10 +15,10 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
     uint64_t lib = 0;
     bnb_sync_host::FillInput(context, INPUT_GRAD_OUT, INPUT_MEAN, INPUT_INVSTD, INPUT_WEIGHT,
                              bnb_sync_host::ChannelLast(attrs->GetStr(ATTR_LAYOUT)), in, lib);
-    // Mask bits (Output enum): 0 sum_dy / sum_dy_xmu, 1 grad_weight, 2 grad_bias.
-    in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(ATTR_INPUT_G)) |
-                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_WEIGHT_G)) << 1 |
-                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_BIAS_G)) << 2;
+    // Mask bit i is the flag MASK_BIT_i_ATTR (mask_attrs of the prototype).
+    in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_0_ATTR)) |
+                    uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_1_ATTR)) << 1 |
+                    uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_2_ATTR)) << 2;
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
                           in.dtype != bnb::DT_FLOAT;
     bnb::BatchNormSyncTilingData tiling;

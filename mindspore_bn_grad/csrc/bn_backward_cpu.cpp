@@ -43,11 +43,17 @@
 #include <vector>
 
 #include "bn_backward.h"
+#include "bn_spec.gen.h"
 #include "half.h"
 #include "thread_pool.h"
 
 namespace bn_grad {
 namespace {
+
+// Output-mask bits (mask_bit in op_def/batch_norm_backward.yaml).
+constexpr int kDx = spec::batch_norm_backward::kMaskBitGradInput;
+constexpr int kDw = spec::batch_norm_backward::kMaskBitGradWeight;
+constexpr int kDb = spec::batch_norm_backward::kMaskBitGradBias;
 
 constexpr int64_t kTileElems = 16384;        // row path: elements per tile (per channel)
 constexpr int64_t kRowMinInner = 32;         // shorter runs take the column path
@@ -221,18 +227,20 @@ void ForEachChannelValue(const ConstTensor &t, int64_t C, double dflt, F &&f) {
   }
 }
 
-// Per-channel inputs of every channel, into out[0 .. C): weight (1 when
-// absent); saved mean / invstd in training, else running mean and
-// 1 / sqrt(running_var + eps).
+// Per-channel inputs of every channel, into out[0 .. C): weight; saved mean /
+// invstd in training (required then), else running mean and
+// 1 / sqrt(running_var + eps). An absent optional input takes the prototype's
+// default_value (spec::batch_norm_backward::kAbsent*).
 void AllChannelInputs(const BnBackwardArgs &a, ChanIn *out) {
+  namespace bnb = spec::batch_norm_backward;
   const int64_t C = a.channels;
-  ForEachChannelValue(a.weight, C, 1.0, [&](int64_t c, double v) { out[c].w = v; });
+  ForEachChannelValue(a.weight, C, bnb::kAbsentWeight, [&](int64_t c, double v) { out[c].w = v; });
   if (a.training) {
     ForEachChannelValue(a.save_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
     ForEachChannelValue(a.save_invstd, C, 1.0, [&](int64_t c, double v) { out[c].invstd = v; });
   } else {
-    ForEachChannelValue(a.running_mean, C, 0.0, [&](int64_t c, double v) { out[c].mean = v; });
-    ForEachChannelValue(a.running_var, C, 1.0, [&](int64_t c, double v) {
+    ForEachChannelValue(a.running_mean, C, bnb::kAbsentRunningMean, [&](int64_t c, double v) { out[c].mean = v; });
+    ForEachChannelValue(a.running_var, C, bnb::kAbsentRunningVar, [&](int64_t c, double v) {
       out[c].invstd = 1.0 / std::sqrt(v + a.eps);
     });
   }
@@ -248,8 +256,8 @@ struct DxCoef {  // dx = dy * scale - (x - mean) * ks - mdys
 template <class T>
 __attribute__((always_inline)) inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c, const ChanIn &in, double sum_dy,
                                double sum_dy_xmu, double n) {
-  if (a.mask[1]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
-  if (a.mask[2]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
+  if (a.mask[kDw]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
+  if (a.mask[kDb]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
   const double scale = in.w * in.invstd;
   double ks = 0.0, mdys = 0.0;
   if (a.training && n > 0) {
@@ -707,8 +715,8 @@ struct ColPath {
 template <DType D>
 int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
   const int64_t total = a.outer * a.channels * a.inner;
-  const bool need_dx = a.mask[0];
-  const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
+  const bool need_dx = a.mask[kDx];
+  const bool need_sums = a.mask[kDw] || a.mask[kDb] || (a.training && a.mask[kDx]);
   int nthreads = g_num_threads.load(std::memory_order_relaxed);
   if (total < kMinParallelElems) nthreads = 1;
   const bool row_path = a.inner >= kRowMinInner;
@@ -736,7 +744,7 @@ int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
 // channels (never seen in healthy training) are recomputed here in double,
 // in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
 void FixNonFiniteWeightChannels(const BnBackwardArgs &a, const ChanIn *chan) {
-  if (!a.training || !a.mask[0] || a.weight.data == nullptr) return;
+  if (!a.training || !a.mask[kDx] || a.weight.data == nullptr) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const double n = static_cast<double>(outer) * static_cast<double>(inner);
   if (n <= 0) return;
