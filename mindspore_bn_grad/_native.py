@@ -11,11 +11,9 @@ import os
 import numpy as np
 
 from ._build import library_path
+from ._opdef import kernel_errors, load_opdef
 
-# Error codes of csrc/aot_entry.cpp
-ERRORS = {1: "wrong parameter count", 2: "unsupported dtype", 3: "unsupported rank",
-          4: "shapes do not fit together", 5: "a required tensor is missing",
-          6: "element count overflows int64", 7: "kernel failed"}
+ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 
 _settings = {"num_threads": None, "deterministic": True}
 
@@ -81,8 +79,7 @@ def get_deterministic() -> bool:
     return _settings["deterministic"]
 
 
-_NP_DTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
-              np.dtype(np.float64): "float64"}
+_NP_DTYPES = {np.dtype(n): n for n in load_opdef().dtypes if hasattr(np, n)}  # bfloat16: uint16 bits
 
 
 def _dtype_name(arr, bf16):
@@ -126,7 +123,7 @@ def prepare_direct(grad_out, input, weight=None, running_mean=None, running_var=
     direct() a few hundred microseconds of argument marshalling.
     """
     ins = [grad_out, input, weight, running_mean, running_var, save_mean, save_invstd]
-    names = ["grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd"]
+    names = load_opdef().input_names  # the prototype's slot order (csrc/bn_spec.gen.h)
     ins = [None if a is None else np.ascontiguousarray(a) for a in ins]
     in_dtypes = [_dtype_name(a, n in bf16 or (n == "input" and "grad_out" in bf16))
                  for a, n in zip(ins, names)]

@@ -1,14 +1,11 @@
 """nn.SyncBatchNorm in one process (no distributed init: group size 1) vs float64 NumPy
 and vs MindSpore's own BatchNorm2d, in both modes. The 2-process tests are in
 tests/st/syncbn (msrun)."""
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "st", "syncbn"))
-from reference_check import full_batch  # noqa: E402
+from reference_check import full_batch
 
 
 def _step(mode, bn, x, w):

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "scripts"))  # gen_ascend_op_def (a script, not a package)
 
 
 def test_generated_op_definition_matches_yaml():
