@@ -1,4 +1,4 @@
-"""Independent float64 NumPy reference of BatchNormBackward (spec section 1).
+"""Independent float64 NumPy reference of BatchNormBackward (docs/operator.md, section 1).
 
 Written from the formulas alone; it shares no code with the package, so a
 test that compares against it can fail. Inputs are NumPy arrays (any float

@@ -742,7 +742,7 @@ int Dispatch(const BnBackwardArgs &a, const ChanIn *chan) {
 // Training folds the weight into every dx coefficient, so an infinite or
 // NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
 // channels (never seen in healthy training) are recomputed here in double,
-// in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
+// in the order of docs/operator.md (section 1): weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
 void FixNonFiniteWeightChannels(const BnBackwardArgs &a, const ChanIn *chan) {
   if (!a.training || !a.mask[kDx] || a.weight.data == nullptr) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;

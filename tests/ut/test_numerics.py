@@ -2,7 +2,7 @@
 
 NaN and Inf
     NaN and +/-Inf in any input propagate exactly as the float64 reference
-    formulas propagate them (spec section 1): the same elements are NaN, the
+    formulas propagate them (docs/operator.md, section 1): the same elements are NaN, the
     same elements are +Inf and -Inf, the finite ones are close. Inputs are
     never sanitised, and masked outputs stay zero-filled. Checked for every
     dtype, both kernel paths (row: channel-first with long spatial runs;
