@@ -199,6 +199,35 @@ def magnitude(q, attrs, name):
     return red
 
 
+# ----------------------------------------------------------------- tolerances
+# The model (assert_close): an output element may differ from the float64
+# reference by
+#     OUT_RTOL[stored dtype] * |want|  +  COMPUTE_RTOL[compute dtype] * magnitude
+# where magnitude() is the scale of the terms the output combines. Every CPU
+# path uses it: the direct kernel, MindSpore in both modes, the fuzzing.
+#
+# Where that magnitude is not finite (inputs holding NaN / Inf, test_numerics)
+# or not known (the SyncBatchNorm steps of the Ascend C simulation), the bound
+# is relative to the largest reference value instead: assert_close_to_scale.
+#
+# The Ascend C kernel on the CPU build of the Ascend C API (ascend_sim/
+# test_kernel_sim.py) keeps its own (rtol, atol) per dtype: measured on every
+# case there, the model would allow up to 300x more error for float32
+# grad_input and 2.4x more for the float32 sums, so adopting it would weaken
+# those tests.
+
+
+def assert_close_to_scale(what, got, want, rtol):
+    """Finite outputs within rtol * max|want| of the reference (elements where want is finite)."""
+    fin = np.isfinite(want)
+    if not fin.any():
+        return
+    scale = max(float(np.abs(want[fin]).max()), 1e-30)
+    err = float(np.abs(got[fin] - want[fin]).max())
+    assert np.all(np.isfinite(got[fin])), f"{what}: non-finite output where the reference is finite"
+    assert err <= rtol * scale, f"{what}: max error {err:.3g} > {rtol} * max|reference| ({scale:.3g})"
+
+
 def assert_close(name, got, want, out_dtype, compute_dtype, q, attrs):
     if got.size == 0:
         return

@@ -135,14 +135,8 @@ def test_masked_grad_input_zeroed_in_the_sums_sweep(shape, channel_last, dtype, 
     x32 = rng.standard_normal(shape).astype(np.float32)
     mean = rng.standard_normal(c).astype(np.float32) * 0.1
     invstd = rng.uniform(0.5, 2.0, c).astype(np.float32)
-    if dtype == "bfloat16":
-        bits = lambda a: ((a.view(np.uint32) + 0x7FFF + ((a.view(np.uint32) >> 16) & 1)) >> 16).astype(np.uint16)
-        dy, x, bf16, gi_dtype = bits(dy32), bits(x32), ("grad_out",), np.uint16
-        dyd = (dy.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        xd = (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    else:
-        dy, x, bf16, gi_dtype = dy32.astype(dtype), x32.astype(dtype), (), np.dtype(dtype)
-        dyd, xd = dy.astype(np.float64), x.astype(np.float64)
+    (dy, dyd), (x, xd) = encode(dy32, dtype), encode(x32, dtype)
+    bf16, gi_dtype = (("grad_out",), np.uint16) if dtype == "bfloat16" else ((), np.dtype(dtype))
     gi = np.full(shape, 0xFFFF if dtype == "bfloat16" else np.nan, gi_dtype)  # NaN in every dtype
     out = (gi, np.full(c, np.nan, np.float32), np.full(c, np.nan, np.float32))
     _native.set_num_threads(threads)
