@@ -140,8 +140,10 @@ def make_infer(attrs: dict, opdef=None):
     names = opdef.input_names
     unwrap = (lambda out: out[0]) if opdef.single_output else (lambda out: out)
 
-    def target():
-        return _soc.active_target() if opdef.support else None
+    by_target = bool(opdef.support) or any(a.dtypes is not None for a in opdef.inputs)
+
+    def target():  # results depend on the target when it has rules or an input has per-device dtypes
+        return _soc.active_target() if by_target else None
 
     @functools.lru_cache(maxsize=256)
     def shapes_for(key, _target):

@@ -81,3 +81,18 @@ def test_arguments_doc_states_the_prototypes():
     assert "| `counter` | counter | yes | 1-D, any length | always |  | Ascend: float32, int32, int64; " \
            "CPU: float32, float64, int32, int64 |" in md
     assert "| `grad_weight` | gradWeight | (C,) | weight else mean | weight_g |" in md
+
+
+def test_docs_ship_with_the_code():
+    """The README links the operator contract in docs/, never a file outside the repository."""
+    import re
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert "docs/operator.md" in links and "docs/arguments.md" in links
+    for link in links:
+        if not link.startswith(("http://", "https://", "#")):
+            assert not link.startswith(".."), link
+            assert (ROOT / link.split("#")[0]).exists(), link
+    for doc in ("operator.md", "arguments.md", "support_table.md"):
+        text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+        assert "../shared" not in text and "/work/" not in text, doc

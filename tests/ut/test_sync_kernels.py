@@ -193,6 +193,38 @@ def test_mindspore_rejections(mode):
              Tensor(np.ones(2, np.bool_)))
 
 
+def test_counter_dtypes_are_the_yaml_ones_on_every_target():
+    """`counter` dtypes come from op_def/batch_norm_elemt_backward.yaml, per device: the infer step
+    and the Ascend registration rows agree (float16 / bfloat16 counters are rejected everywhere,
+    float64 only off the CPU)."""
+    from mindspore import Tensor
+    from mindspore_bn_grad import _soc
+    from mindspore_bn_grad._opdef import load_opdef
+    from mindspore_bn_grad._reg import combinations
+    counter = load_opdef("batch_norm_elemt_backward.yaml").input("counter")
+    assert counter.allowed_dtypes("Ascend") == ("float32", "int32", "int64")
+    assert counter.allowed_dtypes("CPU") == ("float32", "float64", "int32", "int64")
+    elemt = load_opdef("batch_norm_elemt_backward.yaml")
+    for soc in _soc.targets(device="Ascend"):
+        assert {c["counter"] for c in combinations(soc, elemt)} == set(counter.allowed_dtypes("Ascend"))
+    dy, x, mean, invstd, w = make((2, 3, 4), False)
+    f = lambda a: Tensor(a.astype(np.float32))  # noqa: E731
+    args = (f(dy), f(x), f(mean), f(invstd), f(w), f(mean), f(mean))
+    for dt in (np.float16, np.float64):
+        cnt = Tensor(np.array([8, 0], dt))
+        if dt == np.float64:  # accepted on the CPU: the counts of a float64 SyncBatchNorm
+            gi = so.batch_norm_elemt_backward(*args, cnt)
+            assert gi.shape == dy.shape
+        else:
+            with pytest.raises(TypeError, match=r"BatchNormElemtBackward: counter expected a float or integer "
+                                                r"dtype \(float32, float64, int32, int64\), got float16 on cpu"):
+                so.batch_norm_elemt_backward(*args, cnt)
+    with _soc.target_soc("ascend910b"):
+        with pytest.raises(TypeError, match=r"counter expected a float or integer dtype \(float32, int32, int64\), "
+                                            r"got float64 on ascend910b"):
+            so.batch_norm_elemt_backward(*args, Tensor(np.array([8, 0], np.float64)))
+
+
 def test_attribute_checks():
     with pytest.raises(ValueError, match=r"BatchNormReduceBackward: data_format expected one of"):
         so.BatchNormReduceBackward(data_format="NWC")
