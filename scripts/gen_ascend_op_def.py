@@ -6,7 +6,8 @@ them is stale (tests/ut/ascend_sim/test_ascend_tooling.py runs it).
 
 * ascend_impl/op_host/batch_norm_backward_def.gen.h: the Ascend C op
   definition of BatchNormBackward: input / output / attribute indexes and
-  names, optionality, attribute defaults (op_def/batch_norm_backward.yaml), and
+  names, optionality, attribute defaults, the output dtypes (`dtype_from`)
+  (op_def/batch_norm_backward.yaml), and
   one AddConfig per SoC listing every accepted combination on its own line
   (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad._soc).
 * ascend_impl/op_host/batch_norm_{reduce,elemt}_backward_def.gen.h: the same
@@ -98,6 +99,29 @@ def _columns(soc, opdef=None):
     return names, cols
 
 
+def _output_dtypes(opdef):
+    """SetOutputDataTypes: each output takes the dtype of the first given input of its dtype_from."""
+    optional = {i.name: i.optional for i in opdef.inputs}
+
+    def get(src):
+        return f"context->{'GetOptionalInputDataType' if optional[src] else 'GetInputDataType'}(INPUT_{src.upper()})"
+
+    out = ["// The dtype of `a` when that input is given, else `b`.",
+           "inline ge::DataType FirstGiven(ge::DataType a, ge::DataType b)", "{",
+           "    return a != ge::DT_UNDEFINED ? a : b;", "}", "",
+           "// Output dtypes: each output takes the dtype of the first given input of its dtype_from.",
+           "inline void SetOutputDataTypes(gert::InferDataTypeContext *context)", "{"]
+    for o in opdef.outputs:
+        expr = get(o.dtype_from[-1])
+        for src in reversed(o.dtype_from[:-1]):
+            expr = f"FirstGiven({get(src)},\n           {expr})"
+        first, *rest = expr.split("\n")
+        out.append(f"    context->SetOutputDataType(OUTPUT_{o.name.upper()},")
+        out.append(f"        {first}" + ("" if rest else ");"))
+        out += [f"        {line}" for line in rest[:-1]] + ([f"        {rest[-1]});"] if rest else [])
+    return out + ["}", ""]
+
+
 def render(filename=None):
     """The op definition header of BatchNormBackward (default) or of a sync op's YAML."""
     opdef = load_opdef(filename) if filename else load_opdef()
@@ -125,8 +149,9 @@ def render(filename=None):
     for o in opdef.outputs:
         out.append(f'    def.Output("{o.name}").ParamType(ge::REQUIRED);')
     out += [_attr_line(a) for a in opdef.attrs]
-    out += ["}", "",
-            "// One accepted combination: the dtype of every tensor in signature order",
+    out += ["}", ""]
+    out += _output_dtypes(opdef)
+    out += ["// One accepted combination: the dtype of every tensor in signature order",
             "// (inputs, then outputs) and the format of the activation tensors; the",
             "// per-channel tensors are 1-D, format ND. Columns of a row:"]
     out += textwrap.wrap(", ".join(names) + "; format", width=100, initial_indent="//   ",

@@ -46,14 +46,7 @@ static ge::graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext
 
 static ge::graphStatus BatchNormReduceBackwardInferDataType(gert::InferDataTypeContext *context)
 {
-    using namespace bnb_gen_reduce;
-    const ge::DataType mean = context->GetInputDataType(INPUT_MEAN);
-    const ge::DataType weight = context->GetOptionalInputDataType(INPUT_WEIGHT);
-    const ge::DataType param = weight == ge::DT_UNDEFINED ? mean : weight;  // dtype_from: [weight, mean]
-    context->SetOutputDataType(OUTPUT_SUM_DY, mean);
-    context->SetOutputDataType(OUTPUT_SUM_DY_XMU, mean);
-    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT, param);
-    context->SetOutputDataType(OUTPUT_GRAD_BIAS, param);
+    bnb_gen_reduce::SetOutputDataTypes(context);  // dtype_from of the prototype
     return GRAPH_SUCCESS;
 }
 }  // namespace ge

@@ -56,6 +56,27 @@ inline void DeclareSignature(ops::OpDef &def)
     def.Attr("layout").AttrType(ge::OPTIONAL).String("NCHW");
 }
 
+// The dtype of `a` when that input is given, else `b`.
+inline ge::DataType FirstGiven(ge::DataType a, ge::DataType b)
+{
+    return a != ge::DT_UNDEFINED ? a : b;
+}
+
+// Output dtypes: each output takes the dtype of the first given input of its dtype_from.
+inline void SetOutputDataTypes(gert::InferDataTypeContext *context)
+{
+    context->SetOutputDataType(OUTPUT_SUM_DY,
+        context->GetInputDataType(INPUT_MEAN));
+    context->SetOutputDataType(OUTPUT_SUM_DY_XMU,
+        context->GetInputDataType(INPUT_MEAN));
+    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT,
+        FirstGiven(context->GetOptionalInputDataType(INPUT_WEIGHT),
+                   context->GetInputDataType(INPUT_MEAN)));
+    context->SetOutputDataType(OUTPUT_GRAD_BIAS,
+        FirstGiven(context->GetOptionalInputDataType(INPUT_WEIGHT),
+                   context->GetInputDataType(INPUT_MEAN)));
+}
+
 // One accepted combination: the dtype of every tensor in signature order
 // (inputs, then outputs) and the format of the activation tensors; the
 // per-channel tensors are 1-D, format ND. Columns of a row:
