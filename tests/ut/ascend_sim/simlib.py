@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import bf16_bits_to_f64, to_bf16_bits
+from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -26,7 +26,7 @@ UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
-PARAMS = ("weight", "running_mean", "running_var", "save_mean", "save_invstd")  # kernel order
+PARAMS = NAMES[2:]  # the per-channel inputs in kernel order (Param in batch_norm_spec.gen.h)
 SOCS = ("ascend910", "ascend310p", "ascend910b", "ascend910_93", "ascend950")
 
 
