@@ -18,8 +18,7 @@ UNKNOWN_RANK = -2
 @functools.lru_cache(maxsize=1)
 def _ms_float_names():
     import mindspore as ms
-    return {ms.float16: "float16", ms.bfloat16: "bfloat16", ms.float32: "float32",
-            ms.float64: "float64"}
+    return {getattr(ms, name): name for name in load_opdef().dtypes}
 
 
 def dtype_name(t):
@@ -118,11 +117,13 @@ def infer_dtypes(dtypes: dict, attrs: dict, opdef=None):
         d = dtypes.get(arg.name)
         if d is None:
             continue
-        counts = arg.shape == "counts"
-        allowed = floats + list(opdef.count_dtypes) if counts else floats
-        if d not in allowed:
-            kind = "a float or integer dtype" if counts else "a floating dtype"
-            fail(TypeError, arg.name, f"{kind} ({', '.join(allowed)})", d, op=op)
+        if arg.dtypes is not None:  # the input's own per-device list (counter)
+            soc = _soc.active_target()
+            allowed = arg.allowed_dtypes(_soc.target_info(soc).device)
+            if d not in allowed:
+                fail(TypeError, arg.name, f"a float or integer dtype ({', '.join(allowed)})", d, soc=soc, op=op)
+        elif d not in floats:
+            fail(TypeError, arg.name, f"a floating dtype ({', '.join(floats)})", d, op=op)
         if arg.like and d != dtypes[arg.like]:
             fail(TypeError, arg.name, f"the dtype of {arg.like} ({dtypes[arg.like]})", d, op=op)
     return out
@@ -139,8 +140,10 @@ def make_infer(attrs: dict, opdef=None):
     names = opdef.input_names
     unwrap = (lambda out: out[0]) if opdef.single_output else (lambda out: out)
 
-    def target():
-        return _soc.active_target() if opdef.support else None
+    by_target = bool(opdef.support) or any(a.dtypes is not None for a in opdef.inputs)
+
+    def target():  # results depend on the target when it has rules or an input has per-device dtypes
+        return _soc.active_target() if by_target else None
 
     @functools.lru_cache(maxsize=256)
     def shapes_for(key, _target):

@@ -13,12 +13,9 @@ import re
 import numpy as np
 
 from ._build import KernelBuildError, library_path
+from ._opdef import kernel_errors, load_opdef
 
-# Error codes of csrc/aot_entry.cpp
-ERRORS = {1: "wrong parameter count", 2: "unsupported dtype", 3: "unsupported rank",
-          4: "shapes do not fit together", 5: "a required tensor is missing",
-          6: "element count overflows int64", 7: "kernel failed", 8: "thread count out of range",
-          9: "the OS refused to start a thread"}
+ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 
 # The thread cap: this many threads per usable CPU (csrc/bn_backward.h kThreadsPerCpu; a test
 # checks they agree). More only adds switching and memory.
@@ -110,8 +107,7 @@ def get_num_threads() -> int:
     return _settings["num_threads"] or _default_threads()
 
 
-_NP_DTYPES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
-              np.dtype(np.float64): "float64"}
+_NP_DTYPES = {np.dtype(n): n for n in load_opdef().dtypes if hasattr(np, n)}  # bfloat16: uint16 bits
 
 
 def _dtype_name(arr, bf16):
@@ -155,7 +151,7 @@ def prepare_direct(grad_out, input, weight=None, running_mean=None, running_var=
     direct() a few hundred microseconds of argument marshalling.
     """
     ins = [grad_out, input, weight, running_mean, running_var, save_mean, save_invstd]
-    names = ["grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd"]
+    names = load_opdef().input_names  # the prototype's slot order (csrc/bn_spec.gen.h)
     ins = [None if a is None else np.ascontiguousarray(a) for a in ins]
     in_dtypes = [_dtype_name(a, n in bf16 or (n == "input" and "grad_out" in bf16))
                  for a, n in zip(ins, names)]

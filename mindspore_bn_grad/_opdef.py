@@ -23,6 +23,11 @@ class TensorArg:
     used_when: Optional[dict] = None
     required_when: Optional[dict] = None
     empty_allowed_when: Optional[dict] = None
+    dtypes: Optional[Dict[str, Tuple[str, ...]]] = None  # device -> the only dtypes allowed
+
+    def allowed_dtypes(self, device: str) -> Optional[Tuple[str, ...]]:
+        """The input's own dtype list on a device ("CPU" / "Ascend"), None when it has none."""
+        return None if self.dtypes is None else self.dtypes[device]
 
     def used(self, attrs) -> bool:
         return _matches(self.used_when, attrs)
@@ -73,6 +78,13 @@ class DataFormat:
 
 
 @dataclass(frozen=True)
+class KernelError:
+    name: str
+    code: int
+    message: str
+
+
+@dataclass(frozen=True)
 class OpDef:
     key: str
     op_name: str
@@ -84,8 +96,10 @@ class OpDef:
     max_rank: int
     data_formats: Dict[str, DataFormat]
     dtypes: Tuple[str, ...]
+    description: str = ""
     support: Optional[str] = None            # per-target rules file, when the op has one
-    count_dtypes: Tuple[str, ...] = ()       # extra dtypes of `counts` inputs
+    mask_attrs: Tuple[str, ...] = ()         # bool attributes behind the mask bits
+    kernel_errors: Tuple[KernelError, ...] = ()
     single_output: bool = False
 
     def input(self, name) -> TensorArg:
@@ -126,10 +140,14 @@ def load_yaml(filename: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
     (key, raw), = load_yaml(filename).items()
+    base = {}
     if "layouts_from" in raw:  # ranks, data_formats, dtypes shared with another prototype
         (_, base), = load_yaml(raw["layouts_from"]).items()
         raw = {**{k: base[k] for k in ("ranks", "data_formats", "dtypes")}, **raw}
-    inputs = tuple(TensorArg(**{k: v for k, v in a.items()}) for a in raw["inputs"])
+    if "layouts_from" in raw:  # kernel error codes are shared too
+        raw.setdefault("kernel_errors", base.get("kernel_errors", []))
+    inputs = tuple(TensorArg(**{**a, "dtypes": {d: tuple(v) for d, v in a["dtypes"].items()}} if "dtypes" in a else a)
+                   for a in raw["inputs"])
     attrs = []
     for a in raw["attrs"]:
         a = dict(a)
@@ -147,8 +165,15 @@ def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
     return OpDef(key=key, op_name=raw["op_name"], aclnn=raw["aclnn"], inputs=inputs,
                  attrs=tuple(attrs), outputs=outputs, min_rank=raw["ranks"]["min"],
                  max_rank=raw["ranks"]["max"], data_formats=fmts, dtypes=tuple(raw["dtypes"]),
-                 support=raw.get("support"), count_dtypes=tuple(raw.get("count_dtypes", ())),
+                 description=" ".join(raw["description"].split()), support=raw.get("support"),
+                 mask_attrs=tuple(raw.get("mask_attrs", ())),
+                 kernel_errors=tuple(KernelError(**e) for e in raw.get("kernel_errors", ())),
                  single_output=len(outputs) == 1)
+
+
+def kernel_errors() -> Dict[int, str]:
+    """Error code -> message of the kernel entries (kernel_errors in batch_norm_backward.yaml)."""
+    return {e.code: e.message for e in load_opdef().kernel_errors}
 
 
 def is_channel_last(data_format: str) -> bool:

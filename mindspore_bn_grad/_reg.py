@@ -35,11 +35,10 @@ def data_type(dtype, fmt="ND"):
 # SyncBatchNorm steps (op_def/batch_norm_{reduce,elemt}_backward.yaml, `layouts_from`
 # BatchNormBackward): each tensor takes the dtype of the BatchNormBackward tensor
 # named here (mean / invstd are save_mean / save_invstd, the sums mean's dtype);
-# `counter` takes each of COUNTER_DTYPES (the kernel's CounterType).
+# `counter` takes each of its own Ascend dtypes (`dtypes` of the counter input).
 SYNC_SOURCE = {"grad_out": "grad_out", "input": "input", "mean": "save_mean", "invstd": "save_invstd",
                "weight": "weight", "sum_dy": "save_mean", "sum_dy_xmu": "save_mean", "grad_input": "grad_input",
                "grad_weight": "grad_weight", "grad_bias": "grad_bias"}
-COUNTER_DTYPES = ("float32", "int32", "int64")
 
 
 def combinations(soc, opdef=None, absent=(), derived_outputs=True):
@@ -51,7 +50,7 @@ def combinations(soc, opdef=None, absent=(), derived_outputs=True):
             yield combo
             continue
         names = opdef.input_names + opdef.output_names
-        for counter in (COUNTER_DTYPES if "counter" in names else (None,)):
+        for counter in (opdef.input("counter").allowed_dtypes("Ascend") if "counter" in names else (None,)):
             out = {"format": combo["format"]}
             for n in names:
                 out[n] = counter if n == "counter" else combo[SYNC_SOURCE[n]]

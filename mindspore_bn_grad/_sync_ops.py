@@ -119,8 +119,11 @@ def batch_norm_elemt_backward(grad_out, input, mean, invstd, weight, sum_dy, sum
 
 # --- direct calls (NumPy, no MindSpore) -------------------------------------------
 
-_NP_NAMES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
-             np.dtype(np.float64): "float64", np.dtype(np.int32): "int32", np.dtype(np.int64): "int64"}
+@functools.lru_cache(maxsize=None)
+def _np_names():
+    """NumPy dtype -> prototype dtype name, for the dtypes NumPy has (bfloat16 travels as uint16 bits)."""
+    names = set(load_opdef().dtypes) | set(load_opdef(ELEMT_YAML).input("counter").allowed_dtypes("CPU"))
+    return {np.dtype(n): n for n in names if hasattr(np, n)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,18 +149,21 @@ def _name(a, bf16=False):
         return "none"
     if bf16 and a.dtype == np.uint16:
         return "bfloat16"
-    return _NP_NAMES[a.dtype]
+    return _np_names()[a.dtype]
 
 
 def reduce_direct(grad_out, input, mean, invstd, weight=None, *, input_g=True, weight_g=True, bias_g=True,
                   channel_last=False, bf16=False):
     """Reduce kernel on NumPy arrays (bf16=True: activations are uint16 bfloat16 bits)."""
-    ins = [None if a is None else np.ascontiguousarray(a) for a in (grad_out, input, mean, invstd, weight)]
-    c = ins[0].shape[-1 if channel_last else 1]
-    sdt = ins[2].dtype
-    pdt = ins[4].dtype if ins[4] is not None else sdt
-    outs = [np.full(c, np.nan, sdt), np.full(c, np.nan, sdt), np.full(c, np.nan, pdt), np.full(c, np.nan, pdt)]
-    names = [_name(a, bf16 and i < 2) for i, a in enumerate(ins)] + [_name(o) for o in outs]
+    opdef = load_opdef(REDUCE_YAML)
+    given = dict(zip(opdef.input_names, (grad_out, input, mean, invstd, weight)))
+    ins = [None if given[n] is None else np.ascontiguousarray(given[n]) for n in opdef.input_names]
+    c = given["grad_out"].shape[-1 if channel_last else 1]
+    # each output in the dtype of the first present input of its dtype_from
+    outs = [np.full(c, np.nan, next(given[s].dtype for s in o.dtype_from if given[s] is not None))
+            for o in opdef.outputs]
+    full = {a.name for a in opdef.inputs if a.shape == "full"}
+    names = [_name(a, bf16 and n in full) for n, a in zip(opdef.input_names, ins)] + [_name(o) for o in outs]
     _call(_lib().MsBnSyncReduceDirect, ins + outs, names, int(input_g), int(weight_g), int(bias_g),
           int(channel_last))
     return tuple(outs)
@@ -166,9 +172,11 @@ def reduce_direct(grad_out, input, mean, invstd, weight=None, *, input_g=True, w
 def elemt_direct(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter, *, channel_last=False,
                  bf16=False):
     """Elementwise kernel on NumPy arrays; returns grad_input (grad_out's dtype)."""
-    ins = [None if a is None else np.ascontiguousarray(a)
-           for a in (grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter)]
-    out = np.full_like(ins[0], 0x7fff if bf16 else np.nan)
-    names = [_name(a, bf16 and i < 2) for i, a in enumerate(ins)] + [_name(out, bf16)]
+    opdef = load_opdef(ELEMT_YAML)
+    given = dict(zip(opdef.input_names, (grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter)))
+    ins = [None if given[n] is None else np.ascontiguousarray(given[n]) for n in opdef.input_names]
+    out = np.full_like(ins[opdef.input_names.index("grad_out")], 0x7fff if bf16 else np.nan)
+    full = {a.name for a in opdef.inputs if a.shape == "full"}
+    names = [_name(a, bf16 and n in full) for n, a in zip(opdef.input_names, ins)] + [_name(out, bf16)]
     _call(_lib().MsBnSyncElemtDirect, ins + [out], names, int(channel_last))
     return out

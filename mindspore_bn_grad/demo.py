@@ -117,7 +117,8 @@ def main(argv=None):
     import mindspore_bn_grad as mbg
     from .nn import convert_batchnorm
 
-    ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)
     ms.set_seed(args.seed)
     t_start = time.perf_counter()
     mbg.BatchNormBackward()  # builds the CPU kernel on first use (cached afterwards)

@@ -1,6 +1,6 @@
 """`python -m mindspore_bn_grad example`: the operator once, checked against NumPy.
 
-Runs the worked example of the spec (aclnn sample program) and a random
+Runs the worked example of docs/operator.md (section 6) and a random
 NCHW case in PYNATIVE mode and prints the largest difference from a float64
 NumPy computation of the same formulas.
 """
@@ -21,7 +21,8 @@ def main(argv=()):
     import mindspore as ms
     from mindspore_bn_grad import batch_norm_backward
 
-    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
     T = ms.Tensor
     x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
     ones, zeros = np.ones(2, np.float32), np.zeros(2, np.float32)

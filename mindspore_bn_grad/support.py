@@ -1,9 +1,11 @@
-"""`python -m mindspore_bn_grad support [--soc NAME] [--combinations]`: the support matrix.
+"""`python -m mindspore_bn_grad support [--soc NAME] [--combinations] [--markdown]`: the support matrix.
 
 Everything printed is derived from op_def/batch_norm_backward_support.yaml
-through _soc.py. ``support_markdown()`` is also what
-scripts/gen_support_table.py writes to docs/support_table.md and into the
-README's marked block (a test fails when they drift).
+through _soc.py; it prints plain text, or Markdown with --markdown.
+``support_markdown()`` is also what scripts/gen_support_table.py writes to
+docs/support_table.md and into the README's marked block, and
+``arguments_markdown()`` (the arguments of the three operators, from their
+prototypes) what it writes to docs/arguments.md (a test fails when they drift).
 """
 import argparse
 import sys
@@ -88,6 +90,77 @@ def support_markdown(socs=None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _yes(b):
+    return "yes" if b else "no"
+
+
+def _when(cond):
+    return ", ".join(f"{k}={v}" for k, v in cond.items()) if cond else "always"
+
+
+def arguments_markdown() -> str:
+    """The arguments of the three operators, from their prototypes (docs/arguments.md)."""
+    from ._opdef import load_opdef
+    lines = ["<!-- Generated from op_def/*.yaml by scripts/gen_support_table.py; do not edit by hand. -->", "",
+             "# Arguments of the operators", ""]
+    for filename in ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml",
+                     "batch_norm_elemt_backward.yaml"):
+        o = load_opdef(filename)
+        lines += [f"## {o.op_name} (`{o.aclnn}`)", "", o.description, "", "Inputs (in call order):", ""]
+        rows = []
+        for i in o.inputs:
+            shape = {"full": f"rank {o.min_rank}..{o.max_rank}", "channel": "(C,)", "counts": "1-D, any length"}
+            dtypes = "; ".join(f"{d}: {', '.join(v)}" for d, v in i.dtypes.items()) if i.dtypes else \
+                (f"like {i.like}" if i.like else "")
+            rows.append([f"`{i.name}`", i.aclnn, _yes(not i.optional), shape[i.shape], _when(i.used_when),
+                         "" if i.default_value is None else repr(i.default_value), dtypes])
+        lines += _table(["name", "ACLNN name", "required", "shape", "read when", "value when absent",
+                         "dtypes"], rows)
+        lines += ["", "Attributes (after the tensors):", ""]
+        rows = [[f"`{a.name}`", a.type, repr(a.default), a.kernel_attr,
+                 ", ".join(a.values) if a.values else ("" if a.min is None else f">= {a.min}")] for a in o.attrs]
+        lines += _table(["name", "type", "default", "kernel attribute", "values"], rows)
+        lines += ["", "Outputs:", ""]
+        mask = (lambda bit: f"{o.mask_attrs[bit]}") if o.mask_attrs else (lambda bit: f"output_mask[{bit}]")
+        rows = [[f"`{x.name}`", x.aclnn, "like grad_out" if x.like else "(C,)",
+                 " else ".join(x.dtype_from), mask(x.mask_bit) if len(o.outputs) > 1 else "always"]
+                for x in o.outputs]
+        lines += _table(["name", "ACLNN name", "shape", "dtype of", "computed when"], rows)
+        lines.append("")
+    o = load_opdef()
+    lines += ["Layouts (`data_format`): " + "; ".join(
+        f"{n}: channel axis {f.channel_axis}, ranks {', '.join(map(str, f.ranks))}"
+        for n, f in o.data_formats.items()) + ".", "",
+        "Kernel error codes (the CPU kernel's return values, raised as RuntimeError): "
+        + "; ".join(f"{e.code} {e.message}" for e in o.kernel_errors) + ".", ""]
+    return "\n".join(lines)
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown of this module as terminal text: no comments, aligned tables, no backticks."""
+    out, table = [], []
+
+    def flush():
+        if table:
+            widths = [max(len(r[k]) for r in table) for k in range(len(table[0]))]
+            out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+            table.clear()
+
+    for line in markdown.replace("`", "").splitlines():
+        if line.startswith("<!--"):
+            continue
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not all(set(c) <= {"-"} for c in cells):
+                table.append(cells)
+            continue
+        flush()
+        out.append(line.lstrip("#").strip() if line.startswith("#") else line)
+    flush()
+    text = "\n".join(out).strip("\n") + "\n"
+    return text
+
+
 def replace_block(text: str, block: str) -> str:
     """README text with the marked block replaced by `block` (appended when the markers are missing)."""
     body = f"{README_START}\n{block.rstrip()}\n{README_END}"
@@ -114,6 +187,7 @@ def main(argv=None) -> int:
                    help=f"target or alias (repeatable; default: all of {', '.join(_soc.targets())})")
     p.add_argument("--combinations", action="store_true",
                    help="also list every accepted dtype combination (inputs, then outputs)")
+    p.add_argument("--markdown", action="store_true", help="print Markdown (the docs/ form) instead of plain text")
     args = p.parse_args(argv)
     try:
         socs = [_soc.resolve(s) for s in args.soc] if args.soc else _soc.targets()
@@ -132,5 +206,6 @@ def main(argv=None) -> int:
                 out.append(f"(more than {MAX_LISTED}: not listed)\n")
                 continue
             out.append("\n".join(_table(names, [[c[n] for n in names] for c in combos])) + "\n")
-    sys.stdout.write("\n".join(out))
+    text = "\n".join(out)
+    sys.stdout.write(text if args.markdown else plain_text(text))
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Regenerates the support table from op_def/batch_norm_backward_support.yaml.
+"""Regenerates the support table and the argument tables from op_def/.
 
-Writes docs/support_table.md and the block between
+Writes docs/arguments.md (the prototypes' arguments, from op_def/*.yaml),
+docs/support_table.md and the block between
 `<!-- support-table:start -->` and `<!-- support-table:end -->` in README.md
 (appended at the end when the markers are missing). `--check` writes nothing
 and exits 1 when either file is out of date. tests/ut/test_support_table.py
@@ -13,17 +14,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "support_table.md"
+ARGS_DOC = ROOT / "docs" / "arguments.md"
 README = ROOT / "README.md"
 
 
 def expected():
-    """{path: wanted text} for the two generated files."""
+    """{path: wanted text} for the generated files."""
     sys.path.insert(0, str(ROOT))
-    from mindspore_bn_grad.support import replace_block, support_markdown
+    from mindspore_bn_grad.support import arguments_markdown, replace_block, support_markdown
     table = support_markdown()
     readme = README.read_text(encoding="utf-8") if README.exists() else ""
     doc = "# BatchNormBackward: dtype and format support per target\n\n" + table
-    return {DOC: doc, README: replace_block(readme, table)}
+    return {DOC: doc, README: replace_block(readme, table), ARGS_DOC: arguments_markdown()}
 
 
 def main(argv=None):

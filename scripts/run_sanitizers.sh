@@ -64,7 +64,8 @@ echo "== building the sanitized libraries (flags: $SAN_FLAGS)"
 # loaded into a process that did not start with the ASan runtime).
 "$PY" - <<'PYEOF' || { echo "run_sanitizers: build failed" >&2; exit 2; }
 import os, sys
-sys.path.insert(0, os.path.join("tests", "ut", "ascend_sim"))
+# the folders of pytest's `pythonpath` (setup.cfg): simlib imports the harness's codec
+sys.path[:0] = [os.path.join("tests", "ut", "ascend_sim"), os.path.join("tests", "ut"), "tests"]
 from mindspore_bn_grad import _build
 print("cpu kernel :", _build.library_path())
 import simlib, ctypes

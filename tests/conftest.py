@@ -1,13 +1,8 @@
-"""Shared test helpers: the float64 reference, modes, and per-dtype tolerances."""
-import os
-import sys
+"""Shared fixtures: the execution modes, and the target SoC reset after every test.
 
-import numpy as np
+Helpers (reference.py, ut/_harness.py, ...) are imported by name: their folders
+are on pytest's `pythonpath` (setup.cfg)."""
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from reference import batch_norm_backward_ref  # noqa: E402,F401
 
 MODES = ("pynative", "graph")
 

@@ -1,8 +1,14 @@
-"""Independent float64 NumPy reference of BatchNormBackward (spec section 1).
+"""Independent float64 NumPy references of the operators (docs/operator.md).
 
-Written from the formulas alone; it shares no code with the package, so a
-test that compares against it can fail. Inputs are NumPy arrays (any float
+Written from the formulas alone; they share no code with the package, so a
+test that compares against them can fail. Inputs are NumPy arrays (any float
 dtype, converted to float64 here); absent tensors are None.
+
+- batch_norm_backward_ref: BatchNormBackward (section 1);
+- sync_reduce_ref / sync_elemt_ref: the two SyncBatchNorm backward steps
+  (section 7);
+- batch_norm_train_ref: a whole training-mode BatchNorm over one batch
+  (forward, backward, running-statistics update), the oracle of SyncBatchNorm.
 """
 import numpy as np
 
@@ -49,3 +55,49 @@ def batch_norm_backward_ref(grad_out, x, weight=None, running_mean=None, running
         gi = dy * (invstd * w).reshape(bshape)
     outs = [gi, sum_dy_xhat, sum_dy]
     return tuple(o if keep else np.zeros_like(o) for o, keep in zip(outs, output_mask))
+
+
+def _layout(dy, data_format):
+    axis = dy.ndim - 1 if data_format in CHANNEL_LAST else 1
+    bshape = [1] * dy.ndim
+    bshape[axis] = -1
+    return tuple(i for i in range(dy.ndim) if i != axis), bshape
+
+
+def sync_reduce_ref(grad_out, x, mean, invstd, data_format="NCHW"):
+    """(sum_dy, sum_dy_xmu, grad_weight, grad_bias) of one rank, float64."""
+    dy, x = np.asarray(grad_out, np.float64), np.asarray(x, np.float64)
+    axes, bshape = _layout(dy, data_format)
+    mean, invstd = np.asarray(mean, np.float64), np.asarray(invstd, np.float64)
+    sum_dy = dy.sum(axis=axes)
+    sum_dy_xmu = (dy * (x - mean.reshape(bshape))).sum(axis=axes)
+    return sum_dy, sum_dy_xmu, sum_dy_xmu * invstd, sum_dy
+
+
+def sync_elemt_ref(grad_out, x, mean, invstd, weight, sum_dy, sum_dy_xmu, counter, data_format="NCHW"):
+    """grad_input from the group-wide sums; N = sum(counter); an absent weight is 1."""
+    dy, x = np.asarray(grad_out, np.float64), np.asarray(x, np.float64)
+    _, bshape = _layout(dy, data_format)
+    n = float(np.sum(np.asarray(counter, np.float64)))
+    r = lambda v: np.asarray(v, np.float64).reshape(bshape)  # noqa: E731
+    w = np.ones_like(np.asarray(mean, np.float64)) if weight is None else weight
+    return (dy - r(sum_dy) / n - (x - r(mean)) * r(invstd) ** 2 * r(sum_dy_xmu) / n) * r(invstd) * r(w)
+
+
+def batch_norm_train_ref(x, grad_y, gamma, beta, data_format="NCHW", eps=1e-5, momentum=0.9):
+    """Training-mode BatchNorm over the whole batch: (y, grad_x, grad_gamma, grad_beta,
+    moving_mean, moving_var), the moving statistics updated once from 0 / 1 with
+    MindSpore's convention (moving = momentum * moving + (1 - momentum) * batch,
+    unbiased batch variance)."""
+    x, grad_y = np.asarray(x, np.float64), np.asarray(grad_y, np.float64)
+    axes, bshape = _layout(x, data_format)
+    n = x.size // x.shape[len(x.shape) - 1 if data_format in CHANNEL_LAST else 1]
+    mean, var = x.mean(axis=axes), x.var(axis=axes)
+    invstd = 1.0 / np.sqrt(var + eps)
+    gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
+    y = (x - mean.reshape(bshape)) * invstd.reshape(bshape) * gamma.reshape(bshape) + beta.reshape(bshape)
+    gx, gg, gb = batch_norm_backward_ref(grad_y, x, gamma, save_mean=mean, save_invstd=invstd, training=True,
+                                         data_format=data_format)
+    moving_mean = (1.0 - momentum) * mean
+    moving_var = momentum * 1.0 + (1.0 - momentum) * var * n / (n - 1)
+    return y, gx, gg, gb, moving_mean, moving_var

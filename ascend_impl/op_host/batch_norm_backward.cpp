@@ -1,6 +1,6 @@
-// Ascend C op definition of BatchNormBackward: signature and per-SoC
-// AddConfig blocks (generated from op_def/ into batch_norm_backward_def.gen.h),
-// InferShape / InferDataType, and the tiling function, which reads the
+// Ascend C op definition of BatchNormBackward: signature, per-SoC AddConfig
+// blocks and output dtypes (generated from op_def/ into
+// batch_norm_backward_def.gen.h), InferShape, and the tiling function, which reads the
 // SoC's UB size and core count from the platform and fills the tiling data
 // declared in op_kernel/batch_norm_backward_tiling.h.
 #include <string>
@@ -27,7 +27,7 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     // output_mask is ListInt in the op definition (matches the listInt CustomRegOp rows).
     const auto *mask = attrs->GetListInt(ATTR_OUTPUT_MASK);
     in.outputMask = 0;
-    for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < 3; ++i) {
+    for (size_t i = 0; mask != nullptr && i < mask->GetSize() && i < bnb::OUTPUT_MASK_LENGTH; ++i) {
         in.outputMask |= uint32_t(mask->GetData()[i] != 0) << i;
     }
     in.channelLast = ChannelLast(attrs->GetStr(ATTR_LAYOUT));
@@ -78,12 +78,7 @@ static ge::graphStatus BatchNormBackwardInferShape(gert::InferShapeContext *cont
 
 static ge::graphStatus BatchNormBackwardInferDataType(gert::InferDataTypeContext *context)
 {
-    const ge::DataType dtype = context->GetInputDataType(INPUT_GRAD_OUT);
-    const ge::DataType weight = context->GetOptionalInputDataType(INPUT_WEIGHT);
-    const ge::DataType param = weight == ge::DT_UNDEFINED ? dtype : weight;
-    context->SetOutputDataType(OUTPUT_GRAD_INPUT, dtype);
-    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT, param);
-    context->SetOutputDataType(OUTPUT_GRAD_BIAS, param);
+    bnb_gen::SetOutputDataTypes(context);  // dtype_from of the prototype
     return GRAPH_SUCCESS;
 }
 }  // namespace ge

@@ -11,7 +11,7 @@
 namespace bnb {
 
 struct TilingInput {
-    std::vector<int64_t> shape;   // grad_out shape, rank 2..8
+    std::vector<int64_t> shape;   // grad_out shape, rank MIN_RANK..MAX_RANK
     bool channelLast = false;
     uint32_t dtype = DT_FLOAT;
     bool training = true;
@@ -32,8 +32,8 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
 {
     t = BatchNormBackwardTilingData{};
     const auto &s = in.shape;
-    if (s.size() < 2 || s.size() > 8) {
-        return "rank must be 2..8";
+    if (s.size() < MIN_RANK || s.size() > MAX_RANK) {
+        return "rank must be " + std::to_string(MIN_RANK) + ".." + std::to_string(MAX_RANK);
     }
     int64_t outer = 1, inner = 1, channels;
     if (in.channelLast) {

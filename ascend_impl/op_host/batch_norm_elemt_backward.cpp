@@ -38,8 +38,7 @@ static ge::graphStatus BatchNormElemtBackwardInferShape(gert::InferShapeContext 
 
 static ge::graphStatus BatchNormElemtBackwardInferDataType(gert::InferDataTypeContext *context)
 {
-    using namespace bnb_gen_elemt;
-    context->SetOutputDataType(OUTPUT_GRAD_INPUT, context->GetInputDataType(INPUT_GRAD_OUT));
+    bnb_gen_elemt::SetOutputDataTypes(context);  // dtype_from of the prototype
     return GRAPH_SUCCESS;
 }
 }  // namespace ge

@@ -15,7 +15,12 @@ namespace bnb_host {
 inline bool ChannelLast(const char *layout)
 {
     const std::string l = layout ? layout : "";
-    return l == "NHWC" || l == "NDHWC";
+    for (const char *name : bnb::CHANNEL_LAST_LAYOUTS) {
+        if (l == name) {
+            return true;
+        }
+    }
+    return false;
 }
 
 inline uint32_t KernelDtype(ge::DataType dt)

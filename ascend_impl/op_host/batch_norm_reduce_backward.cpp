@@ -15,10 +15,10 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
     uint64_t lib = 0;
     bnb_sync_host::FillInput(context, INPUT_GRAD_OUT, INPUT_MEAN, INPUT_INVSTD, INPUT_WEIGHT,
                              bnb_sync_host::ChannelLast(attrs->GetStr(ATTR_LAYOUT)), in, lib);
-    // Mask bits (Output enum): 0 sum_dy / sum_dy_xmu, 1 grad_weight, 2 grad_bias.
-    in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(ATTR_INPUT_G)) |
-                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_WEIGHT_G)) << 1 |
-                    uint32_t(*attrs->GetAttrPointer<bool>(ATTR_BIAS_G)) << 2;
+    // Mask bit i is the flag MASK_BIT_i_ATTR (mask_attrs of the prototype).
+    in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_0_ATTR)) |
+                    uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_1_ATTR)) << 1 |
+                    uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_2_ATTR)) << 2;
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
                           in.dtype != bnb::DT_FLOAT;
     bnb::BatchNormSyncTilingData tiling;
@@ -46,14 +46,7 @@ static ge::graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext
 
 static ge::graphStatus BatchNormReduceBackwardInferDataType(gert::InferDataTypeContext *context)
 {
-    using namespace bnb_gen_reduce;
-    const ge::DataType mean = context->GetInputDataType(INPUT_MEAN);
-    const ge::DataType weight = context->GetOptionalInputDataType(INPUT_WEIGHT);
-    const ge::DataType param = weight == ge::DT_UNDEFINED ? mean : weight;  // dtype_from: [weight, mean]
-    context->SetOutputDataType(OUTPUT_SUM_DY, mean);
-    context->SetOutputDataType(OUTPUT_SUM_DY_XMU, mean);
-    context->SetOutputDataType(OUTPUT_GRAD_WEIGHT, param);
-    context->SetOutputDataType(OUTPUT_GRAD_BIAS, param);
+    bnb_gen_reduce::SetOutputDataTypes(context);  // dtype_from of the prototype
     return GRAPH_SUCCESS;
 }
 }  // namespace ge

@@ -512,13 +512,13 @@ private:
         }
         const int64_t c0 = GroupStart(g);
         const uint32_t n = GroupCount(g);
-        LoadParam(WEIGHT, c0, n, weight_, 1.0f);
-        if (t_.training) {
+        LoadParam(WEIGHT, c0, n, weight_, DEFAULT_WEIGHT);
+        if (t_.training) {  // save_mean / save_invstd are required then
             LoadParam(SAVE_MEAN, c0, n, mean_, 0.0f);
             LoadParam(SAVE_INVSTD, c0, n, invstd_, 1.0f);
         } else {
-            LoadParam(RUNNING_MEAN, c0, n, mean_, 0.0f);
-            LoadParam(RUNNING_VAR, c0, n, invstd_, 1.0f);
+            LoadParam(RUNNING_MEAN, c0, n, mean_, DEFAULT_RUNNING_MEAN);
+            LoadParam(RUNNING_VAR, c0, n, invstd_, DEFAULT_RUNNING_VAR);
             AscendC::Adds(invstd_, invstd_, t_.eps, t_.vecElems);
             AscendC::Sqrt(invstd_, invstd_, t_.vecElems);
             AscendC::Duplicate(coefB_, 1.0f, t_.vecElems);

@@ -5,6 +5,7 @@
 #ifndef BATCH_NORM_BACKWARD_TILING_H
 #define BATCH_NORM_BACKWARD_TILING_H
 #include <cstdint>
+#include "batch_norm_spec.gen.h"
 
 #ifdef __aicore__
 #define BNB_FN __aicore__ inline
@@ -18,10 +19,9 @@ namespace bnb {
 enum Layout : uint32_t { LAYOUT_CHANNEL_FIRST = 0, LAYOUT_CHANNEL_LAST = 1 };
 // Element type of grad_out / input / grad_input.
 enum DataType : uint32_t { DT_FLOAT = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
-// The optional per-channel inputs, in kernel argument order (bit positions).
-enum Param : uint32_t { WEIGHT = 0, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD, PARAM_COUNT };
-// output_mask bits.
-enum Output : uint32_t { GRAD_INPUT = 0, GRAD_WEIGHT, GRAD_BIAS };
+// The per-channel inputs in kernel argument order (enum Param), the output-mask
+// bits (enum Output), the values of absent inputs and the rank bounds come from
+// op_def/batch_norm_backward.yaml through batch_norm_spec.gen.h.
 
 constexpr uint32_t BLOCK_BYTES = 32;
 constexpr uint32_t QUEUE_DEPTH = 2;        // double-buffered GM<->UB queues

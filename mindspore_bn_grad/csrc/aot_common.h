@@ -1,5 +1,8 @@
 // Helpers shared by the aot entry points (aot_entry.cpp, bn_sync_entry.cpp):
-// error codes, dtype strings, shape arithmetic. Inline, header-only.
+// dtype strings, layouts, shape arithmetic. Inline, header-only. The facts of
+// the prototypes (error codes, dtype names, rank bounds, channel-last layout
+// names, tensor slots, attributes) come from bn_spec.gen.h, generated from
+// op_def/ by scripts/gen_ascend_op_def.py.
 #ifndef MS_BN_GRAD_AOT_COMMON_H_
 #define MS_BN_GRAD_AOT_COMMON_H_
 
@@ -10,25 +13,24 @@
 #include <string>
 
 #include "bn_backward.h"
+#include "bn_spec.gen.h"
 #include "thread_pool.h"
 
 namespace bn_grad {
 namespace aot {
 
-// Error codes returned to the caller (also listed in _native.py).
-enum Error {
-  kOk = 0, kBadParamCount = 1, kBadDtype = 2, kBadRank = 3, kBadShape = 4,
-  kMissingTensor = 5, kOverflow = 6, kKernelFailed = 7, kBadThreadCount = 8, kThreadStartFailed = 9,
-};
+using namespace spec;  // NOLINT: error codes (kOk, ...), rank bounds, dtype names
 
 inline DType ParseDtype(const char *s) {
   if (s == nullptr) return DType::kNone;
-  if (std::strcmp(s, "float32") == 0) return DType::kFloat32;
-  if (std::strcmp(s, "float16") == 0) return DType::kFloat16;
-  if (std::strcmp(s, "bfloat16") == 0) return DType::kBFloat16;
-  if (std::strcmp(s, "float64") == 0) return DType::kFloat64;
+  for (const DtypeName &d : kDtypeNames) {
+    if (std::strcmp(s, d.name) == 0) return d.dtype;
+  }
   return DType::kNone;
 }
+
+// Whether `rank` is one of the ranks the prototypes accept.
+inline bool RankSupported(int rank) { return rank >= kMinRank && rank <= kMaxRank; }
 
 // An absent optional input: MindSpore passes dtype "none".
 inline bool IsNoneDtype(const char *s) { return s == nullptr || std::strcmp(s, "none") == 0; }
@@ -58,7 +60,12 @@ inline int64_t NumElements(int ndim, const int64_t *shape, bool *ok) {
 }
 
 // The `layout` attribute (data_format; see op_def/batch_norm_backward.yaml).
-inline bool ChannelLast(const std::string &layout) { return layout == "NHWC" || layout == "NDHWC"; }
+inline bool ChannelLast(const std::string &layout) {
+  for (const char *name : kChannelLastLayouts) {
+    if (layout == name) return true;
+  }
+  return false;
+}
 
 // Zero-fills a masked output. A dx-sized fill moves as many bytes as
 // computing dx, so large ones are split over the kernel's threads.

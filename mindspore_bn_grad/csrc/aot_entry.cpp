@@ -9,7 +9,9 @@
 // Both kernel entries share ParseCall, which checks every shape and dtype it
 // is handed against the others before any memory is touched: a call that
 // does not fit returns a nonzero code instead of reading out of bounds.
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,19 +24,18 @@ namespace bn_grad {
 namespace {
 
 using namespace aot;  // NOLINT: the shared entry-point helpers
-
-enum Slot { GRAD_OUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD,
-            GRAD_INPUT, GRAD_WEIGHT, GRAD_BIAS, NUM_SLOTS };
-constexpr int kNumInputs = GRAD_INPUT;
-const char *const kInputNames[kNumInputs] = {"grad_out", "input", "weight", "running_mean",
-                                             "running_var", "save_mean", "save_invstd"};
+// Tensor slots (GRAD_OUT ... GRAD_BIAS), input names, attribute names and defaults: the prototype.
+using namespace spec::batch_norm_backward;  // NOLINT
 
 struct Attrs {
-  bool training = true;
-  double eps = 1e-5;
-  bool mask[3] = {true, true, true};
-  bool channel_last = false;
+  Attrs() { std::copy(std::begin(kDefaultOutputMask), std::end(kDefaultOutputMask), mask); }
+  bool training = kDefaultTraining;
+  double eps = kDefaultEps;
+  bool mask[kOutputMaskLength];  // by mask bit (kMaskBitGradInput, ...)
+  bool channel_last = ChannelLast(kDefaultLayout);
 };
+
+static_assert(sizeof(BnBackwardArgs::mask) == kOutputMaskLength * sizeof(bool), "one mask entry per mask bit");
 
 struct AttrsData : public mindspore::AotKernelData {
   Attrs attrs;
@@ -60,7 +61,7 @@ int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const cha
               const Attrs &attrs, BnBackwardArgs *a, int64_t *numel) {
   if (nparam != NUM_SLOTS) return kBadParamCount;
   const int rank = ndims[GRAD_OUT];
-  if (rank < 2 || rank > 8) return kBadRank;
+  if (!RankSupported(rank)) return kBadRank;
   const int64_t *shape = shapes[GRAD_OUT];
   if (!SameShape(rank, shape, ndims[INPUT], shapes[INPUT]) ||
       !SameShape(rank, shape, ndims[GRAD_INPUT], shapes[GRAD_INPUT])) {
@@ -116,7 +117,7 @@ int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const cha
   a->grad_bias = MutTensor{params[GRAD_BIAS], dparam};
   a->training = attrs.training;
   a->eps = attrs.eps;
-  for (int i = 0; i < 3; ++i) a->mask[i] = attrs.mask[i];
+  for (int i = 0; i < kOutputMaskLength; ++i) a->mask[i] = attrs.mask[i];
   return kOk;
 }
 
@@ -124,15 +125,17 @@ int Compute(BnBackwardArgs &a, int64_t numel) {
   // Masked outputs come back zero-filled with their normal shape. A masked
   // grad_input is zeroed by the kernel in the sweep that reads x and dy when
   // it computes grad_weight or grad_bias, else here.
-  if (!a.mask[0] && numel > 0) {
-    a.zero_grad_input = a.mask[1] || a.mask[2];
+  const bool want_dx = a.mask[kMaskBitGradInput], want_dw = a.mask[kMaskBitGradWeight];
+  const bool want_db = a.mask[kMaskBitGradBias];
+  if (!want_dx && numel > 0) {
+    a.zero_grad_input = want_dw || want_db;
     if (!a.zero_grad_input) ZeroFill(a.grad_input.data, numel * ElemSize(a.grad_input.dtype));
   }
   if (a.channels > 0) {
-    if (!a.mask[1]) std::memset(a.grad_weight.data, 0, a.channels * ElemSize(a.grad_weight.dtype));
-    if (!a.mask[2]) std::memset(a.grad_bias.data, 0, a.channels * ElemSize(a.grad_bias.dtype));
+    if (!want_dw) std::memset(a.grad_weight.data, 0, a.channels * ElemSize(a.grad_weight.dtype));
+    if (!want_db) std::memset(a.grad_bias.data, 0, a.channels * ElemSize(a.grad_bias.dtype));
   }
-  if (!(a.mask[0] || a.mask[1] || a.mask[2]) || a.channels == 0) return kOk;
+  if (!(want_dx || want_dw || want_db) || a.channels == 0) return kOk;
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
@@ -256,19 +259,22 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
                           mindspore::AotExtra *extra) {
   auto *data = new bn_grad::AttrsData();
   bn_grad::Attrs &at = data->attrs;
-  if (extra->HasAttr("training")) at.training = extra->Attr<bool>("training");
-  if (extra->HasAttr("eps")) at.eps = static_cast<double>(extra->Attr<float>("eps"));
-  if (extra->HasAttr("eps_bits")) {  // eps exactly (the float attribute is float32): _op.py
-    const int64_t bits = extra->Attr<int64_t>("eps_bits");
+  namespace bnb = bn_grad::spec::batch_norm_backward;
+  if (extra->HasAttr(bnb::kAttrTraining)) at.training = extra->Attr<bool>(bnb::kAttrTraining);
+  if (extra->HasAttr(bnb::kAttrEps)) at.eps = static_cast<double>(extra->Attr<float>(bnb::kAttrEps));
+  if (extra->HasAttr(bnb::kAttrEpsBits)) {  // eps exactly (the float attribute is float32): _op.py
+    const int64_t bits = extra->Attr<int64_t>(bnb::kAttrEpsBits);
     std::memcpy(&at.eps, &bits, sizeof(at.eps));
   }
-  if (extra->HasAttr("output_mask")) {
-    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>("output_mask");
-    if (m.size() != 3) { delete data; return bn_grad::aot::kBadParamCount; }
-    for (int i = 0; i < 3; ++i) at.mask[i] = m[i] != 0;
+  if (extra->HasAttr(bnb::kAttrOutputMask)) {  // a list of ints (nonzero = computed)
+    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>(bnb::kAttrOutputMask);
+    if (m.size() != bnb::kOutputMaskLength) { delete data; return bn_grad::aot::kBadParamCount; }
+    for (int i = 0; i < bnb::kOutputMaskLength; ++i) at.mask[i] = m[i] != 0;
   }
   // data_format arrives as `layout` (see op_def/batch_norm_backward.yaml).
-  if (extra->HasAttr("layout")) at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
+  if (extra->HasAttr(bnb::kAttrLayout)) {
+    at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>(bnb::kAttrLayout));
+  }
   extra->SetKernelData(data);
   return 0;
 }
@@ -284,11 +290,14 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
 // carrying the message.
 std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_t **shapes,
                                                               mindspore::AotExtra *extra) {
-  bool channel_last = false, training = true;
+  namespace bnb = bn_grad::spec::batch_norm_backward;
+  bool channel_last = bn_grad::aot::ChannelLast(bnb::kDefaultLayout), training = bnb::kDefaultTraining;
   std::vector<int64_t> present;
   if (extra != nullptr) {
-    if (extra->HasAttr("layout")) channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
-    if (extra->HasAttr("training")) training = extra->Attr<bool>("training");
+    if (extra->HasAttr(bnb::kAttrLayout)) {
+      channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>(bnb::kAttrLayout));
+    }
+    if (extra->HasAttr(bnb::kAttrTraining)) training = extra->Attr<bool>(bnb::kAttrTraining);
     if (extra->HasAttr("input_present")) present = extra->Attr<std::vector<int64_t>>("input_present");
   }
   if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
@@ -325,9 +334,10 @@ int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, cons
   bn_grad::Attrs at;
   at.training = training != 0;
   at.eps = eps;
-  at.mask[0] = mask_input != 0;
-  at.mask[1] = mask_weight != 0;
-  at.mask[2] = mask_bias != 0;
+  namespace bnb = bn_grad::spec::batch_norm_backward;
+  at.mask[bnb::kMaskBitGradInput] = mask_input != 0;
+  at.mask[bnb::kMaskBitGradWeight] = mask_weight != 0;
+  at.mask[bnb::kMaskBitGradBias] = mask_bias != 0;
   at.channel_last = channel_last != 0;
   return bn_grad::Run(nparam, params, ndims, shapes, dtypes, at);
 }

@@ -6,8 +6,9 @@
 // virtual functions (destructor, HasAttr, then the GetAttr* family) and the
 // data members (workspace vector, kernel-data pointer). Strings cross this
 // boundary by value, so the library is built with -D_GLIBCXX_USE_CXX11_ABI=0
-// like MindSpore itself. tests/ut/test_aot_abi.py checks that attributes
-// arrive intact; this file is pinned to mindspore==2.10.0 (setup.cfg).
+// like MindSpore itself. test_attributes_reach_the_kernel_intact in
+// tests/ut/test_build.py checks that attributes arrive intact; this file is
+// pinned to mindspore==2.10.0 (setup.cfg).
 #ifndef MS_BN_GRAD_AOT_EXTRA_H_
 #define MS_BN_GRAD_AOT_EXTRA_H_
 

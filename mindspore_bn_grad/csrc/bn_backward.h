@@ -35,7 +35,7 @@ struct BnBackwardArgs {
   MutTensor grad_weight, grad_bias;            // (C,)
   bool training = true;
   double eps = 1e-5;
-  bool mask[3] = {true, true, true};           // grad_input, grad_weight, grad_bias
+  bool mask[3] = {true, true, true};           // by mask bit: grad_input, grad_weight, grad_bias
   // mask[0] False: zero-fill grad_input as well, in the sweep that reads x and
   // dy for the other outputs (a separate fill would move the same bytes again).
   bool zero_grad_input = false;

@@ -48,11 +48,17 @@
 #include <vector>
 
 #include "bn_backward.h"
+#include "bn_spec.gen.h"
 #include "half.h"
 #include "thread_pool.h"
 
 namespace bn_grad {
 namespace {
+
+// Output-mask bits (mask_bit in op_def/batch_norm_backward.yaml).
+constexpr int kDx = spec::batch_norm_backward::kMaskBitGradInput;
+constexpr int kDw = spec::batch_norm_backward::kMaskBitGradWeight;
+constexpr int kDb = spec::batch_norm_backward::kMaskBitGradBias;
 
 constexpr int64_t kTileElems = 16384;        // row path: elements per tile (per channel)
 constexpr int64_t kRowMinInner = 32;         // shorter runs take the column path
@@ -212,18 +218,20 @@ void ForEachChannelValue(const ConstTensor &t, int64_t c0, int64_t c1, double df
   }
 }
 
-// Per-channel inputs of channels [c0, c1), into out[0 .. c1 - c0): weight (1
-// when absent); saved mean / invstd in training, else running mean and
-// 1 / sqrt(running_var + eps). Loaded per block of channels where they are
-// used, so no per-call array grows with C.
+// Per-channel inputs of channels [c0, c1), into out[0 .. c1 - c0): weight;
+// saved mean / invstd in training (required then), else running mean and
+// 1 / sqrt(running_var + eps). An absent optional input takes the prototype's
+// default_value (spec::batch_norm_backward::kAbsent*). Loaded per block of
+// channels where they are used, so no per-call array grows with C.
 void ChannelInputs(const BnBackwardArgs &a, int64_t c0, int64_t c1, ChanIn *out) {
-  ForEachChannelValue(a.weight, c0, c1, 1.0, [&](int64_t j, double v) { out[j].w = v; });
+  namespace bnb = spec::batch_norm_backward;
+  ForEachChannelValue(a.weight, c0, c1, bnb::kAbsentWeight, [&](int64_t j, double v) { out[j].w = v; });
   if (a.training) {
     ForEachChannelValue(a.save_mean, c0, c1, 0.0, [&](int64_t j, double v) { out[j].mean = v; });
     ForEachChannelValue(a.save_invstd, c0, c1, 1.0, [&](int64_t j, double v) { out[j].invstd = v; });
   } else {
-    ForEachChannelValue(a.running_mean, c0, c1, 0.0, [&](int64_t j, double v) { out[j].mean = v; });
-    ForEachChannelValue(a.running_var, c0, c1, 1.0, [&](int64_t j, double v) {
+    ForEachChannelValue(a.running_mean, c0, c1, bnb::kAbsentRunningMean, [&](int64_t j, double v) { out[j].mean = v; });
+    ForEachChannelValue(a.running_var, c0, c1, bnb::kAbsentRunningVar, [&](int64_t j, double v) {
       out[j].invstd = 1.0 / std::sqrt(v + a.eps);
     });
   }
@@ -242,8 +250,8 @@ struct DxCoef {  // dx = dy * scale - (x - mean) * ks - mdys
 template <class T>
 __attribute__((always_inline)) inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c, const ChanIn &in, double sum_dy,
                                double sum_dy_xmu, double n) {
-  if (a.mask[1]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
-  if (a.mask[2]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
+  if (a.mask[kDw]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
+  if (a.mask[kDb]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
   const double scale = in.w * in.invstd;
   double ks = 0.0, mdys = 0.0;
   if (a.training && n > 0) {
@@ -765,8 +773,8 @@ constexpr size_t kKeepScratchBytes = size_t{16} << 20;
 template <DType D>
 int Dispatch(const BnBackwardArgs &a) {
   const int64_t total = a.outer * a.channels * a.inner;
-  const bool need_dx = a.mask[0];
-  const bool need_sums = a.mask[1] || a.mask[2] || (a.training && a.mask[0]);
+  const bool need_dx = a.mask[kDx];
+  const bool need_sums = a.mask[kDw] || a.mask[kDb] || (a.training && a.mask[kDx]);
   int nthreads = g_num_threads.load(std::memory_order_relaxed);
   if (total < kMinParallelElems) nthreads = 1;
   const bool row_path = a.inner >= kRowMinInner;
@@ -796,9 +804,9 @@ int Dispatch(const BnBackwardArgs &a) {
 // Training folds the weight into every dx coefficient, so an infinite or
 // NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
 // channels (never seen in healthy training) are recomputed here in double,
-// in the spec's order: weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
+// in the order of docs/operator.md (section 1): weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
 void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
-  if (!a.training || !a.mask[0] || a.weight.data == nullptr) return;
+  if (!a.training || !a.mask[kDx] || a.weight.data == nullptr) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const double n = static_cast<double>(outer) * static_cast<double>(inner);
   if (n <= 0) return;

@@ -19,6 +19,7 @@
 
 #include "aot_extra.h"
 #include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
+#include "bn_spec.gen.h"
 #include "bn_sync.h"
 #include "half.h"
 #include "thread_pool.h"
@@ -253,7 +254,8 @@ int ElemtBackward(const ElemtArgs &a) {
   }
   const std::vector<double> mean = LoadChannel(a.mean.data, a.mean.dtype, C, 0.0);
   const std::vector<double> invstd = LoadChannel(a.invstd.data, a.invstd.dtype, C, 1.0);
-  const std::vector<double> w = LoadChannel(a.weight.data, a.weight.dtype, C, 1.0);
+  const std::vector<double> w =
+      LoadChannel(a.weight.data, a.weight.dtype, C, spec::batch_norm_elemt_backward::kAbsentWeight);
   const std::vector<double> sdy = LoadChannel(a.sum_dy.data, a.sum_dy.dtype, C, 0.0);
   const std::vector<double> sxmu = LoadChannel(a.sum_dy_xmu.data, a.sum_dy_xmu.dtype, C, 0.0);
   std::vector<double> k1(C), k2(C), scale(C);

@@ -4,9 +4,9 @@
 //   BatchNormElemtBackwardInit  / BatchNormElemtBackward  : ops.Custom(func_type="aot")
 //   MsBnSyncReduceDirect / MsBnSyncElemtDirect            : the same, without MindSpore
 //
-// Slots follow the prototypes in op_def/ (inputs, then outputs). Every shape
-// and dtype is checked against the others before any memory is touched; the
-// error codes are the ones of aot_entry.cpp (listed in _native.py).
+// Slots, attribute names and defaults, the `counter` dtypes and the error
+// codes come from the prototypes in op_def/ through bn_spec.gen.h. Every shape
+// and dtype is checked against the others before any memory is touched.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,14 +20,14 @@ namespace sync {
 namespace {
 
 using namespace aot;  // NOLINT: the shared entry-point helpers
+namespace R = spec::batch_norm_reduce_backward;  // tensor slots R::GRAD_OUT ..., attributes
+namespace E = spec::batch_norm_elemt_backward;
 
-enum ReduceSlot { R_GRAD_OUT, R_INPUT, R_MEAN, R_INVSTD, R_WEIGHT,
-                  R_SUM_DY, R_SUM_DY_XMU, R_GRAD_WEIGHT, R_GRAD_BIAS, R_NUM_SLOTS };
-enum ElemtSlot { E_GRAD_OUT, E_INPUT, E_MEAN, E_INVSTD, E_WEIGHT, E_SUM_DY, E_SUM_DY_XMU,
-                 E_COUNTER, E_GRAD_INPUT, E_NUM_SLOTS };
-
-struct ReduceAttrs { bool input_g = true, weight_g = true, bias_g = true, channel_last = false; };
-struct ElemtAttrs { bool channel_last = false; };
+struct ReduceAttrs {
+  bool input_g = R::kDefaultInputG, weight_g = R::kDefaultWeightG, bias_g = R::kDefaultBiasG;
+  bool channel_last = ChannelLast(R::kDefaultLayout);
+};
+struct ElemtAttrs { bool channel_last = ChannelLast(E::kDefaultLayout); };
 
 struct ReduceData : public mindspore::AotKernelData { ReduceAttrs attrs; };
 struct ElemtData : public mindspore::AotKernelData { ElemtAttrs attrs; };
@@ -39,7 +39,7 @@ int ParseActivations(void **params, int *ndims, int64_t **shapes, const char **d
                      std::initializer_list<int> slots, bool channel_last, Geometry *g) {
   const int first = *slots.begin();
   const int rank = ndims[first];
-  if (rank < 2 || rank > 8) return kBadRank;
+  if (!RankSupported(rank)) return kBadRank;
   const int64_t *shape = shapes[first];
   g->dtype = ParseDtype(dtypes[first]);
   if (g->dtype == DType::kNone) return kBadDtype;
@@ -94,25 +94,25 @@ void ZeroFill(const MutTensor &t, int64_t n) {
 int RunReduce(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
               const ReduceAttrs &at) {
   if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr ||
-      nparam != R_NUM_SLOTS) {
+      nparam != R::NUM_SLOTS) {
     return kBadParamCount;
   }
   Geometry g;
-  int rc = ParseActivations(params, ndims, shapes, dtypes, {R_GRAD_OUT, R_INPUT}, at.channel_last, &g);
+  int rc = ParseActivations(params, ndims, shapes, dtypes, {R::GRAD_OUT, R::INPUT}, at.channel_last, &g);
   if (rc != kOk) return rc;
   ReduceArgs a;
   a.outer = g.outer; a.channels = g.channels; a.inner = g.inner;
-  a.grad_out = ConstTensor{params[R_GRAD_OUT], g.dtype};
-  a.input = ConstTensor{params[R_INPUT], g.dtype};
+  a.grad_out = ConstTensor{params[R::GRAD_OUT], g.dtype};
+  a.input = ConstTensor{params[R::INPUT], g.dtype};
   const int64_t C = g.channels;
   struct { int slot; bool optional; ConstTensor *dst; } ins[] = {
-      {R_MEAN, false, &a.mean}, {R_INVSTD, false, &a.invstd}, {R_WEIGHT, true, &a.weight}};
+      {R::MEAN, false, &a.mean}, {R::INVSTD, false, &a.invstd}, {R::WEIGHT, true, &a.weight}};
   for (auto &i : ins) {
     if ((rc = ParseChannel(params, ndims, shapes, dtypes, i.slot, C, i.optional, i.dst)) != kOk) return rc;
   }
   struct { int slot; MutTensor *dst; } outs[] = {
-      {R_SUM_DY, &a.sum_dy}, {R_SUM_DY_XMU, &a.sum_dy_xmu},
-      {R_GRAD_WEIGHT, &a.grad_weight}, {R_GRAD_BIAS, &a.grad_bias}};
+      {R::SUM_DY, &a.sum_dy}, {R::SUM_DY_XMU, &a.sum_dy_xmu},
+      {R::GRAD_WEIGHT, &a.grad_weight}, {R::GRAD_BIAS, &a.grad_bias}};
   for (auto &o : outs) {
     if ((rc = ParseChannelOut(params, ndims, shapes, dtypes, o.slot, C, o.dst)) != kOk) return rc;
   }
@@ -124,49 +124,54 @@ int RunReduce(int nparam, void **params, int *ndims, int64_t **shapes, const cha
   return ReduceBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
+// The counter's dtype: one of the prototype's CPU `counter` dtypes.
+bool ParseCounterDtype(const char *name, ElemtArgs *a) {
+  for (const spec::CounterDtype &d : E::kCounterDtypes) {
+    if (std::strcmp(name, d.name) == 0) {
+      a->counter_dtype = d.count;
+      a->counter_float = d.floating;
+      return true;
+    }
+  }
+  return false;
+}
+
 int RunElemt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
              const ElemtAttrs &at) {
   if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr ||
-      nparam != E_NUM_SLOTS) {
+      nparam != E::NUM_SLOTS) {
     return kBadParamCount;
   }
   Geometry g;
-  int rc = ParseActivations(params, ndims, shapes, dtypes, {E_GRAD_OUT, E_INPUT, E_GRAD_INPUT},
+  int rc = ParseActivations(params, ndims, shapes, dtypes, {E::GRAD_OUT, E::INPUT, E::GRAD_INPUT},
                             at.channel_last, &g);
   if (rc != kOk) return rc;
   ElemtArgs a;
   a.outer = g.outer; a.channels = g.channels; a.inner = g.inner;
-  a.grad_out = ConstTensor{params[E_GRAD_OUT], g.dtype};
-  a.input = ConstTensor{params[E_INPUT], g.dtype};
-  a.grad_input = MutTensor{params[E_GRAD_INPUT], g.dtype};
+  a.grad_out = ConstTensor{params[E::GRAD_OUT], g.dtype};
+  a.input = ConstTensor{params[E::INPUT], g.dtype};
+  a.grad_input = MutTensor{params[E::GRAD_INPUT], g.dtype};
   const int64_t C = g.channels;
   struct { int slot; bool optional; ConstTensor *dst; } ins[] = {
-      {E_MEAN, false, &a.mean}, {E_INVSTD, false, &a.invstd}, {E_WEIGHT, true, &a.weight},
-      {E_SUM_DY, false, &a.sum_dy}, {E_SUM_DY_XMU, false, &a.sum_dy_xmu}};
+      {E::MEAN, false, &a.mean}, {E::INVSTD, false, &a.invstd}, {E::WEIGHT, true, &a.weight},
+      {E::SUM_DY, false, &a.sum_dy}, {E::SUM_DY_XMU, false, &a.sum_dy_xmu}};
   for (auto &i : ins) {
     if ((rc = ParseChannel(params, ndims, shapes, dtypes, i.slot, C, i.optional, i.dst)) != kOk) return rc;
   }
-  const char *cd = dtypes[E_COUNTER];
+  const char *cd = dtypes[E::COUNTER];
   if (IsNoneDtype(cd)) return kMissingTensor;
-  if (ndims[E_COUNTER] != 1) return kBadRank;
-  a.num_counts = shapes[E_COUNTER][0];
-  a.counter = params[E_COUNTER];
+  if (ndims[E::COUNTER] != 1) return kBadRank;
+  a.num_counts = shapes[E::COUNTER][0];
+  a.counter = params[E::COUNTER];
   if (a.num_counts > 0 && a.counter == nullptr) return kMissingTensor;
-  if (std::strcmp(cd, "int32") == 0) {
-    a.counter_dtype = CountDType::kInt32;
-  } else if (std::strcmp(cd, "int64") == 0) {
-    a.counter_dtype = CountDType::kInt64;
-  } else {
-    a.counter_dtype = CountDType::kFloat;
-    a.counter_float = ParseDtype(cd);
-    if (a.counter_float == DType::kNone) return kBadDtype;
-  }
+  if (!ParseCounterDtype(cd, &a)) return kBadDtype;
   return ElemtBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
-// data_format arrives as `layout` (kernel_name in the prototypes).
+// data_format arrives as `layout` (kernel_name in the prototypes; the same for both steps).
 bool ChannelLast(mindspore::AotExtra *extra) {
-  return extra->HasAttr("layout") && aot::ChannelLast(extra->Attr<std::string>("layout"));
+  return extra->HasAttr(E::kAttrLayout) ? aot::ChannelLast(extra->Attr<std::string>(E::kAttrLayout))
+                                        : aot::ChannelLast(E::kDefaultLayout);
 }
 
 template <typename D>
@@ -189,9 +194,10 @@ extern "C" {
 int BatchNormReduceBackwardInit(int *, int64_t **, const char **, mindspore::AotExtra *extra) {
   auto *data = new ReduceData();
   ReduceAttrs &at = data->attrs;
-  if (extra->HasAttr("input_g")) at.input_g = extra->Attr<bool>("input_g");
-  if (extra->HasAttr("weight_g")) at.weight_g = extra->Attr<bool>("weight_g");
-  if (extra->HasAttr("bias_g")) at.bias_g = extra->Attr<bool>("bias_g");
+  namespace R = bn_grad::spec::batch_norm_reduce_backward;
+  if (extra->HasAttr(R::kAttrInputG)) at.input_g = extra->Attr<bool>(R::kAttrInputG);
+  if (extra->HasAttr(R::kAttrWeightG)) at.weight_g = extra->Attr<bool>(R::kAttrWeightG);
+  if (extra->HasAttr(R::kAttrBiasG)) at.bias_g = extra->Attr<bool>(R::kAttrBiasG);
   at.channel_last = bn_grad::sync::ChannelLast(extra);
   extra->SetKernelData(data);
   return 0;

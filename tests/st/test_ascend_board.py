@@ -4,14 +4,11 @@ Run with scripts/run_st.sh on a board with the op package installed
 (scripts/build_ascend.sh) and ASCEND_CUSTOM_OPP_PATH set.
 """
 import itertools
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from reference import batch_norm_backward_ref  # noqa: E402
+from reference import batch_norm_backward_ref
 
 
 def _ascend_available():

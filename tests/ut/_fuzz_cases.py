@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
-from _harness import assert_close, decode, encode, quantize
-from reference import batch_norm_backward_ref
+from _harness import NAMES, OUTPUTS, assert_close, direct_outputs, quantize
+from reference import CHANNEL_LAST, batch_norm_backward_ref
 
-NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
 PARAMS = NAMES[2:]
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-CHANNEL_LAST = ("NHWC", "NDHWC")
 # Dims that hit edges: 0 and 1, vector widths and their neighbours, primes.
 SMALL_DIMS = (0, 1, 1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 61)
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 257, 509, 1021, 2039, 4093)
@@ -166,46 +164,22 @@ def make_case_arrays(case):
     return arrays
 
 
-# ------------------------------------------------------------- dtype codecs
-
 # ------------------------------------------------------------------ runners
-
-def direct_outputs(arrays, dtypes, attrs):
-    """Runs _native.direct; returns (float64 outputs, quantised inputs, output dtypes)."""
-    from mindspore_bn_grad import _native
-    act = dtypes["grad_out"]
-    enc, q, bf16 = {}, {}, set()
-    for n in NAMES:
-        dt = act if n in ("grad_out", "input") else dtypes.get(n, act)
-        enc[n], q[n] = encode(arrays.get(n), dt)
-        if dt == "bfloat16" and arrays.get(n) is not None:
-            bf16.add(n)
-    pdt = dtypes.get("weight", act) if arrays.get("weight") is not None else act
-    if pdt == "bfloat16":
-        bf16.add("param_grads")
-    outs = _native.direct(*(enc[n] for n in NAMES), training=attrs["training"], eps=attrs["eps"],
-                          output_mask=attrs["output_mask"],
-                          channel_last=attrs["data_format"] in CHANNEL_LAST,
-                          param_grad_dtype=np.uint16 if pdt == "bfloat16" else np.dtype(pdt),
-                          bf16=tuple(bf16))
-    odt = (act, pdt, pdt)
-    return [decode(o, dt) for o, dt in zip(outs, odt)], q, odt
-
 
 def compare(case, got, q, odt):
     attrs = case.attrs()
     want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
-    for name, g, w, dt in zip(("grad_input", "grad_weight", "grad_bias"), got, want, odt):
+    for name, g, w, dt in zip(OUTPUTS, got, want, odt):
         assert g.shape == w.shape, (name, g.shape, w.shape)
         assert_close(name, g, w, dt, case.act, q, attrs)
-    for name, g, keep in zip(("grad_input", "grad_weight", "grad_bias"), got, case.output_mask):
+    for name, g, keep in zip(OUTPUTS, got, case.output_mask):
         if not keep:
             assert not np.any(g), f"{name} is masked and must be zero-filled"
 
 
 def run_direct_case(case):
     arrays = make_case_arrays(case)
-    got, q, odt = direct_outputs(arrays, case.dtypes(), case.attrs())
+    got, q, odt, _ = direct_outputs(arrays, case.dtypes(), case.attrs())
     assert odt == case.out_dtypes()
     compare(case, got, q, odt)
 

@@ -2,7 +2,7 @@
 
 NaN and Inf
     NaN and +/-Inf in any input propagate exactly as the float64 reference
-    formulas propagate them (spec section 1): the same elements are NaN, the
+    formulas propagate them (docs/operator.md, section 1): the same elements are NaN, the
     same elements are +Inf and -Inf, the finite ones are close. Inputs are
     never sanitised, and masked outputs stay zero-filled. Checked for every
     dtype, both kernel paths (row: channel-first with long spatial runs;
@@ -31,14 +31,13 @@ import zlib
 import numpy as np
 import pytest
 
-from _fuzz_cases import decode, direct_outputs, encode
-from _harness import assert_close, check
+from _harness import NAMES, assert_close, assert_close_to_scale, check, decode, direct_outputs, encode
 from reference import batch_norm_backward_ref
 
-NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 # (shape, data_format): the row path (inner >= 32) and the column path.
 PATHS = {"row": ((3, 4, 40), "NCHW"), "col": ((5, 6, 4), "NHWC"), "nc": ((40, 3), "NCHW")}
+# Finite elements next to NaN / Inf: relative to the largest finite reference value (see _harness).
 FINITE_RTOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "float64": 1e-9}
 
 
@@ -48,11 +47,7 @@ def assert_same_specials(name, got, want, dtype):
         bad = f(got) != f(want)
         assert not bad.any(), (f"{name}: {what} differs at {np.argwhere(bad)[:5].tolist()} "
                                f"(got {got[bad][:5]}, want {want[bad][:5]})")
-    fin = np.isfinite(want)
-    if fin.any():
-        scale = np.abs(want[fin]).max() + 1e-30
-        err = np.abs(got[fin] - want[fin]).max()
-        assert err <= FINITE_RTOL[dtype] * scale, (name, err, scale)
+    assert_close_to_scale(name, got, want, FINITE_RTOL[dtype])
 
 
 def _base(shape, fmt, seed):
@@ -100,7 +95,7 @@ def test_nan_inf_propagate_like_reference(kind, dtype, path, training):
     _inject(arrays, SPECIALS[kind], rng)
     attrs = dict(training=training, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
     dtypes = {n: dtype for n in NAMES}
-    got, q, odt = direct_outputs(arrays, dtypes, attrs)
+    got, q, odt, _ = direct_outputs(arrays, dtypes, attrs)
     want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
     for name, g, w in zip(("grad_input", "grad_weight", "grad_bias"), got, want):
         assert_same_specials(name, g, w, dtype)
@@ -118,7 +113,7 @@ def test_infinite_invstd_poisons_only_its_channel(path):
     arrays, c = _base(shape, fmt, seed=5)
     arrays["save_invstd"][0] = np.inf
     attrs = dict(training=True, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
-    got, q, _ = direct_outputs(arrays, {n: "float32" for n in NAMES}, attrs)
+    got, q, *_ = direct_outputs(arrays, {n: "float32" for n in NAMES}, attrs)
     want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
     axis = len(shape) - 1 if fmt == "NHWC" else 1
     gi, wi = np.moveaxis(got[0], axis, 0), np.moveaxis(want[0], axis, 0)
@@ -135,7 +130,7 @@ def test_masked_outputs_stay_zero_with_nan_inputs(mask):
     arrays["grad_out"][0, 0, :3] = [np.nan, np.inf, -np.inf]
     arrays["input"][1, 2, 5] = np.nan
     attrs = dict(training=True, eps=1e-5, output_mask=mask, data_format=fmt)
-    got, q, _ = direct_outputs(arrays, {n: "float32" for n in NAMES}, attrs)
+    got, q, *_ = direct_outputs(arrays, {n: "float32" for n in NAMES}, attrs)
     want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
     for name, g, w, keep in zip(("grad_input", "grad_weight", "grad_bias"), got, want, mask):
         if keep:
@@ -183,7 +178,7 @@ def test_float16_grad_input_overflow_is_inf_like_float32_rounded(fmt):
               "running_mean": np.zeros(c), "running_var": np.ones(c)}
     dtypes = {"grad_out": "float16", "weight": "float32", "running_mean": "float32", "running_var": "float32"}
     attrs = dict(training=False, eps=0.0, output_mask=(True, False, False), data_format=fmt)
-    got, q, _ = direct_outputs(arrays, dtypes, attrs)
+    got, q, *_ = direct_outputs(arrays, dtypes, attrs)
     axis = 1 if fmt == "NCHW" else 2
     bshape = [1, 1, 1]
     bshape[axis] = c
@@ -195,6 +190,32 @@ def test_float16_grad_input_overflow_is_inf_like_float32_rounded(fmt):
     assert (np.isneginf(got[0]) == (np.isinf(expect) & (expect < 0))).all()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_half_store_rounding(dtype, fmt):
+    """dx = dy * scale is exact in float32 here, so the stored bits must be the
+    round-to-nearest-even of the exact value (NaN stays NaN, Inf stays Inf,
+    subnormals round like any other value)."""
+    rng = np.random.default_rng(9)
+    shape = (3, 4, 41) if fmt == "NCHW" else (3, 41, 4)
+    vals = rng.standard_normal(shape) * 4
+    if dtype == "float16":
+        vals.reshape(-1)[:6] = [np.nan, np.inf, -np.inf, 6e-8, -3e-6, 65000.0]
+    else:
+        vals.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e-38]
+    scale = np.array([1.0, 1.0 + 2.0 ** -9, 1.0 - 2.0 ** -12, 1.5 + 2.0 ** -11])
+    arrays = {"grad_out": vals, "input": vals, "weight": scale,
+              "running_mean": np.zeros(4), "running_var": np.ones(4)}
+    dtypes = {"grad_out": dtype, "weight": "float64", "running_mean": "float32", "running_var": "float32"}
+    attrs = dict(training=False, eps=0.0, output_mask=(True, True, True), data_format=fmt)
+    got, q, *_ = direct_outputs(arrays, dtypes, attrs)
+    want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
+    _, want_rounded = encode(want[0], dtype)
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
+    ok = ~np.isnan(want[0])
+    np.testing.assert_array_equal(got[0][ok], want_rounded[ok])
+
+
 def test_float16_store_rounding_threshold():
     """65519.99... rounds to 65504, 65520 to Inf (round to nearest even, float32 first)."""
     c = 3
@@ -203,7 +224,7 @@ def test_float16_store_rounding_threshold():
     arrays = {"grad_out": dy, "input": np.zeros_like(dy), "weight": w,
               "running_mean": np.zeros(c), "running_var": np.ones(c)}
     dtypes = {"grad_out": "float16", "weight": "float32", "running_mean": "float32", "running_var": "float32"}
-    got, _, _ = direct_outputs(arrays, dtypes, dict(training=False, eps=0.0, output_mask=(True, False, False),
+    got, *_ = direct_outputs(arrays, dtypes, dict(training=False, eps=0.0, output_mask=(True, False, False),
                                                     data_format="NCHW"))
     assert (got[0][0, 0] == 65504.0).all() and (got[0][0, 1] == 65504.0).all()
     assert np.isposinf(got[0][0, 2]).all()
@@ -221,7 +242,7 @@ def test_float16_param_grad_overflow(param_dtype):
     arrays = {"grad_out": dy, "input": x, "weight": np.ones(c), "save_mean": np.zeros(c),
               "save_invstd": np.ones(c)}
     dtypes = {"grad_out": "float16", "weight": param_dtype, "save_mean": "float32", "save_invstd": "float32"}
-    got, q, odt = direct_outputs(arrays, dtypes, dict(training=True, eps=1e-5, output_mask=(False, True, True),
+    got, q, odt, _ = direct_outputs(arrays, dtypes, dict(training=True, eps=1e-5, output_mask=(False, True, True),
                                                       data_format="NCHW"))
     assert odt[1] == param_dtype
     want_gb = np.array([30.0 * n, -30.0 * n])
@@ -275,7 +296,7 @@ def test_accuracy_channel_of_1e7_elements(fmt, dtype):
     arrays["save_mean"] = mean
     dtypes = {"grad_out": dtype, "weight": "float32", "save_mean": "float32", "save_invstd": "float32"}
     attrs = dict(training=True, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
-    got, q, _ = direct_outputs(arrays, dtypes, attrs)
+    got, q, *_ = direct_outputs(arrays, dtypes, attrs)
     want = batch_norm_backward_ref(*(q[k] for k in NAMES), **attrs)
     ady = np.abs(q["grad_out"])
     s_abs_b = ady.sum()

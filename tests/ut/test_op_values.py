@@ -10,7 +10,7 @@ ALL_MASKS = list(itertools.product([True, False], repeat=3))
 
 
 def test_worked_example(mode):
-    """The aclnn sample program (spec section 6), worked out by hand."""
+    """The aclnn sample program (docs/operator.md, section 6), worked out by hand."""
     x = np.arange(8, dtype=np.float64).reshape(1, 2, 4)
     arrays = {"grad_out": x, "input": x, "weight": np.ones(2), "running_mean": np.zeros(2),
               "running_var": np.ones(2), "save_mean": np.zeros(2), "save_invstd": np.ones(2)}

@@ -51,10 +51,48 @@ def test_table_states_the_rules():
 
 def test_cli(capsys):
     from mindspore_bn_grad.__main__ import main
-    assert main(["support", "--soc", "Ascend910B2", "--combinations"]) == 0
+    assert main(["support", "--soc", "Ascend910B2", "--combinations", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "`ascend910b`" in out and "`ascend950`" not in out and "3 dtype combinations x 5 formats" in out
     assert main(["support", "--soc", "nope"]) == 2
     assert "ascend910_93" in capsys.readouterr().err
-    assert support.main([]) == 0
+    assert support.main(["--markdown"]) == 0
     assert capsys.readouterr().out == support.support_markdown()
+
+
+def test_cli_prints_plain_text(capsys):
+    """Plain text by default: no HTML comment, no Markdown table rules or backticks; same content."""
+    assert support.main([]) == 0
+    out = capsys.readouterr().out
+    assert "<!--" not in out and "| ---" not in out and "`" not in out
+    assert out == support.plain_text(support.support_markdown())
+    rows = {}
+    for line in out.splitlines():  # the summary table's rows come first
+        if line.split() and line.split()[0] in ("ascend910", "ascend950", "cpu"):
+            rows.setdefault(line.split()[0], line)
+    assert "bfloat16" not in rows["ascend910"] and "NDHWC" in rows["ascend950"] and "float64" in rows["cpu"]
+
+
+def test_arguments_doc_states_the_prototypes():
+    md = support.arguments_markdown()
+    for name in ("BatchNormBackward", "BatchNormReduceBackward", "BatchNormElemtBackward"):
+        assert f"## {name} (`aclnn{name}`)" in md
+    assert "| `running_var` | runningVar | no | (C,) | training=False | 1.0 |" in md
+    assert "| `counter` | counter | yes | 1-D, any length | always |  | Ascend: float32, int32, int64; " \
+           "CPU: float32, float64, int32, int64 |" in md
+    assert "| `grad_weight` | gradWeight | (C,) | weight else mean | weight_g |" in md
+
+
+def test_docs_ship_with_the_code():
+    """The README links the operator contract in docs/, never a file outside the repository."""
+    import re
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert "docs/operator.md" in links and "docs/arguments.md" in links
+    for link in links:
+        if not link.startswith(("http://", "https://", "#")):
+            assert not link.startswith(".."), link
+            assert (ROOT / link.split("#")[0]).exists(), link
+    for doc in ("operator.md", "arguments.md", "support_table.md"):
+        text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+        assert "../shared" not in text and "/work/" not in text, doc

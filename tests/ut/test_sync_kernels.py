@@ -2,36 +2,20 @@
 
 Kernel-level through the direct ctypes entries; then through MindSpore
 (ops.Custom, both modes, every dtype) and the infer-time rejections. The
-oracle below is written from the aclnnBatchNorm{Reduce,Elemt}Backward formulas.
+oracle is tests/reference.py (sync_reduce_ref / sync_elemt_ref), written from the
+aclnnBatchNorm{Reduce,Elemt}Backward formulas.
 """
 import numpy as np
 import pytest
 
 from _harness import bf16_bits_to_f64, to_bf16_bits
+from reference import sync_elemt_ref, sync_reduce_ref
 from mindspore_bn_grad import _native
 from mindspore_bn_grad import _sync_ops as so
 
 
-def ref_reduce(dy, x, mean, invstd, channel_last=False):
-    dy, x = dy.astype(np.float64), x.astype(np.float64)
-    axis = dy.ndim - 1 if channel_last else 1
-    axes = tuple(i for i in range(dy.ndim) if i != axis)
-    b = [1] * dy.ndim
-    b[axis] = -1
-    sum_dy = dy.sum(axes)
-    sum_xmu = (dy * (x - mean.astype(np.float64).reshape(b))).sum(axes)
-    return sum_dy, sum_xmu, sum_xmu * invstd, sum_dy
-
-
-def ref_elemt(dy, x, mean, invstd, weight, sum_dy, sum_xmu, count, channel_last=False):
-    dy, x = dy.astype(np.float64), x.astype(np.float64)
-    axis = dy.ndim - 1 if channel_last else 1
-    b = [1] * dy.ndim
-    b[axis] = -1
-    n = float(np.sum(count, dtype=np.float64))
-    w = np.ones_like(mean, dtype=np.float64) if weight is None else weight.astype(np.float64)
-    r = lambda v: np.asarray(v, np.float64).reshape(b)  # noqa: E731
-    return (dy - r(sum_dy) / n - (x - r(mean)) * r(invstd) ** 2 * r(sum_xmu) / n) * r(invstd * w)
+def layout(channel_last):
+    return "NHWC" if channel_last else "NCHW"
 
 
 def make(shape, channel_last, seed=0):
@@ -59,7 +43,7 @@ def test_direct_values(shape, cl, dt, tol):
     dy, x, mean, invstd, w = make(shape, cl)
     dy, x = dy.astype(dt), x.astype(dt)
     out = so.reduce_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), channel_last=cl)
-    want = ref_reduce(dy, x, mean.astype(dt), invstd.astype(dt), cl)
+    want = sync_reduce_ref(dy, x, mean.astype(dt), invstd.astype(dt), layout(cl))
     n = max(1, dy.size // (shape[-1] if cl else shape[1]))
     for got, exp in zip(out, want):
         assert got.dtype == dt
@@ -67,8 +51,8 @@ def test_direct_values(shape, cl, dt, tol):
     count = np.array([n, 7], np.int32)
     gi = so.elemt_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
                          want[1].astype(dt), count, channel_last=cl)
-    exp = ref_elemt(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
-                    want[1].astype(dt), count, cl)
+    exp = sync_elemt_ref(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
+                         want[1].astype(dt), count, layout(cl))
     assert gi.dtype == dt and gi.shape == dy.shape
     assert np.all(np.abs(gi - exp) <= tol * 4 * scale(exp))
 
@@ -80,13 +64,14 @@ def test_direct_bfloat16(cl):
     qdy, qx = bf16_bits_to_f64(bdy), bf16_bits_to_f64(bx)
     m32, i32, w32 = mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32)
     out = so.reduce_direct(bdy, bx, m32, i32, w32, channel_last=cl, bf16=True)
-    want = ref_reduce(qdy, qx, m32, i32, cl)
+    want = sync_reduce_ref(qdy, qx, m32, i32, layout(cl))
     for got, exp in zip(out, want):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-4)
     count = np.array([90.0], np.float32)
     gi = so.elemt_direct(bdy, bx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
                          channel_last=cl, bf16=True)
-    exp = ref_elemt(qdy, qx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count, cl)
+    exp = sync_elemt_ref(qdy, qx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
+                         layout(cl))
     assert np.all(np.abs(bf16_bits_to_f64(gi) - exp) <= 2.0 ** -8 * scale(exp))
 
 
@@ -95,7 +80,7 @@ def test_direct_bfloat16(cl):
 def test_direct_flags_zero_fill(flags):
     dy, x, mean, invstd, w = make((2, 3, 4), False)
     out = so.reduce_direct(dy, x, mean, invstd, w, input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
-    want = ref_reduce(dy, x, mean, invstd)
+    want = sync_reduce_ref(dy, x, mean, invstd)
     on = [flags[0], flags[0], flags[1], flags[2]]
     for got, exp, keep in zip(out, want, on):
         np.testing.assert_allclose(got, exp if keep else np.zeros_like(exp), rtol=1e-12, atol=1e-12)
@@ -104,11 +89,11 @@ def test_direct_flags_zero_fill(flags):
 def test_direct_without_weight_and_float_counter():
     dy, x, mean, invstd, _ = make((4, 3, 5), False)
     out = so.reduce_direct(dy, x, mean, invstd, None)
-    want = ref_reduce(dy, x, mean, invstd)
+    want = sync_reduce_ref(dy, x, mean, invstd)
     np.testing.assert_allclose(out[2], want[2], rtol=1e-12)
     count = np.array([20.0, 13.0, 0.0])
     gi = so.elemt_direct(dy, x, mean, invstd, None, want[0], want[1], count)
-    np.testing.assert_allclose(gi, ref_elemt(dy, x, mean, invstd, None, want[0], want[1], count), rtol=1e-12,
+    np.testing.assert_allclose(gi, sync_elemt_ref(dy, x, mean, invstd, None, want[0], want[1], count), rtol=1e-12,
                                atol=1e-14)
 
 
@@ -128,7 +113,7 @@ def test_direct_deterministic_for_any_thread_count(cl):
         assert results[0] == results[1] == results[2]
     finally:
         _native.set_num_threads(before)
-    want = ref_reduce(*args[:4], channel_last=cl)
+    want = sync_reduce_ref(*args[:4], layout(cl))
     np.testing.assert_allclose(np.frombuffer(results[0][0], np.float32), want[0], rtol=1e-5, atol=1e-2)
 
 
@@ -178,7 +163,7 @@ def test_mindspore_values(mode, dtype, tol, fmt):
     pdt = "float64" if dtype == "float64" else "float32"
     p = lambda a: Tensor(a.astype(pdt))  # noqa: E731
     out = _run(mode, "batch_norm_reduce_backward", t(dy), t(x), p(mean), p(invstd), p(w), data_format=fmt)
-    want = ref_reduce(q(dy), q(x), mean, invstd, cl)
+    want = sync_reduce_ref(q(dy), q(x), mean, invstd, fmt)
     for got, exp in zip(out, want):
         assert str(got.dtype).lower() == pdt
         np.testing.assert_allclose(got.asnumpy(), exp, rtol=1e-5 if pdt == "float32" else 1e-12, atol=1e-3)
@@ -186,7 +171,7 @@ def test_mindspore_values(mode, dtype, tol, fmt):
     gi = _run(mode, "batch_norm_elemt_backward", t(dy), t(x), p(mean), p(invstd), p(w), out[0], out[1], counts,
               data_format=fmt)
     assert gi.shape == dy.shape and gi.dtype == getattr(ms, dtype)
-    exp = ref_elemt(q(dy), q(x), mean, invstd, w, out[0].asnumpy(), out[1].asnumpy(), [90], cl)
+    exp = sync_elemt_ref(q(dy), q(x), mean, invstd, w, out[0].asnumpy(), out[1].asnumpy(), [90], fmt)
     got = gi.astype(ms.float64).asnumpy()
     assert np.all(np.abs(got - exp) <= tol * scale(exp)), np.max(np.abs(got - exp))
 
@@ -206,6 +191,38 @@ def test_mindspore_rejections(mode):
     with pytest.raises(TypeError, match=r"BatchNormElemtBackward: counter expected a float or integer dtype"):
         _run(mode, "batch_norm_elemt_backward", f(dy), f(x), f(mean), f(invstd), f(w), f(mean), f(mean),
              Tensor(np.ones(2, np.bool_)))
+
+
+def test_counter_dtypes_are_the_yaml_ones_on_every_target():
+    """`counter` dtypes come from op_def/batch_norm_elemt_backward.yaml, per device: the infer step
+    and the Ascend registration rows agree (float16 / bfloat16 counters are rejected everywhere,
+    float64 only off the CPU)."""
+    from mindspore import Tensor
+    from mindspore_bn_grad import _soc
+    from mindspore_bn_grad._opdef import load_opdef
+    from mindspore_bn_grad._reg import combinations
+    counter = load_opdef("batch_norm_elemt_backward.yaml").input("counter")
+    assert counter.allowed_dtypes("Ascend") == ("float32", "int32", "int64")
+    assert counter.allowed_dtypes("CPU") == ("float32", "float64", "int32", "int64")
+    elemt = load_opdef("batch_norm_elemt_backward.yaml")
+    for soc in _soc.targets(device="Ascend"):
+        assert {c["counter"] for c in combinations(soc, elemt)} == set(counter.allowed_dtypes("Ascend"))
+    dy, x, mean, invstd, w = make((2, 3, 4), False)
+    f = lambda a: Tensor(a.astype(np.float32))  # noqa: E731
+    args = (f(dy), f(x), f(mean), f(invstd), f(w), f(mean), f(mean))
+    for dt in (np.float16, np.float64):
+        cnt = Tensor(np.array([8, 0], dt))
+        if dt == np.float64:  # accepted on the CPU: the counts of a float64 SyncBatchNorm
+            gi = so.batch_norm_elemt_backward(*args, cnt)
+            assert gi.shape == dy.shape
+        else:
+            with pytest.raises(TypeError, match=r"BatchNormElemtBackward: counter expected a float or integer "
+                                                r"dtype \(float32, float64, int32, int64\), got float16 on cpu"):
+                so.batch_norm_elemt_backward(*args, cnt)
+    with _soc.target_soc("ascend910b"):
+        with pytest.raises(TypeError, match=r"counter expected a float or integer dtype \(float32, int32, int64\), "
+                                            r"got float64 on ascend910b"):
+            so.batch_norm_elemt_backward(*args, Tensor(np.array([8, 0], np.float64)))
 
 
 def test_attribute_checks():

@@ -1,38 +1,20 @@
 """Float64 NumPy oracle of the 2-worker SyncBatchNorm test: full-batch BatchNorm.
 
-Independent of the package: forward statistics and running-stat update from
-the BatchNorm definition, gradients from tests/reference.py.
+Independent of the package: batch_norm_train_ref (tests/reference.py) gives
+the forward, the gradients and the running-statistics update of BatchNorm
+over the whole batch.
 """
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from cases import EPS, MOMENTUM, data, rank_slice  # noqa: E402
-from reference import batch_norm_backward_ref  # noqa: E402
+from cases import EPS, MOMENTUM, data, rank_slice
+from reference import batch_norm_train_ref
 
 
 def full_batch(x, w, gamma, beta, fmt):
     """y, grad_x, grad_gamma, grad_beta, moving_mean, moving_var of BatchNorm over the whole batch."""
-    x = x.astype(np.float64)
-    w = w.astype(np.float64)
-    axis = x.ndim - 1 if fmt == "NHWC" else 1
-    axes = tuple(i for i in range(x.ndim) if i != axis)
-    bshape = [1] * x.ndim
-    bshape[axis] = -1
-    n = x.size // x.shape[axis]
-    mean = x.mean(axis=axes)
-    var = x.var(axis=axes)
-    invstd = 1.0 / np.sqrt(var + EPS)
-    y = (x - mean.reshape(bshape)) * invstd.reshape(bshape) * gamma.reshape(bshape) + beta.reshape(bshape)
-    gx, gg, gb = batch_norm_backward_ref(w, x, gamma, save_mean=mean, save_invstd=invstd, training=True,
-                                         data_format=fmt)
-    mom = 1.0 - MOMENTUM
-    mm = mom * mean
-    mv = (1.0 - mom) * 1.0 + mom * var * n / (n - 1)
-    return y, gx, gg, gb, mm, mv
+    return batch_norm_train_ref(x, w, gamma, beta, fmt, eps=EPS, momentum=MOMENTUM)
 
 
 def expected(name, rank):

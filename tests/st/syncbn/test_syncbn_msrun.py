@@ -12,14 +12,12 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from cases import CASES  # noqa: E402
-from reference_check import check  # noqa: E402
+from cases import CASES
+from reference_check import check
 
 TIMEOUT_S = 240
 MODES = ("pynative", "graph")

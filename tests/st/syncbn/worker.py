@@ -11,8 +11,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import CASES, EPS, MOMENTUM, data, rank_slice  # noqa: E402
+from cases import CASES, EPS, MOMENTUM, data, rank_slice  # run as a script: its folder is on sys.path
 
 
 def main():

@@ -1,11 +1,6 @@
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-import simlib  # noqa: E402
+import simlib  # tests/ut/ascend_sim is on pytest's pythonpath (setup.cfg)
 
 
 @pytest.fixture(scope="session")

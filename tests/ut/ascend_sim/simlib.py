@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
+
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
@@ -24,7 +26,7 @@ UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
-PARAMS = ("weight", "running_mean", "running_var", "save_mean", "save_invstd")  # kernel order
+PARAMS = NAMES[2:]  # the per-channel inputs in kernel order (Param in batch_norm_spec.gen.h)
 SOCS = ("ascend910", "ascend310p", "ascend910b", "ascend910_93", "ascend950")
 
 
@@ -77,21 +79,19 @@ def build(cache_dir=None):
     return ctypes.CDLL(str(lib))
 
 
-# ---- dtype helpers: bfloat16 travels as uint16 bits ----
+# ---- dtype helpers: bfloat16 travels as uint16 bits (the harness's codec) ----
 def to_device(a, dtype):
     a = np.ascontiguousarray(a, dtype=np.float32)
     if dtype == "float32":
         return a.copy()
     if dtype == "float16":
         return a.astype(np.float16)
-    bits = a.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return rounded.astype(np.uint16)
+    return to_bf16_bits(a)
 
 
 def from_device(a, dtype):
     if dtype == "bfloat16":
-        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return bf16_bits_to_f64(a)
     return a.astype(np.float64)
 
 

@@ -2,6 +2,7 @@
 generated op definition is in sync with op_def/, the build script refuses
 to run without CANN, the wiring explains how to install the op package."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +18,54 @@ def test_generated_op_definition_matches_yaml():
     assert r.returncode == 0, r.stderr
 
 
+def rows(text, soc):
+    """The combination rows of one SoC in a generated op definition: [(dtype names, format)]."""
+    block = text.split(f"constexpr Combination {soc.upper()}[] = {{\n")[1].split("\n};")[0]
+    out = []
+    for line in block.splitlines():
+        m = re.fullmatch(r"    \{\{([A-Z0-9, ]+)\}, (\w+)\},", line)
+        assert m, line
+        out.append((tuple(m.group(1).split(", ")), m.group(2)))
+    return out
+
+
 def test_generated_op_definition_has_one_config_per_ascend_soc():
     from mindspore_bn_grad import _soc
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_backward_def.gen.h").read_text()
     for soc in _soc.targets(device="Ascend"):
-        assert text.count(f'AddConfig("{soc}"') == 1
-    assert "ge::DT_BF16" not in text.split('AddConfig("ascend910"')[0].split("{\n        ops::OpAICoreConfig")[1]
+        assert text.count(f'AddConfig(def, "{soc}", {soc.upper()});') == 1
+    assert all("BF16" not in dts for dts, _ in rows(text, "ascend910"))
+    assert any("BF16" in dts for dts, _ in rows(text, "ascend910b"))
 
 
-def test_drift_is_detected(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "scripts"))
+def test_generated_rows_are_the_accepted_combinations():
+    """Each row is one accepted combination of _soc (dtype per tensor, format); none missing, none extra."""
+    from mindspore_bn_grad import _soc
+    import gen_ascend_op_def as gen
+    text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_backward_def.gen.h").read_text()
+    for soc in _soc.targets(device="Ascend"):
+        want = {(tuple(gen.GE_DTYPE_SHORT[d] for d in combo[:-1]), combo[-1])
+                for combo in (tuple(c[n] for n in gen.load_opdef().input_names + gen.load_opdef().output_names)
+                              + (c["format"],) for c in _soc.accepted_combinations(soc, derived_outputs=False))}
+        got = rows(text, soc)
+        assert len(got) == len(set(got)) and set(got) == want, soc
+
+
+def test_generated_headers_are_readable():
+    """One fact per line: no line of a generated header is longer than 120 characters."""
+    import gen_ascend_op_def as gen
+    for path, text in gen.jobs():
+        assert max(len(line) for line in text.splitlines()) <= 120, path
+
+
+@pytest.mark.parametrize("target", ["OUT", "KERNEL_SPEC_OUT", "CPU_SPEC_OUT"])
+def test_drift_is_detected(tmp_path, monkeypatch, target):
     import gen_ascend_op_def as gen
     stale = tmp_path / "def.gen.h"
-    stale.write_text(gen.render().replace("ge::DT_FLOAT16", "ge::DT_FLOAT", 1))
-    monkeypatch.setattr(gen, "OUT", stale)
+    text = dict(gen.jobs())[getattr(gen, target)]
+    stale.write_text(text.replace(" = 1", " = 2", 1))
+    assert stale.read_text() != text
+    monkeypatch.setattr(gen, target, stale)
     assert gen.main(["--check"]) == 1
 
 

@@ -27,7 +27,7 @@ def test_generated_signature_matches_yaml(yaml_name, stem):
     assert optional == [i.name for i in opdef.inputs if i.optional]
     from mindspore_bn_grad import _soc
     for soc in _soc.targets(device="Ascend"):
-        assert text.count(f'AddConfig("{soc}"') == 1
+        assert text.count(f'AddConfig(def, "{soc}", {soc.upper()});') == 1
 
 
 @pytest.mark.parametrize("yaml_name,stem", OPS.items())
@@ -39,11 +39,22 @@ def test_kernel_entry_takes_yaml_names_in_order(yaml_name, stem):
     assert params == opdef.input_names + opdef.output_names + ["workspace", "tiling"]
 
 
-def test_elemt_counter_columns_cover_int32_int64_float():
+def test_elemt_counter_columns_are_the_yaml_counter_dtypes():
+    """Every SoC's rows give `counter` exactly its Ascend dtypes (float32, int32, int64), each with every
+    combination of the other tensors."""
+    from mindspore_bn_grad import _soc
+    from test_ascend_tooling import rows
+    opdef = load_opdef("batch_norm_elemt_backward.yaml")
+    short = {"float32": "F32", "int32": "I32", "int64": "I64"}
+    want = {short[d] for d in opdef.input("counter").allowed_dtypes("Ascend")}
+    assert want == {"F32", "I32", "I64"}
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_elemt_backward_def.gen.h").read_text()
-    block = text.split('cfg.Input("counter")')[1].split(";")[0]
-    for dt in ("ge::DT_INT32", "ge::DT_INT64", "ge::DT_FLOAT"):
-        assert dt in block
+    k = opdef.input_names.index("counter")
+    for soc in _soc.targets(device="Ascend"):
+        got = rows(text, soc)
+        assert {dts[k] for dts, _ in got} == want
+        others = {(dts[:k] + dts[k + 1:], fmt) for dts, fmt in got}
+        assert len(got) == len(others) * len(want)
 
 
 @pytest.mark.parametrize("yaml_name", OPS)

@@ -1,10 +1,7 @@
 """BatchNormReduceBackward / BatchNormElemtBackward Ascend C kernels
 (ascend_impl/op_kernel/batch_norm_{reduce,elemt}_backward.cpp) through the CPU
-build of the Ascend C API, against a float64 NumPy reference:
-
-    sum_dy = sum(dy), sum_dy_xmu = sum(dy * (x - mean)),
-    grad_weight = sum_dy_xmu * invstd, grad_bias = sum_dy,
-    grad_input = (dy - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd * weight,  N = sum(counter)
+build of the Ascend C API, against the float64 references of the two steps
+(sync_reduce_ref / sync_elemt_ref in tests/reference.py).
 """
 import ctypes
 import hashlib
@@ -17,6 +14,8 @@ import numpy as np
 import pytest
 
 import simlib
+from _harness import assert_close_to_scale
+from reference import sync_elemt_ref, sync_reduce_ref
 
 pytestmark = pytest.mark.ascend_sim
 
@@ -77,15 +76,13 @@ def _call(lib, mode, dy, x, mean, invstd, weight, dtype, channel_last, soc, core
     return simlib.from_device(gi, dtype), list(info)
 
 
+def _fmt(channel_last):
+    return "NHWC" if channel_last else "NCHW"
+
+
 def _axes(shape, channel_last):
     cax = len(shape) - 1 if channel_last else 1
     return tuple(i for i in range(len(shape)) if i != cax), cax
-
-
-def _bcast(v, shape, cax):
-    s = [1] * len(shape)
-    s[cax] = -1
-    return v.reshape(s)
 
 
 def _inputs(shape, channel_last, dtype, seed, affine=True):
@@ -98,13 +95,6 @@ def _inputs(shape, channel_last, dtype, seed, affine=True):
     invstd = 1.0 / np.sqrt(x.var(axis=axes) + 1e-5)
     weight = rng.uniform(0.5, 1.5, c) if affine else None
     return dy, x, mean, invstd, weight, axes, cax
-
-
-def _close(got, want, tol, what):
-    scale = max(np.max(np.abs(want)), 1e-6)
-    err = np.max(np.abs(got - want)) / scale if want.size else 0.0
-    assert np.all(np.isfinite(got)), f"{what}: non-finite output"
-    assert err <= tol, f"{what}: max error {err:.3g} (relative to max |ref|) > {tol}"
 
 
 CASES = [  # shape, channel_last, soc, cores, ub_bytes
@@ -128,14 +118,13 @@ def test_reduce_matches_reference(lib, shape, channel_last, soc, cores, ub, dtyp
                                       stats_f32=stats_f32)
     mean_k = simlib.quantize(mean, "float32" if stats_f32 else dtype)
     inv_k = simlib.quantize(invstd, "float32" if stats_f32 else dtype)
-    ref_sdy = dy.sum(axis=axes)
-    ref_sdyx = (dy * (x - _bcast(mean_k, shape, cax))).sum(axis=axes)
+    ref_sdy, ref_sdyx, ref_gw, ref_gb = sync_reduce_ref(dy, x, mean_k, inv_k, _fmt(channel_last))
     tol_sum = 2e-5 if stats_f32 or dtype == "float32" else 2e-3
-    _close(sdy, ref_sdy, tol_sum, "sum_dy")
-    _close(sdyx, ref_sdyx, tol_sum, "sum_dy_xmu")
+    assert_close_to_scale("sum_dy", sdy, ref_sdy, tol_sum)
+    assert_close_to_scale("sum_dy_xmu", sdyx, ref_sdyx, tol_sum)
     tol_g = 2e-5 if dtype == "float32" else 2e-3
-    _close(gw, ref_sdyx * inv_k, tol_g, "grad_weight")
-    _close(gb, ref_sdy, tol_g, "grad_bias")
+    assert_close_to_scale("grad_weight", gw, ref_gw, tol_g)
+    assert_close_to_scale("grad_bias", gb, ref_gb, tol_g)
 
 
 @pytest.mark.parametrize("counter_dtype", ["int32", "float32"])
@@ -148,14 +137,14 @@ def test_elemt_matches_reference(lib, shape, channel_last, soc, cores, ub, dtype
     # Group-wide sums of this rank and two more (uneven counts, one empty rank).
     counter = [n_local, 2 * n_local + 1, 0]
     n = sum(counter)
-    sdy = dy.sum(axis=axes) * 3.0 + rng.normal(0, 1, shape[cax])
-    sdyx = (dy * (x - _bcast(mean, shape, cax))).sum(axis=axes) * 3.0 + rng.normal(0, 1, shape[cax])
+    own_sdy, own_sdyx, _, _ = sync_reduce_ref(dy, x, mean, invstd, _fmt(channel_last))
+    sdy = own_sdy * 3.0 + rng.normal(0, 1, shape[cax])
+    sdyx = own_sdyx * 3.0 + rng.normal(0, 1, shape[cax])
     gi, info = _call(lib, 2, dy, x, mean, invstd, weight, dtype, channel_last, soc, cores, ub, stats_f32=True,
                      sums=(sdy, sdyx), counter=counter, counter_dtype=counter_dtype)
     q = lambda v: simlib.quantize(v, "float32")  # noqa: E731
-    m, inv, w, s0, s1 = (_bcast(q(v), shape, cax) for v in (mean, invstd, weight, sdy, sdyx))
-    ref = (dy - s0 / n - (x - m) * inv * inv * s1 / n) * inv * w
-    _close(gi, ref, 2e-5 if dtype == "float32" else 2e-3, "grad_input")
+    ref = sync_elemt_ref(dy, x, q(mean), q(invstd), q(weight), q(sdy), q(sdyx), counter, _fmt(channel_last))
+    assert_close_to_scale("grad_input", gi, ref, 2e-5 if dtype == "float32" else 2e-3)
 
 
 def test_reduce_masks_zero_fill_and_weight_optional(lib):
@@ -163,19 +152,18 @@ def test_reduce_masks_zero_fill_and_weight_optional(lib):
     dy, x, mean, invstd, _, axes, cax = _inputs(shape, False, "float32", 7, affine=False)
     (sdy, sdyx, gw, gb), _ = _call(lib, 1, dy, x, mean, invstd, None, "float32", False, "ascend910b", 4, mask=0b100)
     assert not sdy.any() and not sdyx.any() and not gw.any()
-    _close(gb, dy.sum(axis=axes), 2e-5, "grad_bias")
+    assert_close_to_scale("grad_bias", gb, sync_reduce_ref(dy, x, mean, invstd)[3], 2e-5)
 
 
 def test_elemt_without_weight_and_int64_counter(lib):
     shape = (4, 3, 5, 5)
     dy, x, mean, invstd, _, axes, cax = _inputs(shape, True, "float32", 11, affine=False)
-    sdy = dy.sum(axis=axes)
-    sdyx = (dy * (x - _bcast(mean, shape, cax))).sum(axis=axes)
+    sdy, sdyx, _, _ = sync_reduce_ref(dy, x, mean, invstd, "NHWC")
     n = int(np.prod(shape)) // shape[cax]
     gi, _ = _call(lib, 2, dy, x, mean, invstd, None, "float32", True, "ascend910b", 0, sums=(sdy, sdyx),
                   counter=[n], counter_dtype="int64")
-    m, inv, s0, s1 = (_bcast(v, shape, cax) for v in (mean, invstd, sdy, sdyx))
-    _close(gi, (dy - s0 / n - (x - m) * inv * inv * s1 / n) * inv, 2e-5, "grad_input")
+    want = sync_elemt_ref(dy, x, mean, invstd, None, sdy, sdyx, [n], "NHWC")
+    assert_close_to_scale("grad_input", gi, want, 2e-5)
 
 
 def test_reduce_is_deterministic_across_core_counts(lib):
