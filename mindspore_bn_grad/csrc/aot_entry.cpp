@@ -211,8 +211,9 @@ std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_l
   const int rank = ndims[0];
   const int64_t *full = shapes[0];
   if (!KnownRank(rank, full)) return "";
-  if (rank < 2 || rank > 8) {
-    return op + "grad_out expected rank 2..8, got rank " + std::to_string(rank);
+  if (rank < kMinRank || rank > kMaxRank) {
+    return op + "grad_out expected rank " + std::to_string(kMinRank) + ".." + std::to_string(kMaxRank) +
+           ", got rank " + std::to_string(rank);
   }
   if (KnownRank(ndims[1], shapes[1])) {
     bool same = ndims[1] == rank;
