@@ -15,6 +15,7 @@ kernels on NumPy arrays without MindSpore (tests, benchmarks).
 """
 import ctypes
 import functools
+import struct
 
 import numpy as np
 
@@ -58,12 +59,17 @@ def _kernel_kwargs(filename):
 
 
 def _make_primitive(filename, attrs):
+    """ops.Custom of the prototype `filename` with checked `attrs` (also BatchNormDoubleBackward's)."""
     from mindspore import ops
     infer_shape, infer_dtype = make_infer(attrs, load_opdef(filename))
     prim = ops.Custom(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
                       **_kernel_kwargs(filename))
     for a in load_opdef(filename).attrs:
-        prim.add_prim_attr(a.kernel_attr, attrs[a.name])
+        value = attrs[a.name]
+        # The aot Init reads a bool tuple as an int vector; a float also goes exactly, as int64 bits.
+        prim.add_prim_attr(a.kernel_attr, [int(b) for b in value] if a.type == "bool_tuple" else value)
+        if a.kernel_bits_name:
+            prim.add_prim_attr(a.kernel_bits_name, struct.unpack("<q", struct.pack("<d", value))[0])
     prim.sync_attrs = attrs
     return prim
 

@@ -51,9 +51,9 @@ def batch_norm_backward_ref(grad_out, x, weight=None, running_mean=None, running
     return tuple(o if keep else np.zeros_like(o) for o, keep in zip(outs, output_mask))
 
 
-def batch_norm_double_backward_ref(grad_grad_input, grad_grad_weight, grad_grad_bias, grad_out, x,
-                                   weight=None, running_mean=None, running_var=None, save_mean=None,
-                                   save_invstd=None, training=True, eps=1e-5,
+def batch_norm_double_backward_ref(grad_out, x, weight=None, running_mean=None, running_var=None,
+                                   save_mean=None, save_invstd=None, grad_grad_input=None,
+                                   grad_grad_weight=None, grad_grad_bias=None, training=True, eps=1e-5,
                                    output_mask=(True, True, True), data_format="NCHW"):
     """Derivative of batch_norm_backward (spec section 7), float64.
 
