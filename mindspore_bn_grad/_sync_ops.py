@@ -58,12 +58,16 @@ def _kernel_kwargs(filename):
     return {"func": f"{_native.library_path()}:{opdef.op_name}"}
 
 
-def _make_primitive(filename, attrs):
-    """ops.Custom of the prototype `filename` with checked `attrs` (also BatchNormDoubleBackward's)."""
+def _make_primitive(filename, attrs, bprop=None):
+    """ops.Custom of the prototype `filename` with checked `attrs` (also BatchNormDoubleBackward's).
+
+    Without `bprop` the primitive's bprop raises a clear error: these
+    backward steps are not differentiated (no second-order gradients).
+    """
     from mindspore import ops
     infer_shape, infer_dtype = make_infer(attrs, load_opdef(filename))
     prim = ops.Custom(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
-                      **_kernel_kwargs(filename))
+                      bprop=bprop or _not_differentiable(filename), **_kernel_kwargs(filename))
     for a in load_opdef(filename).attrs:
         value = attrs[a.name]
         # The aot Init reads a bool tuple as an int vector; a float also goes exactly, as int64 bits.
@@ -72,6 +76,21 @@ def _make_primitive(filename, attrs):
             prim.add_prim_attr(a.kernel_bits_name, struct.unpack("<q", struct.pack("<d", value))[0])
     prim.sync_attrs = attrs
     return prim
+
+
+def _not_differentiable(filename):
+    op = load_opdef(filename).op_name
+    msg = (f"{op}: second-order gradients are not supported through it (SyncBatchNorm in training); "
+           "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them")
+
+    # GRAPH mode wants the bprop's parameters spelled out: inputs, out, dout.
+    def bprop5(a, b, c, d, e, out, dout):
+        raise RuntimeError(msg)
+
+    def bprop8(a, b, c, d, e, f, g, h, out, dout):
+        raise RuntimeError(msg)
+
+    return {5: bprop5, 8: bprop8}[len(load_opdef(filename).inputs)]
 
 
 def BatchNormReduceBackward(input_g=True, weight_g=True, bias_g=True, data_format="NCHW"):
