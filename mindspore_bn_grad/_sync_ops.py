@@ -78,19 +78,32 @@ def _make_primitive(filename, attrs, bprop=None):
     return prim
 
 
-def _not_differentiable(filename):
-    op = load_opdef(filename).op_name
-    msg = (f"{op}: second-order gradients are not supported through it (SyncBatchNorm in training); "
-           "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them")
+_NOT_DIFFERENTIABLE = {
+    REDUCE_YAML: "second-order gradients are not supported through it (SyncBatchNorm in training); "
+                 "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them",
+    ELEMT_YAML: "second-order gradients are not supported through it (SyncBatchNorm in training); "
+                "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them",
+}
 
-    # GRAPH mode wants the bprop's parameters spelled out: inputs, out, dout.
+
+def _not_differentiable(filename):
+    """A bprop that raises (in GRAPH mode: while the graph compiles) why the op has no derivative."""
+    opdef = load_opdef(filename)
+    why = _NOT_DIFFERENTIABLE.get(filename, "it is not differentiable (third-order gradients of BatchNorm "
+                                            "are not supported)")
+    msg = f"{opdef.op_name}: {why}"
+
+    # GRAPH mode wants the bprop's parameters spelled out: the inputs, out, dout.
     def bprop5(a, b, c, d, e, out, dout):
         raise RuntimeError(msg)
 
     def bprop8(a, b, c, d, e, f, g, h, out, dout):
         raise RuntimeError(msg)
 
-    return {5: bprop5, 8: bprop8}[len(load_opdef(filename).inputs)]
+    def bprop10(a, b, c, d, e, f, g, h, i, j, out, dout):
+        raise RuntimeError(msg)
+
+    return {5: bprop5, 8: bprop8, 10: bprop10}[len(opdef.inputs)]
 
 
 def BatchNormReduceBackward(input_g=True, weight_g=True, bias_g=True, data_format="NCHW"):
