@@ -481,3 +481,67 @@ def test_sync_batchnorm_training_second_order_is_a_clear_error(mode, tmp_path, m
             ms.grad(penalty)(x).asnumpy()
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("training", [True, False])
+def test_builtin_batch_norm_grad_grad_agrees_with_reference(mode, training):
+    """MindSpore's own BatchNormGradGrad (CPU, float32, NCHW) follows the same convention as our reference."""
+    from mindspore.ops.operations import _grad_ops
+    arrays = make_case((4, 3, 5, 5), seed=13)
+    q = {n: quantize(arrays.get(n), "float32") for n in NAMES + UP}
+    x = q["input"]
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    q["save_mean"], q["save_invstd"] = mean, 1.0 / np.sqrt(var + 1e-5)
+    if not training:
+        mean, var = q["running_mean"], q["running_var"]
+    t = {n: ms_tensor(v, "float32") for n, v in q.items()}
+    op = _grad_ops.BatchNormGradGrad(is_training=training, epsilon=1e-5)
+    ms.set_context(mode=MODES[mode])
+    try:
+        dx, ddy, dscale = _cell_call(op, t["input"], t["grad_out"], t["weight"], ms_tensor(mean, "float32"),
+                                     ms_tensor(var, "float32"), *(t[n] for n in UP))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    want = reference(q, training=training, eps=1e-5)
+    for name, g, w in zip(("grad_grad_out", "grad_input", "grad_weight"), (ddy, dx, dscale), want):
+        assert_close(name, _f64(g), w, "float32", compute_rtol=1e-5)
+
+
+def _cell_call(op, *args):
+    class Call(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.op = op
+
+        def construct(self, *a):
+            return self.op(*a)
+
+    return Call()(*args)
+
+
+def test_bench_double_runs(monkeypatch, capsys):
+    """`python -m mindspore_bn_grad bench --double` on tiny shapes prints its table (no timing asserted)."""
+    from mindspore_bn_grad import bench, bench_double
+    monkeypatch.setattr(bench_double, "SHAPES", [(4, 3, 5, 5)])
+    monkeypatch.setattr(bench_double, "PENALTY_SHAPE", (2, 3, 4, 4))
+    before = _native.get_num_threads()
+    try:
+        assert bench.main(["--double", "--reps", "1"]) == 0
+    finally:
+        _native.set_num_threads(before)
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    out = capsys.readouterr().out
+    assert "BatchNormDoubleBackward vs BatchNormGradGrad" in out and "gradient penalty" in out
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("training", [True, False])
+def test_bprop_takes_the_composed_route_on_ascend(mode, training, monkeypatch):
+    """With the target taken for Ascend, the bprop composes MindSpore ops instead of calling the CPU kernel."""
+    monkeypatch.setattr(_double, "_on_ascend", lambda: True)
+    monkeypatch.setattr(_double, "BatchNormDoubleBackward", None)  # the kernel route would fail loudly
+    arrays = make_case((3, 4, 5), seed=14)
+    grads, want = op_vjp(mode, arrays, training=training, output_mask=(True, False, True))
+    for name, g, w in zip(("grad_out", "input", "weight"), grads[:3], want):
+        assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
