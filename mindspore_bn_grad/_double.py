@@ -108,9 +108,10 @@ def composed_double_backward(attrs):
 
         dy, x = ops.cast(grad_out, ct), ops.cast(input, ct)
         w = chan(weight, 1.0)
-        gw_up = chan(ggw, 0.0) * (1.0 if mask[1] else 0.0)
-        gb_up = chan(ggb, 0.0) * (1.0 if mask[2] else 0.0)
-        gi = ops.cast(ggi, ct) * (1.0 if mask[0] else 0.0)
+        # a masked output's upstream gradient is ignored (even a NaN one)
+        gw_up = chan(ggw, 0.0) if mask[1] else ops.zeros((c,), ct)
+        gb_up = chan(ggb, 0.0) if mask[2] else ops.zeros((c,), ct)
+        gi = ops.cast(ggi, ct) if mask[0] else ops.zeros_like(dy)
         if training:
             mean, s = chan(save_mean, 0.0), chan(save_invstd, 1.0)
         else:
@@ -118,6 +119,7 @@ def composed_double_backward(attrs):
             s = ops.rsqrt(chan(running_var, 1.0) + eps)
         xhat = (x - mean.reshape(bshape)) * s.reshape(bshape)
         ws = (w * s).reshape(bshape)
+        n = x.size // c if c else 0
         if not training:
             g_dy = gi * ws + gw_up.reshape(bshape) * xhat + gb_up.reshape(bshape)
             g_x = (gw_up * s).reshape(bshape) * dy
@@ -127,13 +129,14 @@ def composed_double_backward(attrs):
             m_g, m_gx = gi.mean(axis=axes, keep_dims=True), (gi * xhat).mean(axis=axes, keep_dims=True)
             m_gdy = (gi * dy).mean(axis=axes, keep_dims=True)
             cov = m_gdy - m_g * m_dy - m_gx * m_dyx
-            n = x.size // c if c else 0
             sb = s.reshape(bshape)
             g_dy = ws * (gi - m_g - xhat * m_gx) + gw_up.reshape(bshape) * xhat + gb_up.reshape(bshape)
             g_w = (cov * sb * n).reshape((c,))
             g = gw_up.reshape(bshape) * dy - ws * (m_dyx * gi + m_gx * dy)
             g_x = -(sb * sb) * w.reshape(bshape) * cov * xhat + sb * (g - g.mean(axis=axes, keep_dims=True)
                                                               - xhat * (g * xhat).mean(axis=axes, keep_dims=True))
+        if not n:  # no elements: no gradient (and no reduction over nothing, which CPU leaves unwritten)
+            g_w = ops.zeros((c,), ct)
         return ops.cast(g_dy, grad_out.dtype), ops.cast(g_x, input.dtype), ops.cast(g_w, pdt)
 
     return compute

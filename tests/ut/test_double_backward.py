@@ -52,6 +52,14 @@ def reference(q, **attrs):
     return batch_norm_double_backward_ref(*(q.get(n) for n in NAMES + UP), **attrs)
 
 
+def test_reference_ignores_masked_upstream():
+    arrays = make_case((3, 2, 4), seed=3)
+    clean = reference(arrays, output_mask=(True, False, True))
+    arrays["grad_grad_weight"] = np.full(2, np.nan)
+    for a, b in zip(clean, reference(arrays, output_mask=(True, False, True))):
+        np.testing.assert_array_equal(a, b)
+
+
 def assert_close(name, got, want, out_dtype, compute_rtol=1e-9):
     assert got.shape == want.shape, (name, got.shape, want.shape)
     if want.size == 0:
@@ -163,9 +171,13 @@ def test_kernel_every_dtype_and_layout(dtype, data_format, shape, training):
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
 def test_kernel_every_mask(mask, training, data_format):
+    """A masked output's upstream gradient is ignored: NaN there changes nothing."""
     shape = (3, 4, 5, 2) if data_format == "NCHW" else (3, 5, 2, 4)
-    check_kernel(make_case(shape, data_format, seed=4), data_format=data_format, training=training,
-                 output_mask=mask)
+    arrays = make_case(shape, data_format, seed=4)
+    for keep, name in zip(mask, UP):
+        if not keep:
+            arrays[name] = np.full_like(arrays[name], np.nan)
+    check_kernel(arrays, data_format=data_format, training=training, output_mask=mask)
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -307,6 +319,7 @@ def test_composed_route_matches_reference(mode, training, data_format):
     """The route BatchNormBackward's bprop takes on Ascend (MindSpore ops), run on CPU."""
     shape = (4, 3, 5) if data_format == "NCHW" else (4, 5, 3)
     arrays = make_case(shape, data_format, seed=11)
+    arrays["grad_grad_bias"][:] = np.nan  # masked out: ignored
     attrs = dict(training=training, eps=1e-5, output_mask=(True, True, False), data_format=data_format)
     fn = _double.composed_double_backward(attrs)
 
@@ -575,3 +588,13 @@ def test_primitive_rejects_bad_tensors_before_the_kernel():
         op(*no_saved)
     with pytest.raises(ValueError, match="BatchNormDoubleBackward: data_format expected"):
         mbg.BatchNormDoubleBackward(data_format="NWC")
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_composed_route_empty_batch(training):
+    arrays = make_case((0, 3, 4), seed=16)
+    fn = _double.composed_double_backward(dict(training=training, eps=1e-5, output_mask=(True, True, True),
+                                               data_format="NCHW"))
+    got = fn(*(ms_tensor(arrays.get(n), "float32") for n in NAMES + UP))
+    assert [tuple(g.shape) for g in got] == [(0, 3, 4), (0, 3, 4), (3,)]
+    assert not np.any(got[2].asnumpy())
