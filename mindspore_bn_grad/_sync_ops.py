@@ -78,12 +78,10 @@ def _make_primitive(filename, attrs, bprop=None):
     return prim
 
 
-_NOT_DIFFERENTIABLE = {
-    REDUCE_YAML: "second-order gradients are not supported through it (SyncBatchNorm in training); "
-                 "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them",
-    ELEMT_YAML: "second-order gradients are not supported through it (SyncBatchNorm in training); "
-                "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, support them",
-}
+_SYNC_NO_SECOND_ORDER = ("second-order gradients are not supported through it (SyncBatchNorm in training); "
+                         "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, "
+                         "support them")
+_NOT_DIFFERENTIABLE = {REDUCE_YAML: _SYNC_NO_SECOND_ORDER, ELEMT_YAML: _SYNC_NO_SECOND_ORDER}
 
 
 def _not_differentiable(filename):

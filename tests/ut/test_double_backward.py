@@ -598,3 +598,15 @@ def test_composed_route_empty_batch(training):
     got = fn(*(ms_tensor(arrays.get(n), "float32") for n in NAMES + UP))
     assert [tuple(g.shape) for g in got] == [(0, 3, 4), (0, 3, 4), (3,)]
     assert not np.any(got[2].asnumpy())
+
+
+def test_third_order_is_a_clear_error():
+    arrays = make_case((2, 3, 4), seed=17)
+    t = [ms_tensor(arrays.get(n), "float32") for n in NAMES + UP]
+    op = mbg.BatchNormDoubleBackward(training=True)
+
+    def f(dy, x):
+        return op(dy, x, *t[2:])[1].sum()
+
+    with pytest.raises(RuntimeError, match="BatchNormDoubleBackward: it is not differentiable"):
+        ms.grad(f, grad_position=(0, 1))(t[0], t[1])
