@@ -610,3 +610,19 @@ def test_third_order_is_a_clear_error():
 
     with pytest.raises(RuntimeError, match="BatchNormDoubleBackward: it is not differentiable"):
         ms.grad(f, grad_position=(0, 1))(t[0], t[1])
+
+
+def test_public_function_is_differentiable():
+    """batch_norm_backward() (PYNATIVE) under ms.grad: the same double backward."""
+    arrays = make_case((4, 3, 6), seed=18)
+    t = {n: ms_tensor(arrays.get(n), "float32") for n in NAMES + UP}
+
+    def loss(dy, x, w):
+        outs = mbg.batch_norm_backward(dy, x, w, None, None, t["save_mean"], t["save_invstd"])
+        return sum((o * t[u]).sum() for o, u in zip(outs, UP))
+
+    got = ms.grad(loss, grad_position=(0, 1, 2))(t["grad_out"], t["input"], t["weight"])
+    q = {n: quantize(arrays.get(n), "float32") for n in NAMES + UP}
+    q["running_mean"] = q["running_var"] = None
+    for name, g, w in zip(("grad_out", "input", "weight"), got, reference(q, training=True)):
+        assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
