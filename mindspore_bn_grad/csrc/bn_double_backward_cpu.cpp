@@ -86,28 +86,62 @@ void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
 
 // --- sweep 1: per-channel sums -------------------------------------------
 enum Sum { kDy, kDyXmu, kG, kGXmu, kGDy, kNumSums };
+constexpr int kLanes = 4;  // independent accumulators per sum: the compiler keeps them in one vector
 
-// Sums of one contiguous run of n elements of one channel: 2 lanes, fixed order.
+// Sums of one contiguous run of n elements of one channel, added to acc[kNumSums].
+// Element i goes to lane i % kLanes (tail: lane 0); lanes are added in a fixed order.
 template <typename T, bool kGgi>
-inline void RunSums(const T *dy, const T *x, const T *g, int64_t n, double mean, double *acc) {
-  double l0[kNumSums] = {0, 0, 0, 0, 0}, l1[kNumSums] = {0, 0, 0, 0, 0};
-  auto add = [&](double *l, int64_t i) {
+inline void RunSums(const T *__restrict dy, const T *__restrict x, const T *__restrict g, int64_t n,
+                    double mean, double *acc) {
+  double s[kNumSums][kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double d = Ld(dy[i + l]), xm = Ld(x[i + l]) - mean;
+      s[kDy][l] += d;
+      s[kDyXmu][l] += d * xm;
+      if (kGgi) {
+        const double gg = Ld(g[i + l]);
+        s[kG][l] += gg;
+        s[kGXmu][l] += gg * xm;
+        s[kGDy][l] += gg * d;
+      }
+    }
+  }
+  for (; i < n; ++i) {
     const double d = Ld(dy[i]), xm = Ld(x[i]) - mean;
-    l[kDy] += d;
-    l[kDyXmu] += d * xm;
+    s[kDy][0] += d;
+    s[kDyXmu][0] += d * xm;
     if (kGgi) {
       const double gg = Ld(g[i]);
-      l[kG] += gg;
-      l[kGXmu] += gg * xm;
-      l[kGDy] += gg * d;
+      s[kG][0] += gg;
+      s[kGXmu][0] += gg * xm;
+      s[kGDy][0] += gg * d;
     }
-  };
-  int64_t i = 0;
-  for (; i + 2 <= n; i += 2) { add(l0, i); add(l1, i + 1); }
-  if (i < n) add(l0, i);
-  for (int k = 0; k < kNumSums; ++k) acc[k] += l0[k] + l1[k];
+  }
+  for (int k = 0; k < kNumSums; ++k) acc[k] += (s[k][0] + s[k][1]) + (s[k][2] + s[k][3]);
 }
 
+// One channel-last row (C channels) added to per-channel sums p[k * C + c].
+template <typename T, bool kGgi>
+inline void RowSums(const T *__restrict dy, const T *__restrict x, const T *__restrict g,
+                    const double *__restrict mean, int64_t C, double *__restrict s_dy,
+                    double *__restrict s_dyx, double *__restrict s_g, double *__restrict s_gx,
+                    double *__restrict s_gdy) {
+  for (int64_t c = 0; c < C; ++c) {
+    const double d = Ld(dy[c]), xm = Ld(x[c]) - mean[c];
+    s_dy[c] += d;
+    s_dyx[c] += d * xm;
+    if (kGgi) {
+      const double gg = Ld(g[c]);
+      s_g[c] += gg;
+      s_gx[c] += gg * xm;
+      s_gdy[c] += gg * d;
+    }
+  }
+}
+
+// sums[c * kNumSums + k]: the five sums of channel c.
 template <typename T, bool kGgi>
 void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, std::vector<double> *sums) {
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
@@ -116,9 +150,10 @@ void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, s
   const T *g = static_cast<const T *>(a.grad_grad_input.data);
   const int64_t rows = RowsPerChunk(C * inner);
   const int64_t nchunks = (outer + rows - 1) / rows;
-  std::vector<double> part(nchunks * C * kNumSums, 0.0);  // [chunk][channel][sum]
+  std::vector<double> part(nchunks * C * kNumSums, 0.0);
   const int64_t work = outer * C * inner;
-  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`
+  sums->assign(C * kNumSums, 0.0);
+  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`; part [chunk][C][sum]
     ParallelFor(nchunks * C, work, [&](int64_t t) {
       const int64_t k = t / C, c = t % C;
       double *acc = &part[t * kNumSums];
@@ -127,46 +162,70 @@ void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, s
         RunSums<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, inner, mean[c], acc);
       }
     });
-  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels
+    for (int64_t k = 0; k < nchunks; ++k) {
+      for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
+    }
+  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels; part [chunk][sum][C]
     ParallelFor(nchunks, work, [&](int64_t k) {
-      double *p = &part[k * C * kNumSums];
+      double *p = &part[k * kNumSums * C];
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t base = o * C;
-        for (int64_t c = 0; c < C; ++c) {
-          double *acc = p + c * kNumSums;
-          const double d = Ld(dy[base + c]), xm = Ld(x[base + c]) - mean[c];
-          acc[kDy] += d;
-          acc[kDyXmu] += d * xm;
-          if (kGgi) {
-            const double gg = Ld(g[base + c]);
-            acc[kG] += gg;
-            acc[kGXmu] += gg * xm;
-            acc[kGDy] += gg * d;
-          }
-        }
+        RowSums<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, mean.data(), C, p + kDy * C,
+                         p + kDyXmu * C, p + kG * C, p + kGXmu * C, p + kGDy * C);
       }
     });
-  }
-  sums->assign(C * kNumSums, 0.0);
-  for (int64_t k = 0; k < nchunks; ++k) {
-    for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
+    for (int64_t k = 0; k < nchunks; ++k) {
+      for (int64_t j = 0; j < kNumSums; ++j) {
+        for (int64_t c = 0; c < C; ++c) (*sums)[c * kNumSums + j] += part[(k * kNumSums + j) * C + c];
+      }
+    }
   }
 }
 
 // --- sweep 2: elementwise ------------------------------------------------
-struct Coefs {  // per channel; multiply (x - mean), not xhat
-  double mean, a1, a2, a0, b1, b2, b3, b0;
+// Per-channel coefficients (they multiply x - mean, not xhat), one array each:
+//   grad_grad_out = a1*ggI + a2*(x - mean) + a0,  grad_input = b1*dy + b2*ggI + b3*(x - mean) + b0
+enum Coef { kMean, kA1, kA2, kA0, kB1, kB2, kB3, kB0, kNumCoefs };
+
+struct Coefs {
+  explicit Coefs(int64_t C) : v(kNumCoefs * C, 0.0), C(C) {}
+  double *operator[](int k) { return &v[k * C]; }
+  const double *operator[](int k) const { return &v[k * C]; }
+  std::vector<double> v;
+  int64_t C;
 };
 
 template <typename T, bool kGgi>
-inline void Elem(const T *dy, const T *x, const T *g, T *gdy, T *gx, int64_t i, const Coefs &k) {
-  const double d = Ld(dy[i]), xm = Ld(x[i]) - k.mean, gg = kGgi ? Ld(g[i]) : 0.0;
-  gdy[i] = St<T>(k.a1 * gg + k.a2 * xm + k.a0);
-  gx[i] = St<T>(k.b1 * d + k.b2 * gg + k.b3 * xm + k.b0);
+inline void Elem(const T *__restrict dy, const T *__restrict x, const T *__restrict g, T *__restrict gdy,
+                 T *__restrict gx, int64_t i, double mean, double a1, double a2, double a0, double b1,
+                 double b2, double b3, double b0) {
+  const double d = Ld(dy[i]), xm = Ld(x[i]) - mean, gg = kGgi ? Ld(g[i]) : 0.0;
+  gdy[i] = St<T>(a1 * gg + a2 * xm + a0);
+  gx[i] = St<T>(b1 * d + b2 * gg + b3 * xm + b0);
+}
+
+// A run of n elements of one channel.
+template <typename T, bool kGgi>
+void RunElem(const T *__restrict dy, const T *__restrict x, const T *__restrict g, T *__restrict gdy,
+             T *__restrict gx, int64_t n, const Coefs &k, int64_t c) {
+  const double m = k[kMean][c], a1 = k[kA1][c], a2 = k[kA2][c], a0 = k[kA0][c];
+  const double b1 = k[kB1][c], b2 = k[kB2][c], b3 = k[kB3][c], b0 = k[kB0][c];
+  for (int64_t i = 0; i < n; ++i) Elem<T, kGgi>(dy, x, g, gdy, gx, i, m, a1, a2, a0, b1, b2, b3, b0);
+}
+
+// One channel-last row (C channels).
+template <typename T, bool kGgi>
+void RowElem(const T *__restrict dy, const T *__restrict x, const T *__restrict g, T *__restrict gdy,
+             T *__restrict gx, int64_t C, const Coefs &k) {
+  const double *__restrict m = k[kMean], *__restrict a1 = k[kA1], *__restrict a2 = k[kA2], *__restrict a0 = k[kA0];
+  const double *__restrict b1 = k[kB1], *__restrict b2 = k[kB2], *__restrict b3 = k[kB3], *__restrict b0 = k[kB0];
+  for (int64_t c = 0; c < C; ++c) {
+    Elem<T, kGgi>(dy, x, g, gdy, gx, c, m[c], a1[c], a2[c], a0[c], b1[c], b2[c], b3[c], b0[c]);
+  }
 }
 
 template <typename T, bool kGgi>
-void Elementwise(const DoubleBackwardArgs &a, const std::vector<Coefs> &coefs) {
+void Elementwise(const DoubleBackwardArgs &a, const Coefs &coefs) {
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const T *dy = static_cast<const T *>(a.grad_out.data);
   const T *x = static_cast<const T *>(a.input.data);
@@ -179,17 +238,16 @@ void Elementwise(const DoubleBackwardArgs &a, const std::vector<Coefs> &coefs) {
   if (inner > 1 || C == 1) {
     ParallelFor(nchunks * C, work, [&](int64_t t) {
       const int64_t k = t / C, c = t % C;
-      const Coefs cf = coefs[c];
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        for (int64_t i = base; i < base + inner; ++i) Elem<T, kGgi>(dy, x, g, gdy, gx, i, cf);
+        const int64_t b = (o * C + c) * inner;
+        RunElem<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, inner, coefs, c);
       }
     });
   } else {
     ParallelFor(nchunks, work, [&](int64_t k) {
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = o * C;
-        for (int64_t c = 0; c < C; ++c) Elem<T, kGgi>(dy, x, g, gdy, gx, base + c, coefs[c]);
+        const int64_t b = o * C;
+        RowElem<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, C, coefs);
       }
     });
   }
@@ -216,24 +274,20 @@ int Compute(const DoubleBackwardArgs &a, bool ggi) {
   if (n > 0 && (a.training || ggi)) {
     if (ggi) ChannelSums<T, true>(a, mean, &sums); else ChannelSums<T, false>(a, mean, &sums);
   }
-  std::vector<Coefs> coefs(C);
+  Coefs coefs(C);  // all zero
   for (int64_t c = 0; c < C; ++c) {
     const double *S = &sums[c * kNumSums];
     const double sc = s[c], ws = w[c] * sc;
-    Coefs &k = coefs[c];
-    k.mean = mean[c];
-    k.a1 = ws;
-    double gw;
+    double k[kNumCoefs] = {};
+    k[kMean] = mean[c];
+    double gw = 0.0;
     if (!a.training) {
-      k.a2 = ggw[c] * sc;
-      k.a0 = ggb[c];
-      k.b1 = ggw[c] * sc;
-      k.b2 = k.b3 = k.b0 = 0.0;
+      k[kA1] = ws;
+      k[kA2] = ggw[c] * sc;
+      k[kA0] = ggb[c];
+      k[kB1] = ggw[c] * sc;
       gw = S[kGDy] * sc;
-    } else if (n == 0) {
-      k = Coefs{mean[c], 0, 0, 0, 0, 0, 0, 0};
-      gw = 0.0;
-    } else {
+    } else if (n > 0) {
       const double inv_n = 1.0 / static_cast<double>(n);
       const double m_dy = S[kDy] * inv_n, m_dyx = S[kDyXmu] * sc * inv_n;
       const double m_g = S[kG] * inv_n, m_gx = S[kGXmu] * sc * inv_n, m_gdy = S[kGDy] * inv_n;
@@ -241,13 +295,15 @@ int Compute(const DoubleBackwardArgs &a, bool ggi) {
       gw = static_cast<double>(n) * sc * cov;
       // dL/dxhat_j = P*dy_j - Q*ggI_j (see batch_norm_double_backward_ref)
       const double P = ggw[c] - ws * m_gx, Q = ws * m_dyx;
-      k.a2 = P * sc;  // grad_grad_out's (x - mean) coefficient: (ggW - w*s*mean(ggI*xhat)) * s
-      k.a0 = ggb[c] - ws * m_g;
-      k.b1 = sc * P;
-      k.b2 = -sc * Q;
-      k.b3 = (-sc * sc * w[c] * cov - sc * (P * m_dyx - Q * m_gx)) * sc;
-      k.b0 = -sc * (P * m_dy - Q * m_g);
+      k[kA1] = ws;
+      k[kA2] = P * sc;  // grad_grad_out's (x - mean) coefficient: (ggW - w*s*mean(ggI*xhat)) * s
+      k[kA0] = ggb[c] - ws * m_g;
+      k[kB1] = sc * P;
+      k[kB2] = -sc * Q;
+      k[kB3] = (-sc * sc * w[c] * cov - sc * (P * m_dyx - Q * m_gx)) * sc;
+      k[kB0] = -sc * (P * m_dy - Q * m_g);
     }
+    for (int j = 0; j < kNumCoefs; ++j) coefs[j][c] = k[j];
     StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, gw);
   }
   if (n > 0) {
