@@ -626,3 +626,29 @@ def test_public_function_is_differentiable():
     q["running_mean"] = q["running_var"] = None
     for name, g, w in zip(("grad_out", "input", "weight"), got, reference(q, training=True)):
         assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_network_with_batchnorm1d_matches_mindspore(train, tmp_path, monkeypatch):
+    """The nn parity ConvNet (BatchNorm2d, BatchNorm1d on (N, C, L) and on (N, C), Dense layers), GRAPH mode.
+
+    GRAPH only: in PYNATIVE, MindSpore gives other second-order gradients for Dense layers
+    (with its own BatchNorm as with ours) and its own BatchNorm crashes now and then.
+    """
+    from test_nn_parity import ConvNet, twin_nets
+    monkeypatch.chdir(tmp_path)
+    ref, ours = twin_nets(ConvNet)
+    x = ms.Tensor(np.random.default_rng(3).standard_normal((6, 3, 8, 8)).astype(np.float32))
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        results = []
+        for net in (ref, ours):
+            net.set_train(train)
+            (_, (gx, gparams)) = gradient_penalty(net)(x)
+            results.append([gx.asnumpy()] + [p.asnumpy() for p in gparams])
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    names = ["x"] + [p.name for p in ref.trainable_params()]
+    scale = max(np.abs(a).max() for a in results[0])
+    for name, a, b in zip(names, *results):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-6 * scale, err_msg=name)
