@@ -9,10 +9,12 @@
 // and grad_weight per channel from the sums alone. Work is split into tasks
 // whose boundaries depend only on the shape; each per-channel sum adds its
 // task partials in task order, so results are bitwise identical for any
-// thread count. Accumulation and coefficients are in double.
+// thread count. Accumulation and coefficients are in double; float16 and
+// bfloat16 data go through float buffers (vectorised conversions).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
@@ -141,47 +143,6 @@ inline void RowSums(const T *__restrict dy, const T *__restrict x, const T *__re
   }
 }
 
-// sums[c * kNumSums + k]: the five sums of channel c.
-template <typename T, bool kGgi>
-void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, std::vector<double> *sums) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
-  const T *dy = static_cast<const T *>(a.grad_out.data);
-  const T *x = static_cast<const T *>(a.input.data);
-  const T *g = static_cast<const T *>(a.grad_grad_input.data);
-  const int64_t rows = RowsPerChunk(C * inner);
-  const int64_t nchunks = (outer + rows - 1) / rows;
-  std::vector<double> part(nchunks * C * kNumSums, 0.0);
-  const int64_t work = outer * C * inner;
-  sums->assign(C * kNumSums, 0.0);
-  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`; part [chunk][C][sum]
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
-      const int64_t k = t / C, c = t % C;
-      double *acc = &part[t * kNumSums];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        RunSums<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, inner, mean[c], acc);
-      }
-    });
-    for (int64_t k = 0; k < nchunks; ++k) {
-      for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
-    }
-  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels; part [chunk][sum][C]
-    ParallelFor(nchunks, work, [&](int64_t k) {
-      double *p = &part[k * kNumSums * C];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = o * C;
-        RowSums<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, mean.data(), C, p + kDy * C,
-                         p + kDyXmu * C, p + kG * C, p + kGXmu * C, p + kGDy * C);
-      }
-    });
-    for (int64_t k = 0; k < nchunks; ++k) {
-      for (int64_t j = 0; j < kNumSums; ++j) {
-        for (int64_t c = 0; c < C; ++c) (*sums)[c * kNumSums + j] += part[(k * kNumSums + j) * C + c];
-      }
-    }
-  }
-}
-
 // --- sweep 2: elementwise ------------------------------------------------
 // Per-channel coefficients (they multiply x - mean, not xhat), one array each:
 //   grad_grad_out = a1*ggI + a2*(x - mean) + a0,  grad_input = b1*dy + b2*ggI + b3*(x - mean) + b0
@@ -216,11 +177,155 @@ void RunElem(const T *__restrict dy, const T *__restrict x, const T *__restrict 
 // One channel-last row (C channels).
 template <typename T, bool kGgi>
 void RowElem(const T *__restrict dy, const T *__restrict x, const T *__restrict g, T *__restrict gdy,
-             T *__restrict gx, int64_t C, const Coefs &k) {
-  const double *__restrict m = k[kMean], *__restrict a1 = k[kA1], *__restrict a2 = k[kA2], *__restrict a0 = k[kA0];
-  const double *__restrict b1 = k[kB1], *__restrict b2 = k[kB2], *__restrict b3 = k[kB3], *__restrict b0 = k[kB0];
+             T *__restrict gx, int64_t C, const Coefs &k, int64_t c0 = 0) {  // channels c0 .. c0 + C
+  const double *__restrict m = k[kMean] + c0, *__restrict a1 = k[kA1] + c0, *__restrict a2 = k[kA2] + c0;
+  const double *__restrict a0 = k[kA0] + c0, *__restrict b1 = k[kB1] + c0, *__restrict b2 = k[kB2] + c0;
+  const double *__restrict b3 = k[kB3] + c0, *__restrict b0 = k[kB0] + c0;
   for (int64_t c = 0; c < C; ++c) {
     Elem<T, kGgi>(dy, x, g, gdy, gx, c, m[c], a1[c], a2[c], a0[c], b1[c], b2[c], b3[c], b0[c]);
+  }
+}
+
+// --- 16-bit element types: blocks converted to float ---------------------
+// float16 / bfloat16 runs go through float buffers of kBlock elements, so the
+// conversions are vectorised too (half.h: vector and scalar conversions give
+// the same bits). Block boundaries depend on the shape only.
+constexpr int64_t kBlock = 256;
+
+template <typename T>
+constexpr bool kIs16 = sizeof(T) == 2;
+
+template <typename T>
+inline void ToFloat(const T *p, int64_t n, float *out) {
+  const uint16_t *u = reinterpret_cast<const uint16_t *>(p);
+  int64_t i = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, std::is_same<T, Half>::value ? LoadHalf8(u + i) : LoadBf16x8(u + i));
+  }
+#endif
+  for (; i < n; ++i) out[i] = std::is_same<T, Half>::value ? HalfToFloat(u[i]) : Bf16ToFloat(u[i]);
+}
+
+template <typename T>
+inline void FromFloat(const float *v, int64_t n, T *p) {
+  uint16_t *u = reinterpret_cast<uint16_t *>(p);
+  int64_t i = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+  for (; i + 8 <= n; i += 8) {
+    if (std::is_same<T, Half>::value) StoreHalf8(u + i, _mm256_loadu_ps(v + i)); else StoreBf16x8(u + i, _mm256_loadu_ps(v + i));
+  }
+#endif
+  for (; i < n; ++i) u[i] = std::is_same<T, Half>::value ? FloatToHalf(v[i]) : FloatToBf16(v[i]);
+}
+
+template <typename T, bool kGgi>
+inline void RunSumsAny(const T *dy, const T *x, const T *g, int64_t n, double mean, double *acc) {
+  if constexpr (kIs16<T>) {
+    float bd[kBlock], bx[kBlock], bg[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      ToFloat(dy + b, m, bd);
+      ToFloat(x + b, m, bx);
+      if (kGgi) ToFloat(g + b, m, bg);
+      RunSums<float, kGgi>(bd, bx, bg, m, mean, acc);
+    }
+  } else {
+    RunSums<T, kGgi>(dy, x, g, n, mean, acc);
+  }
+}
+
+template <typename T, bool kGgi>
+inline void RowSumsAny(const T *dy, const T *x, const T *g, const double *mean, int64_t C, double *p) {
+  if constexpr (kIs16<T>) {
+    float bd[kBlock], bx[kBlock], bg[kBlock];
+    for (int64_t b = 0; b < C; b += kBlock) {
+      const int64_t m = std::min(kBlock, C - b);
+      ToFloat(dy + b, m, bd);
+      ToFloat(x + b, m, bx);
+      if (kGgi) ToFloat(g + b, m, bg);
+      RowSums<float, kGgi>(bd, bx, bg, mean + b, m, p + kDy * C + b, p + kDyXmu * C + b, p + kG * C + b,
+                           p + kGXmu * C + b, p + kGDy * C + b);
+    }
+  } else {
+    RowSums<T, kGgi>(dy, x, g, mean, C, p + kDy * C, p + kDyXmu * C, p + kG * C, p + kGXmu * C, p + kGDy * C);
+  }
+}
+
+template <typename T, bool kGgi>
+inline void RunElemAny(const T *dy, const T *x, const T *g, T *gdy, T *gx, int64_t n, const Coefs &k, int64_t c) {
+  if constexpr (kIs16<T>) {
+    float bd[kBlock], bx[kBlock], bg[kBlock], od[kBlock], ox[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      ToFloat(dy + b, m, bd);
+      ToFloat(x + b, m, bx);
+      if (kGgi) ToFloat(g + b, m, bg);
+      RunElem<float, kGgi>(bd, bx, bg, od, ox, m, k, c);
+      FromFloat(od, m, gdy + b);
+      FromFloat(ox, m, gx + b);
+    }
+  } else {
+    RunElem<T, kGgi>(dy, x, g, gdy, gx, n, k, c);
+  }
+}
+
+template <typename T, bool kGgi>
+inline void RowElemAny(const T *dy, const T *x, const T *g, T *gdy, T *gx, int64_t C, const Coefs &k) {
+  if constexpr (kIs16<T>) {
+    float bd[kBlock], bx[kBlock], bg[kBlock], od[kBlock], ox[kBlock];
+    for (int64_t b = 0; b < C; b += kBlock) {
+      const int64_t m = std::min(kBlock, C - b);
+      ToFloat(dy + b, m, bd);
+      ToFloat(x + b, m, bx);
+      if (kGgi) ToFloat(g + b, m, bg);
+      RowElem<float, kGgi>(bd, bx, bg, od, ox, m, k, b);
+      FromFloat(od, m, gdy + b);
+      FromFloat(ox, m, gx + b);
+    }
+  } else {
+    RowElem<T, kGgi>(dy, x, g, gdy, gx, C, k);
+  }
+}
+
+// --- the two sweeps -------------------------------------------------------
+// sums[c * kNumSums + k]: the five sums of channel c.
+template <typename T, bool kGgi>
+void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, std::vector<double> *sums) {
+  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const T *dy = static_cast<const T *>(a.grad_out.data);
+  const T *x = static_cast<const T *>(a.input.data);
+  const T *g = static_cast<const T *>(a.grad_grad_input.data);
+  const int64_t rows = RowsPerChunk(C * inner);
+  const int64_t nchunks = (outer + rows - 1) / rows;
+  std::vector<double> part(nchunks * C * kNumSums, 0.0);
+  const int64_t work = outer * C * inner;
+  sums->assign(C * kNumSums, 0.0);
+  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`; part [chunk][C][sum]
+    ParallelFor(nchunks * C, work, [&](int64_t t) {
+      const int64_t k = t / C, c = t % C;
+      double *acc = &part[t * kNumSums];
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const int64_t base = (o * C + c) * inner;
+        RunSumsAny<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, inner, mean[c], acc);
+      }
+    });
+    for (int64_t k = 0; k < nchunks; ++k) {
+      for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
+    }
+  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels; part [chunk][sum][C]
+    ParallelFor(nchunks, work, [&](int64_t k) {
+      double *p = &part[k * kNumSums * C];
+      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
+        const int64_t base = o * C;
+        RowSumsAny<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, mean.data(), C, p);
+      }
+    });
+    for (int64_t k = 0; k < nchunks; ++k) {
+      for (int64_t j = 0; j < kNumSums; ++j) {
+        for (int64_t c = 0; c < C; ++c) (*sums)[c * kNumSums + j] += part[(k * kNumSums + j) * C + c];
+      }
+    }
   }
 }
 
@@ -240,14 +345,14 @@ void Elementwise(const DoubleBackwardArgs &a, const Coefs &coefs) {
       const int64_t k = t / C, c = t % C;
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t b = (o * C + c) * inner;
-        RunElem<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, inner, coefs, c);
+        RunElemAny<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, inner, coefs, c);
       }
     });
   } else {
     ParallelFor(nchunks, work, [&](int64_t k) {
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t b = o * C;
-        RowElem<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, C, coefs);
+        RowElemAny<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, C, coefs);
       }
     });
   }

@@ -160,7 +160,8 @@ def check_kernel(arrays, dtype="float32", **kw):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("data_format,shape", [("NCHW", (4, 3, 5, 6)), ("NHWC", (4, 5, 6, 3)),
-                                               ("NCHW", (9, 4)), ("NCHW", (2, 3, 40))])
+                                               ("NCHW", (9, 4)), ("NCHW", (2, 3, 40)),
+                                               ("NCHW", (2, 3, 700)), ("NHWC", (3, 2, 300))])  # > 256: blocks
 @pytest.mark.parametrize("training", [True, False])
 def test_kernel_every_dtype_and_layout(dtype, data_format, shape, training):
     check_kernel(make_case(shape, data_format, seed=1), dtype, data_format=data_format, training=training,
@@ -205,10 +206,12 @@ def test_kernel_empty(shape, data_format, training):
     assert not np.any(got[2])
 
 
-@pytest.mark.parametrize("data_format,shape", [("NCHW", (16, 8, 33, 31)), ("NHWC", (16, 33, 31, 8))])
-def test_kernel_threads_bitwise_equal(data_format, shape):
+@pytest.mark.parametrize("data_format,shape", [("NCHW", (16, 8, 33, 31)), ("NHWC", (16, 33, 31, 8)),
+                                               ("NHWC", (160, 8, 300))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kernel_threads_bitwise_equal(data_format, shape, dtype):
     """Large enough to be split over threads; 1 and 2 threads give the same bits."""
-    arrays = {k: (None if v is None else v.astype(np.float32)) for k, v in make_case(shape, data_format).items()}
+    arrays = {k: (None if v is None else v.astype(dtype)) for k, v in make_case(shape, data_format).items()}
     before = _native.get_num_threads()
     try:
         runs = []
