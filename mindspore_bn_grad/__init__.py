@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "batch_norm_backward": "._op",
     "BatchNormBackward": "._op",
+    "BatchNormDoubleBackward": "._double",
     "set_target_soc": "._soc",
     "get_target_soc": "._soc",
     "target_soc": "._soc",

@@ -6,6 +6,7 @@ import mindspore as ms
 from mindspore import ops
 
 from ._checks import check_tensor_args, fail, normalize_attrs
+from ._double import bprop_for
 from ._infer import make_infer
 from ._opdef import load_opdef
 
@@ -31,14 +32,19 @@ class BatchNormBackward(ops.Custom):
 
     Optional tensors may be None. Attributes are checked here; tensors are
     checked while MindSpore builds the graph (before any kernel runs).
+
+    Differentiable (second-order gradients through BatchNorm): its bprop is
+    BatchNormDoubleBackward, a fused kernel on CPU and composed from MindSpore
+    ops on Ascend (see _double.py).
     """
 
     def __init__(self, training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW"):
         attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
                                 data_format=data_format)
         infer_shape, infer_dtype = make_infer(attrs)
+        # bprop: the double backward (second-order gradients), see _double.py
         super().__init__(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
-                         **_kernel_kwargs(attrs))
+                         bprop=bprop_for(attrs), **_kernel_kwargs(attrs))
         for a in load_opdef().attrs:
             value = attrs[a.name]
             # The aot Init reads output_mask as an int vector (a bool tuple fails there).

@@ -15,6 +15,7 @@ kernels on NumPy arrays without MindSpore (tests, benchmarks).
 """
 import ctypes
 import functools
+import struct
 
 import numpy as np
 
@@ -57,15 +58,50 @@ def _kernel_kwargs(filename):
     return {"func": f"{_native.library_path()}:{opdef.op_name}"}
 
 
-def _make_primitive(filename, attrs):
+def _make_primitive(filename, attrs, bprop=None):
+    """ops.Custom of the prototype `filename` with checked `attrs` (also BatchNormDoubleBackward's).
+
+    Without `bprop` the primitive's bprop raises a clear error: these
+    backward steps are not differentiated (no second-order gradients).
+    """
     from mindspore import ops
     infer_shape, infer_dtype = make_infer(attrs, load_opdef(filename))
     prim = ops.Custom(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
-                      **_kernel_kwargs(filename))
+                      bprop=bprop or _not_differentiable(filename), **_kernel_kwargs(filename))
     for a in load_opdef(filename).attrs:
-        prim.add_prim_attr(a.kernel_attr, attrs[a.name])
+        value = attrs[a.name]
+        # The aot Init reads a bool tuple as an int vector; a float also goes exactly, as int64 bits.
+        prim.add_prim_attr(a.kernel_attr, [int(b) for b in value] if a.type == "bool_tuple" else value)
+        if a.kernel_bits_name:
+            prim.add_prim_attr(a.kernel_bits_name, struct.unpack("<q", struct.pack("<d", value))[0])
     prim.sync_attrs = attrs
     return prim
+
+
+_SYNC_NO_SECOND_ORDER = ("second-order gradients are not supported through it (SyncBatchNorm in training); "
+                         "BatchNorm cells converted by convert_batchnorm, and SyncBatchNorm in eval mode, "
+                         "support them")
+_NOT_DIFFERENTIABLE = {REDUCE_YAML: _SYNC_NO_SECOND_ORDER, ELEMT_YAML: _SYNC_NO_SECOND_ORDER}
+
+
+def _not_differentiable(filename):
+    """A bprop that raises (in GRAPH mode: while the graph compiles) why the op has no derivative."""
+    opdef = load_opdef(filename)
+    why = _NOT_DIFFERENTIABLE.get(filename, "it is not differentiable (third-order gradients of BatchNorm "
+                                            "are not supported)")
+    msg = f"{opdef.op_name}: {why}"
+
+    # GRAPH mode wants the bprop's parameters spelled out: the inputs, out, dout.
+    def bprop5(a, b, c, d, e, out, dout):
+        raise RuntimeError(msg)
+
+    def bprop8(a, b, c, d, e, f, g, h, out, dout):
+        raise RuntimeError(msg)
+
+    def bprop10(a, b, c, d, e, f, g, h, i, j, out, dout):
+        raise RuntimeError(msg)
+
+    return {5: bprop5, 8: bprop8, 10: bprop10}[len(opdef.inputs)]
 
 
 def BatchNormReduceBackward(input_g=True, weight_g=True, bias_g=True, data_format="NCHW"):

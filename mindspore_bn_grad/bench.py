@@ -1,6 +1,7 @@
 """Side-by-side benchmark of the CPU BatchNormBackward kernel.
 
     python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
+    python -m mindspore_bn_grad bench --double    (the double backward; bench_double.py)
     python bench/bench_cpu.py [same options]
 
 In one run: the machine's copy bandwidth (NumPy copy of a 256 MiB array,
@@ -555,7 +556,13 @@ def main(argv=None):
     p.add_argument("--out", default=".", help="directory for bench_cpu.{json,md,png} (default: .)")
     p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch")
+    p.add_argument("--double", action="store_true",
+                   help="only the double backward vs MindSpore's BatchNormGradGrad (prints a table; see bench_double.py)")
     args = p.parse_args(argv)
+    if args.double:
+        from .bench_double import run_double
+        run_double(args.reps, args.threads)
+        return 0
     result = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

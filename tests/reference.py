@@ -101,3 +101,76 @@ def batch_norm_train_ref(x, grad_y, gamma, beta, data_format="NCHW", eps=1e-5, m
     moving_mean = (1.0 - momentum) * mean
     moving_var = momentum * 1.0 + (1.0 - momentum) * var * n / (n - 1)
     return y, gx, gg, gb, moving_mean, moving_var
+
+
+def batch_norm_double_backward_ref(grad_out, x, weight=None, running_mean=None, running_var=None,
+                                   save_mean=None, save_invstd=None, grad_grad_input=None,
+                                   grad_grad_weight=None, grad_grad_bias=None, training=True, eps=1e-5,
+                                   output_mask=(True, True, True), data_format="NCHW"):
+    """Derivative of batch_norm_backward (spec section 7), float64.
+
+    The upstream gradients ggI, ggW, ggB are those of grad_input, grad_weight
+    and grad_bias; an absent one, or one whose output_mask bit is False, counts
+    as zero. Returns (grad of grad_out, grad of input, grad of weight).
+
+    Training: save_mean / save_invstd are the batch statistics of x (biased
+    variance + eps), so the input gradient includes their dependence on x:
+        mean  = mean(x),   d mean / dx_i   = 1/n
+        invstd = (var + eps)^(-1/2),   d invstd / dx_i = -invstd^2 * xhat_i / n
+    With L = sum(ggI * gI) + ggW * gW + ggB * gB, gI = w*s*(dy - mean(dy) - xhat*mean(dy*xhat)),
+    gW = sum(dy*xhat), gB = sum(dy), the chain rule through s and xhat gives (per channel)
+        dL/ds      = w * (sum(ggI*dy) - n*mean(ggI)*mean(dy) - n*mean(ggI*xhat)*mean(dy*xhat))
+        dL/dxhat_j = ggW*dy_j - w*s*(mean(dy*xhat)*ggI_j + mean(ggI*xhat)*dy_j)      (= G_j)
+        dL/dx_i    = dL/ds * (-s^2 xhat_i / n) + s * (G_i - mean(G) - xhat_i * mean(G*xhat))
+    where dxhat_j/dx_i = s * (delta_ij - 1/n - xhat_i*xhat_j/n) was used.
+    mean(xhat^2) is not 1 (eps), and nothing here assumes it.
+    """
+    dy = np.asarray(grad_out, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    axis = dy.ndim - 1 if data_format in CHANNEL_LAST else 1
+    c = dy.shape[axis]
+    axes = tuple(i for i in range(dy.ndim) if i != axis)
+    bshape = [1] * dy.ndim
+    bshape[axis] = c
+
+    def chan(v, default):
+        if v is None or np.asarray(v).size == 0 and c != 0:
+            return np.full(c, default, dtype=np.float64)
+        return np.asarray(v, dtype=np.float64).reshape(c)
+
+    def b(v):  # per-channel vector broadcast against the activations
+        return v.reshape(bshape)
+
+    m0, m1, m2 = (bool(v) for v in output_mask)
+    ggi = np.asarray(grad_grad_input, dtype=np.float64) if (m0 and grad_grad_input is not None) \
+        else np.zeros_like(dy)
+    ggw = chan(grad_grad_weight, 0.0) if m1 else np.zeros(c)
+    ggb = chan(grad_grad_bias, 0.0) if m2 else np.zeros(c)
+    w = chan(weight, 1.0)
+    if training:
+        mean, s = chan(save_mean, 0.0), chan(save_invstd, 1.0)
+    else:
+        mean = chan(running_mean, 0.0)
+        s = 1.0 / np.sqrt(chan(running_var, 1.0) + eps)
+    xhat = (x - b(mean)) * b(s)
+    n = dy.size // c if c else 0
+    if not training:
+        g_dy = ggi * b(w * s) + b(ggw) * xhat + b(ggb)
+        g_x = b(ggw * s) * dy
+        g_w = (ggi * dy).sum(axis=axes) * s
+        return g_dy, g_x, g_w
+    if n == 0:
+        return np.zeros_like(dy), np.zeros_like(x), np.zeros(c)
+
+    def avg(v):
+        return v.mean(axis=axes)
+
+    m_dy, m_dyx = avg(dy), avg(dy * xhat)
+    m_gi, m_gix = avg(ggi), avg(ggi * xhat)
+    m_gidy = avg(ggi * dy)
+    g_dy = b(w * s) * (ggi - b(m_gi) - xhat * b(m_gix)) + b(ggw) * xhat + b(ggb)
+    g_w = n * s * (m_gidy - m_gi * m_dy - m_gix * m_dyx)
+    dl_ds = w * n * (m_gidy - m_gi * m_dy - m_gix * m_dyx)
+    g = b(ggw) * dy - b(w * s) * (b(m_dyx) * ggi + b(m_gix) * dy)
+    g_x = b(dl_ds) * (-b(s * s) * xhat / n) + b(s) * (g - b(avg(g)) - xhat * b(avg(g * xhat)))
+    return g_dy, g_x, g_w

@@ -84,6 +84,9 @@ class _BatchNormCell(nn.Cell):
         self.channel_last = is_channel_last(data_format)
         self.transpose = ops.Transpose()
         self.cast = ops.Cast()
+        # the primitive, not ops.zeros_like: GRAPH mode cannot differentiate the bprop
+        # (second-order gradients) through the function ops.zeros_like ("Illegal AnfNode")
+        self.zeros_like = ops.ZerosLike()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
         self._owner = None if owner is None else _OwnerRef(owner)
 
@@ -104,12 +107,13 @@ class _BatchNormCell(nn.Cell):
         They differ when a mixed-precision wrapper casts inside the cell (AMP O2
         in PYNATIVE keeps BatchNorm in float32 but the bprop sees the float16 input).
         """
+        # No `if` on the dtypes: GRAPH mode cannot differentiate this bprop (second-order
+        # gradients) through one ("The func graph is empty"). A Cast to the same dtype costs
+        # nothing: PYNATIVE's Cast returns its input, GRAPH mode eliminates it.
         dy = dout[0]
-        xc = x if x.dtype == dy.dtype else self.cast(x, dy.dtype)
-        dx, dgamma, dbeta = op(dy, xc, gamma, running_mean, running_var, save_mean, save_invstd)
-        if dx.dtype != x.dtype:
-            dx = self.cast(dx, x.dtype)
-        return dx, dgamma, dbeta
+        dx, dgamma, dbeta = op(dy, self.cast(x, dy.dtype), gamma, running_mean, running_var, save_mean,
+                               save_invstd)
+        return self.cast(dx, x.dtype), dgamma, dbeta
 
     def _forward(self, bn, x, gamma, beta, mean, var):
         if self.channel_last:
@@ -137,7 +141,7 @@ class BatchNormTrainCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         save_invstd = ops.rsqrt(out[4] + self.eps)
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, None, None, out[3], save_invstd)
-        return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
+        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
 
 
 class BatchNormInferCell(_BatchNormCell):
@@ -157,7 +161,7 @@ class BatchNormInferCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, moving_mean, moving_variance,
                                            None, None)
-        return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
+        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
 
 
 def install(bn_cell, data_format=None):
