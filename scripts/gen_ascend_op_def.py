@@ -42,6 +42,7 @@ from mindspore_bn_grad._reg import combinations  # noqa: E402  (sync ops: dtypes
 
 BNB_YAML = "batch_norm_backward.yaml"
 SYNC_YAMLS = ("batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
+DOUBLE_YAML = "batch_norm_double_backward.yaml"  # CPU only: no Ascend C op definition
 OP_HOST = ROOT / "ascend_impl" / "op_host"
 OUT = OP_HOST / "batch_norm_backward_def.gen.h"
 SYNC_OUTS = {name: OP_HOST / name.replace(".yaml", "_def.gen.h") for name in SYNC_YAMLS}
@@ -278,8 +279,10 @@ def _op_namespace(filename):
     if defaults:
         out += ["", "// The value the kernel uses for an absent optional input (default_value)."]
         out += [f"constexpr double kAbsent{_camel(i.name)} = {float(i.default_value)!r};" for i in defaults]
-    out += ["", "// Output-mask bit of each output (mask_bit)."]
-    out += [f"constexpr int kMaskBit{_camel(o.name)} = {o.mask_bit};" for o in opdef.outputs]
+    masked = [o for o in opdef.outputs if o.mask_bit is not None]
+    if masked:
+        out += ["", "// Output-mask bit of each output (mask_bit)."]
+        out += [f"constexpr int kMaskBit{_camel(o.name)} = {o.mask_bit};" for o in masked]
     counted = [i for i in opdef.inputs if i.dtypes is not None]
     for i in counted:
         out += ["", f"// The dtypes `{i.name}` may have on the CPU (its `dtypes`), and how the kernel reads them.",
@@ -302,7 +305,7 @@ def _dtype_ident(name):
 def render_cpu_spec():
     """mindspore_bn_grad/csrc/bn_spec.gen.h (included by csrc/aot_common.h)."""
     opdef = load_opdef()
-    src = "op_def/batch_norm_{,reduce_,elemt_}backward.yaml"
+    src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml"
     out = _header(src, "MS_BN_GRAD_BN_SPEC_GEN_H_", ['"bn_backward.h"', '"bn_sync.h"'])
     out += ["namespace bn_grad {", "namespace spec {", "",
             "// Codes the kernel entries return (kernel_errors); 0 is success.", "enum Error : int {", "  kOk = 0,"]
@@ -320,7 +323,7 @@ def render_cpu_spec():
     out += ["};", "", "// How the kernel reads an element count of a given dtype.",
             "struct CounterDtype {", "  const char *name;", "  sync::CountDType count;",
             "  DType floating;  // the float type, when count is kFloat", "};", "using sync::CountDType;", ""]
-    for filename in (BNB_YAML,) + SYNC_YAMLS:
+    for filename in (BNB_YAML,) + SYNC_YAMLS + (DOUBLE_YAML,):
         out += _op_namespace(filename)
     out += ["}  // namespace spec", "}  // namespace bn_grad", "#endif  // MS_BN_GRAD_BN_SPEC_GEN_H_", ""]
     return "\n".join(out)

@@ -21,14 +21,14 @@ namespace {
 
 using namespace aot;  // NOLINT: the shared entry-point helpers
 
-enum Slot { GRAD_OUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD,
-            GG_INPUT, GG_WEIGHT, GG_BIAS, OUT_GRAD_OUT, OUT_INPUT, OUT_WEIGHT, NUM_SLOTS };
+// Tensor slots (GRAD_OUT ... GRAD_WEIGHT), attribute names and defaults: the prototype.
+using namespace spec::batch_norm_double_backward;  // NOLINT
 
 struct Attrs {
-  bool training = true;
-  double eps = 1e-5;
-  bool mask[3] = {true, true, true};
-  bool channel_last = false;
+  bool training = kDefaultTraining;
+  double eps = kDefaultEps;
+  bool mask[kOutputMaskLength] = {kDefaultOutputMask[0], kDefaultOutputMask[1], kDefaultOutputMask[2]};
+  bool channel_last = ChannelLast(kDefaultLayout);
 };
 
 struct AttrsData : public mindspore::AotKernelData { Attrs attrs; };
@@ -54,13 +54,13 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
     return kBadParamCount;
   }
   const int rank = ndims[GRAD_OUT];
-  if (rank < 2 || rank > 8) return kBadRank;
+  if (rank < kMinRank || rank > kMaxRank) return kBadRank;
   const int64_t *shape = shapes[GRAD_OUT];
   const DType dt = ParseDtype(dtypes[GRAD_OUT]);
   if (dt == DType::kNone) return kBadDtype;
-  const bool has_ggi = !IsNoneDtype(dtypes[GG_INPUT]) && !(params[GG_INPUT] == nullptr && ndims[GG_INPUT] == 0);
-  std::vector<int> full = {INPUT, OUT_GRAD_OUT, OUT_INPUT};
-  if (has_ggi) full.push_back(GG_INPUT);
+  const bool has_ggi = !IsNoneDtype(dtypes[GRAD_GRAD_INPUT]) && !(params[GRAD_GRAD_INPUT] == nullptr && ndims[GRAD_GRAD_INPUT] == 0);
+  std::vector<int> full = {INPUT, GRAD_GRAD_OUT, GRAD_INPUT};
+  if (has_ggi) full.push_back(GRAD_GRAD_INPUT);
   for (int s : full) {
     if (!SameShape(rank, shape, ndims[s], shapes[s])) return kBadShape;
     if (ParseDtype(dtypes[s]) != dt) return kBadDtype;
@@ -85,14 +85,14 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   const int64_t C = a.channels;
   a.grad_out = ConstTensor{params[GRAD_OUT], dt};
   a.input = ConstTensor{params[INPUT], dt};
-  if (has_ggi) a.grad_grad_input = ConstTensor{params[GG_INPUT], dt};
-  a.grad_grad_out = MutTensor{params[OUT_GRAD_OUT], dt};
-  a.grad_input = MutTensor{params[OUT_INPUT], dt};
+  if (has_ggi) a.grad_grad_input = ConstTensor{params[GRAD_GRAD_INPUT], dt};
+  a.grad_grad_out = MutTensor{params[GRAD_GRAD_OUT], dt};
+  a.grad_input = MutTensor{params[GRAD_INPUT], dt};
   struct { int slot; bool empty_ok; ConstTensor *dst; } chan[] = {
       {WEIGHT, false, &a.weight}, {RUNNING_MEAN, false, &a.running_mean},
       {RUNNING_VAR, false, &a.running_var}, {SAVE_MEAN, !at.training, &a.save_mean},
-      {SAVE_INVSTD, !at.training, &a.save_invstd}, {GG_WEIGHT, false, &a.grad_grad_weight},
-      {GG_BIAS, false, &a.grad_grad_bias}};
+      {SAVE_INVSTD, !at.training, &a.save_invstd}, {GRAD_GRAD_WEIGHT, false, &a.grad_grad_weight},
+      {GRAD_GRAD_BIAS, false, &a.grad_grad_bias}};
   for (auto &c : chan) {
     const int rc = ParseChannel(params, ndims, shapes, dtypes, c.slot, C, c.empty_ok, c.dst);
     if (rc != kOk) return rc;
@@ -100,11 +100,11 @@ int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   if (at.training && C > 0 && (a.save_mean.data == nullptr || a.save_invstd.data == nullptr)) {
     return kMissingTensor;
   }
-  const DType dw = ParseDtype(dtypes[OUT_WEIGHT]);
+  const DType dw = ParseDtype(dtypes[GRAD_WEIGHT]);
   if (dw == DType::kNone) return kBadDtype;
-  if (ndims[OUT_WEIGHT] != 1 || shapes[OUT_WEIGHT][0] != C) return kBadShape;
-  if (params[OUT_WEIGHT] == nullptr && C > 0) return kMissingTensor;
-  a.grad_weight = MutTensor{params[OUT_WEIGHT], dw};
+  if (ndims[GRAD_WEIGHT] != 1 || shapes[GRAD_WEIGHT][0] != C) return kBadShape;
+  if (params[GRAD_WEIGHT] == nullptr && C > 0) return kMissingTensor;
+  a.grad_weight = MutTensor{params[GRAD_WEIGHT], dw};
   a.training = at.training;
   a.eps = at.eps;
   for (int i = 0; i < 3; ++i) a.mask[i] = at.mask[i];
@@ -120,18 +120,21 @@ extern "C" {
 int BatchNormDoubleBackwardInit(int *, int64_t **, const char **, mindspore::AotExtra *extra) {
   auto *data = new bn_grad::dbl::AttrsData();
   bn_grad::dbl::Attrs &at = data->attrs;
-  if (extra->HasAttr("training")) at.training = extra->Attr<bool>("training");
-  if (extra->HasAttr("eps")) at.eps = static_cast<double>(extra->Attr<float>("eps"));
-  if (extra->HasAttr("eps_bits")) {  // eps exactly (the float attribute is float32)
-    const int64_t bits = extra->Attr<int64_t>("eps_bits");
+  namespace dbs = bn_grad::spec::batch_norm_double_backward;
+  if (extra->HasAttr(dbs::kAttrTraining)) at.training = extra->Attr<bool>(dbs::kAttrTraining);
+  if (extra->HasAttr(dbs::kAttrEps)) at.eps = static_cast<double>(extra->Attr<float>(dbs::kAttrEps));
+  if (extra->HasAttr(dbs::kAttrEpsBits)) {  // eps exactly (the float attribute is float32)
+    const int64_t bits = extra->Attr<int64_t>(dbs::kAttrEpsBits);
     std::memcpy(&at.eps, &bits, sizeof(at.eps));
   }
-  if (extra->HasAttr("output_mask")) {
-    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>("output_mask");
-    if (m.size() != 3) { delete data; return bn_grad::aot::kBadParamCount; }
-    for (int i = 0; i < 3; ++i) at.mask[i] = m[i] != 0;
+  if (extra->HasAttr(dbs::kAttrOutputMask)) {  // a list of ints (nonzero = computed)
+    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>(dbs::kAttrOutputMask);
+    if (m.size() != dbs::kOutputMaskLength) { delete data; return bn_grad::aot::kBadParamCount; }
+    for (int i = 0; i < dbs::kOutputMaskLength; ++i) at.mask[i] = m[i] != 0;
   }
-  if (extra->HasAttr("layout")) at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>("layout"));
+  if (extra->HasAttr(dbs::kAttrLayout)) {
+    at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>(dbs::kAttrLayout));
+  }
   extra->SetKernelData(data);
   return 0;
 }
