@@ -29,6 +29,7 @@ import weakref
 from mindspore import nn, ops
 
 from .._opdef import is_channel_last
+from ._amp import PrecisionNeutral, opaque_to_rewrite
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
 
 
@@ -58,8 +59,9 @@ class _OwnerRef:
         return self if owner is None else _OwnerRef(memo.get(id(owner), owner))
 
 
-class _BatchNormCell(nn.Cell):
-    """Shared state: eps, layout and where the affine flags come from."""
+@opaque_to_rewrite
+class _BatchNormCell(PrecisionNeutral, nn.Cell):
+    """Shared state: eps, layout and where the affine flags come from. Neutral to AMP (see _amp.py)."""
 
     def __init__(self, eps, data_format, owner=None):
         super().__init__()

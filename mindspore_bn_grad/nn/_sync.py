@@ -41,6 +41,7 @@ from mindspore.nn.layer import normalization as _ms_norm
 
 from .._opdef import is_channel_last
 from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
+from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
 
@@ -90,7 +91,7 @@ def _layout(rank, channel_last):
     return tuple(i for i in range(rank) if i != axis), axis
 
 
-class SyncBatchNormTrainCell(nn.Cell):
+class SyncBatchNormTrainCell(PrecisionNeutral, nn.Cell):
     """Training step of SyncBatchNorm: the ``bn_train`` of the cell below.
 
     Same five inputs as ``ops.BatchNorm`` (x, gamma, beta, moving_mean,
@@ -204,6 +205,7 @@ class SyncBatchNormTrainCell(nn.Cell):
             ops.zeros_like(moving_variance)
 
 
+@opaque_to_rewrite  # AMP O1: see _amp.py
 class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
     r"""Cross-process synchronised BatchNorm with aclnn-style reduce / elementwise backward.
 
@@ -252,7 +254,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
                 f"data_format={self.format}")
 
 
-class _InferCell(nn.Cell):
+class _InferCell(PrecisionNeutral, nn.Cell):
     """Eval forward: y = (x - moving_mean) / sqrt(moving_var + eps) * gamma + beta (plain autodiff)."""
 
     def __init__(self, eps, data_format):
