@@ -30,6 +30,7 @@ from mindspore import nn, ops
 
 from .._opdef import is_channel_last
 from ._amp import PrecisionNeutral, opaque_to_rewrite
+from .._launch import SerialCall, launch
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
 
 
@@ -60,8 +61,12 @@ class _OwnerRef:
 
 
 @opaque_to_rewrite
-class _BatchNormCell(PrecisionNeutral, nn.Cell):
-    """Shared state: eps, layout and where the affine flags come from. Neutral to AMP (see _amp.py)."""
+class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
+    """Shared state: eps, layout and where the affine flags come from.
+
+    Neutral to AMP (see _amp.py); PYNATIVE calls and backward launches are serialised across
+    Python threads (see _launch.py).
+    """
 
     def __init__(self, eps, data_format, owner=None):
         super().__init__()
@@ -92,7 +97,7 @@ class _BatchNormCell(PrecisionNeutral, nn.Cell):
         """
         dy = dout[0]
         xc = x if x.dtype == dy.dtype else self.cast(x, dy.dtype)
-        dx, dgamma, dbeta = op(dy, xc, gamma, running_mean, running_var, save_mean, save_invstd)
+        dx, dgamma, dbeta = launch(op, dy, xc, gamma, running_mean, running_var, save_mean, save_invstd)
         if dx.dtype != x.dtype:
             dx = self.cast(dx, x.dtype)
         return dx, dgamma, dbeta

@@ -41,6 +41,7 @@ from mindspore.nn.layer import normalization as _ms_norm
 
 from .._opdef import is_channel_last
 from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
+from .._launch import SerialCall, launch
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
@@ -91,7 +92,7 @@ def _layout(rank, channel_last):
     return tuple(i for i in range(rank) if i != axis), axis
 
 
-class SyncBatchNormTrainCell(PrecisionNeutral, nn.Cell):
+class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Training step of SyncBatchNorm: the ``bn_train`` of the cell below.
 
     Same five inputs as ``ops.BatchNorm`` (x, gamma, beta, moving_mean,
@@ -180,7 +181,7 @@ class SyncBatchNormTrainCell(PrecisionNeutral, nn.Cell):
             n_local = n_local * shape[i]
         c = self.num_features
         if n_local > 0:
-            sum_dy, sum_dy_xmu, d_gamma, d_beta = self.reduce_op(dy, x, mean, invstd, gamma)
+            sum_dy, sum_dy_xmu, d_gamma, d_beta = launch(self.reduce_op, dy, x, mean, invstd, gamma)
         else:
             sum_dy = ops.zeros((c,), mean.dtype)
             sum_dy_xmu = ops.zeros((c,), mean.dtype)
@@ -194,7 +195,7 @@ class SyncBatchNormTrainCell(PrecisionNeutral, nn.Cell):
             sum_dy = both[:c]
             sum_dy_xmu = both[c:]
         if n_local > 0:
-            dx = self.elemt_op(dy, x, mean, invstd, gamma, sum_dy, sum_dy_xmu, counts)
+            dx = launch(self.elemt_op, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xmu, counts)
         else:
             # nothing uses the sums here: tie them to an output so that GRAPH
             # mode keeps the AllReduce the other ranks are waiting for
@@ -254,7 +255,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
                 f"data_format={self.format}")
 
 
-class _InferCell(PrecisionNeutral, nn.Cell):
+class _InferCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Eval forward: y = (x - moving_mean) / sqrt(moving_var + eps) * gamma + beta (plain autodiff)."""
 
     def __init__(self, eps, data_format):
