@@ -30,6 +30,9 @@ members contains, the cell is a plain BatchNorm over the local batch
 (group size 1): no collective runs. A rank may bring an empty batch (N = 0
 locally): it contributes nothing to the statistics, takes part in every
 collective, gets an empty input gradient and zero gamma/beta gradients.
+When every rank's batch is empty, the batch mean and variance are taken as 0,
+as MindSpore's BatchNorm does: the running statistics decay towards 0 by the
+momentum and stay finite.
 """
 import hashlib
 import itertools
@@ -157,9 +160,12 @@ class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
         m2s = table[:, c + 1:]
         cnt = ops.reshape(counts, (self.group_size, 1))
         total = ops.reduce_sum(counts)
-        mean = ops.reduce_sum(cnt * means, 0) / total
+        # every rank empty (N = 0): mean 0 and variance 0, as MindSpore's BatchNorm takes an empty
+        # batch; the running statistics stay finite (momentum * old)
+        n_div = ops.maximum(total, ops.ones((), sdt))
+        mean = ops.reduce_sum(cnt * means, 0) / n_div
         m2 = ops.reduce_sum(m2s, 0) + ops.reduce_sum(cnt * ops.square(means - mean), 0)
-        var = m2 / total
+        var = m2 / n_div
         invstd = ops.rsqrt(var + self.eps)
         unbiased = m2 / ops.maximum(total - 1, ops.ones((), sdt))
         pdt = moving_mean.dtype

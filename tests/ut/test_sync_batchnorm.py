@@ -79,3 +79,22 @@ def test_constructor_checks_and_parameters():
         SyncBatchNorm(4, data_format="NCL")
     with pytest.raises(ValueError):
         SyncBatchNorm(0)
+
+
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_empty_batch_keeps_running_statistics_finite_like_mindspore(mode):
+    """An empty batch (every rank empty: here the only one) decays the statistics like MindSpore's
+    nn.SyncBatchNorm, and a normal step afterwards still equals it; nothing turns NaN."""
+    from mindspore import nn
+    from mindspore_bn_grad.nn._sync import SyncBatchNorm
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5, 3, 4, 2)).astype(np.float32) * 2 + 1
+    ours, theirs = SyncBatchNorm(3, momentum=0.7), nn.SyncBatchNorm(3, momentum=0.7)
+    for bn in (ours, theirs):
+        bn.set_train()
+    empty = np.zeros((0, 3, 4, 2), np.float32)
+    for batch in (x, empty, x):
+        a, b = _step(mode, ours, batch, batch), _step(mode, theirs, batch, batch)
+        for name, g, e in zip(("y", "gx", "gg", "gb", "mm", "mv"), a, b):
+            assert np.isfinite(g).all(), name
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=name)
