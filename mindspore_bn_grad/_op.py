@@ -5,7 +5,7 @@ import struct
 import mindspore as ms
 from mindspore import ops
 
-from ._checks import check_tensor_args, fail, normalize_attrs
+from ._checks import check_device_target, check_tensor_args, fail, normalize_attrs
 from ._infer import make_infer
 from ._launch import LOCK, _compiling, _probe
 from ._opdef import load_opdef
@@ -13,6 +13,7 @@ from ._opdef import load_opdef
 
 def _kernel_kwargs(attrs) -> dict:
     """func / reg_info of ops.Custom for the current device target."""
+    check_device_target()
     if ms.get_context("device_target") == "Ascend":
         from ._ascend import ascend_custom_kwargs
         return ascend_custom_kwargs(attrs)

@@ -28,6 +28,7 @@ import weakref
 
 from mindspore import nn, ops
 
+from .._checks import check_device_target
 from .._opdef import is_channel_last
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 from .._launch import SerialCall, launch
@@ -158,6 +159,7 @@ def install(bn_cell, data_format=None):
     primitives are replaced. ``bn_cell.momentum`` is already in ops.BatchNorm's
     convention (1 - the nn momentum).
     """
+    check_device_target(type(bn_cell).__name__)
     fmt = data_format or bn_cell.format
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too

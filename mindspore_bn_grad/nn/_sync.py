@@ -42,6 +42,7 @@ from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
 
+from .._checks import check_device_target
 from .._opdef import is_channel_last
 from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
 from .._launch import SerialCall, launch
@@ -230,6 +231,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones', beta_init='zeros',
                  moving_mean_init='zeros', moving_var_init='ones', use_batch_statistics=None,
                  process_groups=None, data_format="NCHW", dtype=mstype.float32):
+        check_device_target("SyncBatchNorm")
         if data_format not in ("NCHW", "NHWC"):
             raise ValueError(f"SyncBatchNorm: data_format expected one of ['NCHW', 'NHWC'], got {data_format!r}")
         # MindSpore's base class refuses NHWC off GPU; our cells handle it.
