@@ -29,10 +29,10 @@ import weakref
 from mindspore import nn, ops
 
 from .._checks import check_device_target
-from .._opdef import is_channel_last
-from ._amp import PrecisionNeutral, opaque_to_rewrite
 from .._launch import SerialCall, launch
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
+from .._opdef import is_channel_last
+from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
 
