@@ -177,21 +177,69 @@ def test_amp_model_amp_level(mode, level, tmp_path, monkeypatch):
     assert not np.allclose(got["bn2.moving_mean"], 0.0)
 
 
-def test_amp_o1_writes_nothing_of_ours(tmp_path, monkeypatch):
-    """O1's rewrite writes MindSpore's rewritten_network/<Net>Opt_<id>.py for any network; converting
-    adds no file, and the regenerated source does not re-import our modules by file name."""
-    import mindspore as ms
-    _set_mode("pynative")
-    listings = {}
-    for converted in (False, True):
-        cwd = tmp_path / str(converted)
+_O1_SCRIPT = """
+import sys
+import numpy as np
+import mindspore as ms
+from mindspore import Tensor, nn
+import mindspore_bn_grad as mbg
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(3)
+        self.conv = nn.Conv2d(3, 4, 3, weight_init=Tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)))
+        self.bn = nn.BatchNorm2d(4)
+        self.flat = nn.Flatten()
+        self.fc = nn.Dense(100, 3, weight_init=Tensor(rng.standard_normal((3, 100)).astype(np.float32)),
+                           bias_init="zeros")
+
+    def construct(self, x):
+        return self.fc(self.flat(self.bn(self.conv(x))))
+
+ms.set_context(mode=ms.GRAPH_MODE if sys.argv[1] == "graph" else ms.PYNATIVE_MODE)
+net = Net()
+if sys.argv[2] == "converted":
+    mbg.convert_batchnorm(net)
+amp = ms.amp.auto_mixed_precision(net, "O1")
+amp.set_train()
+loss = nn.WithLossCell(amp, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+x = Tensor(np.random.default_rng(4).standard_normal((6, 3, 5, 5)).astype(np.float32))
+value, grads = ms.value_and_grad(loss, None, amp.trainable_params())(x, Tensor(np.int32([0, 1, 2, 0, 1, 2])))
+stats = [p.asnumpy().tolist() for p in amp.get_parameters() if "moving" in p.name]
+print("RESULT", repr([float(value.asnumpy()), [str(g.dtype) for g in grads], stats]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_amp_o1_as_a_user_runs_it(mode, tmp_path):
+    """A user's script run from its own directory (only that directory on sys.path, so MindSpore's
+    rewrite re-imports classes by file name): O1 works converted, gives the unconverted numbers,
+    and writes nothing but MindSpore's own rewritten_network/<Net>Opt_<id>.py."""
+    import ast
+    import subprocess
+    import sys
+    results, listings = {}, {}
+    for variant in ("original", "converted"):
+        cwd = tmp_path / variant
         cwd.mkdir()
-        monkeypatch.chdir(cwd)
-        ms.amp.auto_mixed_precision(_net(converted), "O1")
-        listings[converted] = sorted(str(p.relative_to(cwd)) for p in cwd.rglob("*") if p.is_file())
-    assert len(listings[True]) == len(listings[False]) == 1, listings
-    assert listings[True][0].startswith(os.path.join("rewritten_network", "_NetOpt_")), listings
-    source = (tmp_path / "True" / listings[True][0]).read_text()
+        (cwd / "user_net.py").write_text(_O1_SCRIPT)
+        r = subprocess.run([sys.executable, "user_net.py", mode, variant], cwd=cwd, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+        results[variant] = ast.literal_eval(line[len("RESULT "):])
+        listings[variant] = sorted(str(p.relative_to(cwd)) for p in cwd.rglob("*")
+                                   if p.is_file() and p.name != "user_net.py" and "__pycache__" not in p.parts)
+    (loss, dtypes, stats), (want_loss, want_dtypes, want_stats) = results["converted"], results["original"]
+    np.testing.assert_allclose(loss, want_loss, **F16)
+    assert dtypes == want_dtypes
+    np.testing.assert_allclose(np.array(stats), np.array(want_stats), rtol=2e-2, atol=1e-3)
+    assert not np.allclose(stats[0], 0.0)  # the running mean moved
+    assert len(listings["converted"]) == len(listings["original"]) == 1, listings
+    written = listings["converted"][0]
+    assert written.startswith(os.path.join("rewritten_network", "NetOpt_")), listings
+    source = (tmp_path / "converted" / written).read_text()
     assert "mindspore_bn_grad" not in source and "_layers" not in source and "_cells" not in source
 
 
