@@ -5,14 +5,16 @@ import struct
 import mindspore as ms
 from mindspore import ops
 
-from ._checks import check_tensor_args, fail, normalize_attrs
+from ._checks import check_device_target, check_tensor_args, fail, normalize_attrs
 from ._double import bprop_for
 from ._infer import make_infer
+from ._launch import LOCK, _compiling, _probe
 from ._opdef import load_opdef
 
 
 def _kernel_kwargs(attrs) -> dict:
     """func / reg_info of ops.Custom for the current device target."""
+    check_device_target()
     if ms.get_context("device_target") == "Ascend":
         from ._ascend import ascend_custom_kwargs
         return ascend_custom_kwargs(attrs)
@@ -134,17 +136,21 @@ def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running
     eps. Outputs whose output_mask bit is False are not computed and come back
     zero-filled.
     """
+    if _compiling(_probe):  # inside @ms.jit or a GRAPH construct (see _launch.compiling)
+        return BatchNormBackward(training, eps, output_mask, data_format)(
+            grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
     tensors = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
     check_tensor_args(load_opdef(), tensors)
     key = _fast_key(training, eps, output_mask, data_format)
-    op = _ops_seen.get(key)
-    if op is None:
-        attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
-                                data_format=data_format)
-        op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
-        if key is not None and len(_ops_seen) < 128:
-            _ops_seen[key] = op
-    return op(*tensors)
+    with LOCK:  # PYNATIVE launches from several threads: see _launch.py
+        op = _ops_seen.get(key)
+        if op is None:
+            attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
+                                    data_format=data_format)
+            op = _cached_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
+            if key is not None and len(_ops_seen) < 128:
+                _ops_seen[key] = op
+        return op(*tensors)
 
 
 # PYNATIVE calls batch_norm_backward at every step: attribute values seen

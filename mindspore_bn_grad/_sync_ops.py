@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from ._checks import check_tensor_args, normalize_op_attrs
+from ._checks import check_device_target, check_tensor_args, normalize_op_attrs
 from ._infer import make_infer
 from ._opdef import load_opdef
 
@@ -51,6 +51,7 @@ def _ascend_kwargs(filename):
 def _kernel_kwargs(filename):
     import mindspore as ms
     opdef = load_opdef(filename)
+    check_device_target(opdef.op_name)
     if ms.get_context("device_target") == "Ascend":
         return _ascend_kwargs(filename)
     from . import _native

@@ -30,8 +30,11 @@ import weakref
 
 from mindspore import nn, ops
 
-from .._opdef import is_channel_last
+from .._checks import check_device_target
+from .._launch import SerialCall, launch
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
+from .._opdef import is_channel_last
+from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
 
@@ -74,8 +77,13 @@ class _OwnerRef:
         return self if owner is None else _OwnerRef(memo.get(id(owner), owner))
 
 
-class _BatchNormCell(nn.Cell):
-    """Shared state: eps, layout and where the affine flags come from."""
+@opaque_to_rewrite
+class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
+    """Shared state: eps, layout and where the affine flags come from.
+
+    Neutral to AMP (see _amp.py); PYNATIVE calls and backward launches are serialised across
+    Python threads (see _launch.py).
+    """
 
     def __init__(self, eps, data_format, owner=None):
         super().__init__()
@@ -111,8 +119,8 @@ class _BatchNormCell(nn.Cell):
         # gradients) through one ("The func graph is empty"). A Cast to the same dtype costs
         # nothing: PYNATIVE's Cast returns its input, GRAPH mode eliminates it.
         dy = dout[0]
-        dx, dgamma, dbeta = op(dy, self.cast(x, dy.dtype), gamma, running_mean, running_var, save_mean,
-                               save_invstd)
+        dx, dgamma, dbeta = launch(op, dy, self.cast(x, dy.dtype), gamma, running_mean, running_var,
+                                   save_mean, save_invstd)
         return self.cast(dx, x.dtype), dgamma, dbeta
 
     def _forward(self, bn, x, gamma, beta, mean, var):
@@ -171,6 +179,7 @@ def install(bn_cell, data_format=None):
     primitives are replaced. ``bn_cell.momentum`` is already in ops.BatchNorm's
     convention (1 - the nn momentum).
     """
+    check_device_target(type(bn_cell).__name__)
     fmt = data_format or bn_cell.format
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too

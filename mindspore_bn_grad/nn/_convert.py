@@ -11,6 +11,7 @@ from mindspore import nn as ms_nn
 from mindspore.common import dtype as mstype
 from mindspore.nn.layer.normalization import _BatchNorm
 
+from .._checks import check_device_target
 from ._cells import install, is_installed
 from ._layers import _OURS, OurBatchNorm, _init_format, to_ours
 
@@ -29,6 +30,7 @@ def convert_batchnorm(net):
     """
     if not isinstance(net, ms_nn.Cell):
         raise TypeError(f"convert_batchnorm: net expected a mindspore.nn.Cell, got {type(net).__name__}")
+    check_device_target("convert_batchnorm")
     for _, cell in list(net.cells_and_names()):
         if isinstance(cell, OurBatchNorm):
             continue
@@ -66,6 +68,7 @@ def patch_batchnorm():
     Reversible with ``unpatch_batchnorm()``; cells built meanwhile keep our
     backward. Idempotent. While patched, BatchNorm2d accepts NHWC on CPU as well.
     """
+    check_device_target("patch_batchnorm")
     for cls in (ms_nn.BatchNorm1d, ms_nn.BatchNorm2d):
         if cls not in _PATCHED:
             _PATCHED[cls] = cls.__dict__.get("__init__")

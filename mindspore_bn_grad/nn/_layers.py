@@ -14,9 +14,11 @@ from mindspore import context
 from mindspore import nn as ms_nn
 from mindspore.common import dtype as mstype
 
+from ._amp import opaque_to_rewrite
 from ._cells import install
 
 
+@opaque_to_rewrite  # AMP O1 keeps our cells as they are: see _amp.py
 class OurBatchNorm:
     """Marker mixin: this BatchNorm cell already runs BatchNormBackward."""
 

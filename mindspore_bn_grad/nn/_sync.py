@@ -30,6 +30,9 @@ members contains, the cell is a plain BatchNorm over the local batch
 (group size 1): no collective runs. A rank may bring an empty batch (N = 0
 locally): it contributes nothing to the statistics, takes part in every
 collective, gets an empty input gradient and zero gamma/beta gradients.
+When every rank's batch is empty, the batch mean and variance are taken as 0,
+as MindSpore's BatchNorm does: the running statistics decay towards 0 by the
+momentum and stay finite.
 """
 import hashlib
 import itertools
@@ -39,8 +42,11 @@ from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
 
+from .._checks import check_device_target
+from .._launch import SerialCall, launch
 from .._opdef import is_channel_last
 from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
+from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
 
@@ -90,7 +96,7 @@ def _layout(rank, channel_last):
     return tuple(i for i in range(rank) if i != axis), axis
 
 
-class SyncBatchNormTrainCell(nn.Cell):
+class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Training step of SyncBatchNorm: the ``bn_train`` of the cell below.
 
     Same five inputs as ``ops.BatchNorm`` (x, gamma, beta, moving_mean,
@@ -155,9 +161,12 @@ class SyncBatchNormTrainCell(nn.Cell):
         m2s = table[:, c + 1:]
         cnt = ops.reshape(counts, (self.group_size, 1))
         total = ops.reduce_sum(counts)
-        mean = ops.reduce_sum(cnt * means, 0) / total
+        # every rank empty (N = 0): mean 0 and variance 0, as MindSpore's BatchNorm takes an empty
+        # batch; the running statistics stay finite (momentum * old)
+        n_div = ops.maximum(total, ops.ones((), sdt))
+        mean = ops.reduce_sum(cnt * means, 0) / n_div
         m2 = ops.reduce_sum(m2s, 0) + ops.reduce_sum(cnt * ops.square(means - mean), 0)
-        var = m2 / total
+        var = m2 / n_div
         invstd = ops.rsqrt(var + self.eps)
         unbiased = m2 / ops.maximum(total - 1, ops.ones((), sdt))
         pdt = moving_mean.dtype
@@ -179,7 +188,7 @@ class SyncBatchNormTrainCell(nn.Cell):
             n_local = n_local * shape[i]
         c = self.num_features
         if n_local > 0:
-            sum_dy, sum_dy_xmu, d_gamma, d_beta = self.reduce_op(dy, x, mean, invstd, gamma)
+            sum_dy, sum_dy_xmu, d_gamma, d_beta = launch(self.reduce_op, dy, x, mean, invstd, gamma)
         else:
             sum_dy = ops.zeros((c,), mean.dtype)
             sum_dy_xmu = ops.zeros((c,), mean.dtype)
@@ -193,7 +202,7 @@ class SyncBatchNormTrainCell(nn.Cell):
             sum_dy = both[:c]
             sum_dy_xmu = both[c:]
         if n_local > 0:
-            dx = self.elemt_op(dy, x, mean, invstd, gamma, sum_dy, sum_dy_xmu, counts)
+            dx = launch(self.elemt_op, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xmu, counts)
         else:
             # nothing uses the sums here: tie them to an output so that GRAPH
             # mode keeps the AllReduce the other ranks are waiting for
@@ -204,6 +213,7 @@ class SyncBatchNormTrainCell(nn.Cell):
             ops.zeros_like(moving_variance)
 
 
+@opaque_to_rewrite  # AMP O1: see _amp.py
 class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
     r"""Cross-process synchronised BatchNorm with aclnn-style reduce / elementwise backward.
 
@@ -221,6 +231,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones', beta_init='zeros',
                  moving_mean_init='zeros', moving_var_init='ones', use_batch_statistics=None,
                  process_groups=None, data_format="NCHW", dtype=mstype.float32):
+        check_device_target("SyncBatchNorm")
         if data_format not in ("NCHW", "NHWC"):
             raise ValueError(f"SyncBatchNorm: data_format expected one of ['NCHW', 'NHWC'], got {data_format!r}")
         # MindSpore's base class refuses NHWC off GPU; our cells handle it.
@@ -252,7 +263,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
                 f"data_format={self.format}")
 
 
-class _InferCell(nn.Cell):
+class _InferCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Eval forward: y = (x - moving_mean) / sqrt(moving_var + eps) * gamma + beta (plain autodiff)."""
 
     def __init__(self, eps, data_format):

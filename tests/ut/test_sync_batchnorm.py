@@ -76,3 +76,41 @@ def test_constructor_checks_and_parameters():
         SyncBatchNorm(4, data_format="NCL")
     with pytest.raises(ValueError):
         SyncBatchNorm(0)
+
+
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_empty_batch_keeps_running_statistics_finite(mode):
+    """Steps on x, an empty batch (every rank empty: here the only one), x. The empty step takes batch
+    mean and variance 0 (MindSpore's BatchNorm does so when its CPU kernel's scratch memory happens to
+    be zero; otherwise it leaves whatever that memory held, so it is not the oracle here): the running
+    statistics decay by the momentum and stay finite; the other steps equal MindSpore's BatchNorm2d
+    (training outputs do not depend on the running statistics)."""
+    from mindspore import nn
+    from mindspore_bn_grad.nn._sync import SyncBatchNorm
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((5, 3, 4, 2)) * 2 + 1).astype(np.float32)
+    ours = SyncBatchNorm(3, momentum=0.7)
+    ours.set_train()
+    mean = x.astype(np.float64).mean((0, 2, 3))
+    uvar = x.astype(np.float64).var((0, 2, 3), ddof=1)
+    mm, mv = np.zeros(3), np.ones(3)
+    for batch in (x, np.zeros((0, 3, 4, 2), np.float32), x):
+        got = _step(mode, ours, batch, batch)
+        got = [g.copy() for g in got]  # asnumpy of a Parameter may share its memory
+        empty = batch.shape[0] == 0
+        mm = 0.7 * mm + 0.3 * (0.0 if empty else mean)
+        mv = 0.7 * mv + 0.3 * (0.0 if empty else uvar)
+        for name, g in zip(("y", "gx", "gg", "gb", "mm", "mv"), got):
+            assert np.isfinite(g).all(), name
+        np.testing.assert_allclose(got[4], mm, rtol=1e-5, atol=1e-6, err_msg="moving_mean")
+        np.testing.assert_allclose(got[5], mv, rtol=1e-5, atol=1e-6, err_msg="moving_variance")
+        if empty:
+            assert got[0].shape == batch.shape and got[1].shape == batch.shape
+            np.testing.assert_array_equal(got[2], 0)
+            np.testing.assert_array_equal(got[3], 0)
+        else:
+            theirs = nn.BatchNorm2d(3, momentum=0.7)
+            theirs.set_train()
+            want = _step(mode, theirs, batch, batch)
+            for name, g, e in zip(("y", "gx", "gg", "gb"), got, want):
+                np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=name)
