@@ -44,9 +44,10 @@ class BatchNormBackward(ops.Custom):
         attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
                                 data_format=data_format)
         infer_shape, infer_dtype = make_infer(attrs)
+        kernel = _kernel_kwargs(attrs)  # first: it checks the device target
         # bprop: the double backward (second-order gradients), see _double.py
         super().__init__(out_shape=infer_shape, out_dtype=infer_dtype, func_type="aot",
-                         bprop=bprop_for(attrs), **_kernel_kwargs(attrs))
+                         bprop=bprop_for(attrs), **kernel)
         for a in load_opdef().attrs:
             value = attrs[a.name]
             # The aot Init reads output_mask as an int vector (a bool tuple fails there).
