@@ -26,6 +26,7 @@ every backward; GRAPH reads them when the graph is compiled.
 """
 import weakref
 
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 from mindspore import nn, ops
 
 from .._opdef import is_channel_last

@@ -35,6 +35,7 @@ import hashlib
 import itertools
 
 import numpy as np
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
