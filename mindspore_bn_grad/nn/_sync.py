@@ -85,12 +85,6 @@ def resolve_group(process_groups):
     return None, 1, 0
 
 
-def _layout(rank, channel_last):
-    """(reduction axes, broadcast shape of a (C,) vector as a -1 placeholder position)."""
-    axis = rank - 1 if channel_last else 1
-    return tuple(i for i in range(rank) if i != axis), axis
-
-
 class SyncBatchNormTrainCell(nn.Cell):
     """Training step of SyncBatchNorm: the ``bn_train`` of the cell below.
 
@@ -122,6 +116,11 @@ class SyncBatchNormTrainCell(nn.Cell):
     def _stat_dtype(self, x):
         return mstype.float64 if x.dtype == mstype.float64 else mstype.float32
 
+    def _axes(self, rank):
+        """The reduction axes (all but the channel axis). A method: see ms_compat, "Cell bprop"."""
+        axis = rank - 1 if self.channel_last else 1
+        return tuple(i for i in range(rank) if i != axis)
+
     def _bshape(self, rank):
         shape = [1] * rank
         shape[rank - 1 if self.channel_last else 1] = self.num_features
@@ -131,7 +130,7 @@ class SyncBatchNormTrainCell(nn.Cell):
         shape = x.shape
         rank = len(shape)
         c = self.num_features
-        axes, _ = _layout(rank, self.channel_last)
+        axes = self._axes(rank)
         bshape = self._bshape(rank)
         sdt = self._stat_dtype(x)
         n_local = 1
@@ -176,7 +175,7 @@ class SyncBatchNormTrainCell(nn.Cell):
         mean, invstd, counts = out[1], out[2], out[3]
         shape = x.shape
         n_local = 1
-        for i in _layout(len(shape), self.channel_last)[0]:
+        for i in self._axes(len(shape)):
             n_local = n_local * shape[i]
         c = self.num_features
         if n_local > 0:
