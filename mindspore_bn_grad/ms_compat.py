@@ -17,6 +17,12 @@ fast test profile on each release), and how it is handled:
   the Cell works on every release, so such cells (nn/_sync.py) call only
   methods (tests/ut/test_sync_batchnorm.py, GRAPH cases); no release-specific
   code path is needed.
+- CPU collectives: 2.7.0 runs an AllReduce on CPU (mccl) on the world group
+  only ("AllReduce only support mccl_world_group on CPU, but got <group>");
+  2.10.0 also runs it on a group made by create_group. Handled by
+  CPU_COLLECTIVES_WORLD_GROUP_ONLY below: on such a release SyncBatchNorm
+  (nn/_sync.py) uses the world group for a process group of all ranks and
+  refuses other multi-rank groups on CPU with an error naming the reason.
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
   attributes cpp_infer_shape / multi_output / reg_op_name (_op.py), GRAPH jit
@@ -61,4 +67,8 @@ def _installed_version() -> str:
     return mindspore.__version__
 
 
-check_version(_installed_version())
+VERSION = _installed_version()
+check_version(VERSION)
+
+# See the module docstring, "CPU collectives".
+CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)

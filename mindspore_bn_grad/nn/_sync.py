@@ -35,7 +35,7 @@ import hashlib
 import itertools
 
 import numpy as np
-from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
+from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
@@ -75,6 +75,13 @@ def resolve_group(process_groups):
         seen.add(rid)
     for sub in process_groups:
         if rank in sub and len(sub) > 1:
+            if ms_compat.CPU_COLLECTIVES_WORLD_GROUP_ONLY and context.get_context("device_target") == "CPU":
+                if len(sub) == world:
+                    return GlobalComm.WORLD_COMM_GROUP, world, rank
+                raise ValueError(
+                    f"SyncBatchNorm: process_groups expected, on CPU with MindSpore {ms_compat.VERSION}, "
+                    f"groups of all {world} ranks or of one rank (its CPU collectives run on the world "
+                    f"group only; 2.10 has no such limit), got {process_groups}")
             key = "_".join(str(r) for r in sub)
             registry = _ms_norm._syncbatchnorm_group_dict()  # pylint: disable=protected-access
             if key not in registry:

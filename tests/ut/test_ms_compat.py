@@ -77,3 +77,21 @@ def test_unsupported_installed_release_fails_at_the_mindspore_parts_only(tmp_pat
     for line in lines[1:]:
         assert " UnsupportedMindSporeError mindspore-bn-grad supports MindSpore >=2.7.0,<2.11 " \
                "(2.7.0 to 2.10.x), found MindSpore 2.6.0;" in line, line
+
+
+def test_world_group_only_release_maps_or_refuses_cpu_process_groups(monkeypatch):
+    """On a release whose CPU collectives run on the world group only (2.7): a group of every rank
+    becomes the world group, a smaller multi-rank group is refused by name (ms_compat docstring)."""
+    import mindspore.communication as comm
+    from mindspore_bn_grad import ms_compat
+    from mindspore_bn_grad.nn import _sync
+    monkeypatch.setattr(ms_compat, "CPU_COLLECTIVES_WORLD_GROUP_ONLY", True)
+    monkeypatch.setattr(_sync, "_is_initialized", lambda: True)
+    monkeypatch.setattr(comm, "get_rank", lambda *a: 1)
+    monkeypatch.setattr(comm, "get_group_size", lambda *a: 3)
+    monkeypatch.setattr(comm, "create_group", lambda *a: pytest.fail("no group may be created"))
+    assert _sync.resolve_group([[2, 1, 0]]) == (comm.GlobalComm.WORLD_COMM_GROUP, 3, 1)
+    assert _sync.resolve_group([[0], [1], [2]]) == (None, 1, 0)
+    with pytest.raises(ValueError, match=r"^SyncBatchNorm: process_groups expected, on CPU with MindSpore "
+                                         r"\S+, groups of all 3 ranks or of one rank .* got \[\[0, 1\], \[2\]\]$"):
+        _sync.resolve_group([[0, 1], [2]])
