@@ -17,9 +17,10 @@ fast test profile on each release), and how it is handled:
   the Cell works on every release, so such cells (nn/_sync.py) call only
   methods (tests/ut/test_sync_batchnorm.py, GRAPH cases); no release-specific
   code path is needed.
-- CPU collectives: 2.7.0 runs an AllReduce on CPU (mccl) on the world group
-  only ("AllReduce only support mccl_world_group on CPU, but got <group>");
-  2.10.0 also runs it on a group made by create_group. Handled by
+- CPU collectives: 2.7.x runs an AllReduce on CPU (mccl) on the world group
+  only ("AllReduce only support mccl_world_group on CPU, but got <group>", seen
+  on 2.7.0); 2.8.0, 2.9.0 and 2.10.0 also run it on a group made by
+  create_group (the 2-worker msrun test with an explicit group passes). Handled by
   CPU_COLLECTIVES_WORLD_GROUP_ONLY below: on such a release SyncBatchNorm
   (nn/_sync.py) uses the world group for a process group of all ranks and
   refuses other multi-rank groups on CPU with an error naming the reason.

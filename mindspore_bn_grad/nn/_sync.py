@@ -81,7 +81,7 @@ def resolve_group(process_groups):
                 raise ValueError(
                     f"SyncBatchNorm: process_groups expected, on CPU with MindSpore {ms_compat.VERSION}, "
                     f"groups of all {world} ranks or of one rank (its CPU collectives run on the world "
-                    f"group only; 2.10 has no such limit), got {process_groups}")
+                    f"group only; 2.8 and later have no such limit), got {process_groups}")
             key = "_".join(str(r) for r in sub)
             registry = _ms_norm._syncbatchnorm_group_dict()  # pylint: disable=protected-access
             if key not in registry:
