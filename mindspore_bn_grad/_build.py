@@ -1,7 +1,7 @@
 """Builds the CPU kernel library from the C++ source shipped in csrc/.
 
 Built on first use and cached on disk, keyed by a hash of the sources, the
-compiler and the flags:
+compiler, the flags and the installed MindSpore's AotExtra header:
   $MS_BN_GRAD_CACHE_DIR, else $XDG_CACHE_HOME/mindspore_bn_grad, else
   ~/.cache/mindspore_bn_grad.
 Several processes may build at once: one holds a file lock while it compiles
@@ -34,6 +34,7 @@ import fcntl
 import functools
 import hashlib
 import hmac
+import importlib.util
 import os
 import platform
 import shlex
@@ -53,12 +54,18 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
               "-fno-math-errno", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wextra")
 
 
+# csrc/ms_aot_compat.h includes the installed MindSpore's own AotExtra header
+# (<site-packages>/mindspore/include/...), with its internal includes resolved
+# in csrc/ms_internal/ (see there).
+MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
+
+
 class KernelBuildError(RuntimeError):
     """The CPU kernel could not be built (no compiler, compile error, cache not writable)."""
 
 
 def sources():
-    return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h"))
+    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".h"))
 
 
 def find_compiler() -> str:
@@ -83,6 +90,21 @@ def find_compiler() -> str:
 
 def flags():
     return list(BASE_FLAGS) + shlex.split(os.environ.get("MS_BN_GRAD_CXXFLAGS", ""))
+
+
+def mindspore_headers(include_root=None):
+    """(compiler flags, cache-key part) for the installed MindSpore's AotExtra header,
+    found from the installed package without importing it."""
+    if include_root is None:
+        spec = importlib.util.find_spec("mindspore")
+        roots = [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+        include_root = next((r for r in roots if (r / MS_AOT_HEADER).is_file()), None)
+        if include_root is None:
+            raise KernelBuildError(f"BatchNormBackward: the CPU kernel is built against the installed "
+                                   f"MindSpore's {MS_AOT_HEADER}, not found in {[str(r) for r in roots]}")
+    header = (Path(include_root) / MS_AOT_HEADER).resolve()
+    return ([f"-I{CSRC / 'ms_internal'}", f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"'],
+            str(header).encode() + b"\0" + header.read_bytes())
 
 
 def cache_dir() -> Path:
@@ -115,21 +137,22 @@ def _compiler_version(compiler: str) -> str:
         return ""
 
 
-def build_key(compiler: str, cxxflags) -> str:
-    h = hashlib.sha256()
+def build_key(compiler: str, cxxflags, ms_key: bytes = b"") -> str:
+    h = hashlib.sha256(ms_key + b"\0")
     for part in (compiler, _compiler_version(compiler), " ".join(cxxflags), platform.machine(),
                  _cpu_signature()):
         h.update(part.encode() + b"\0")
     for src in sources():
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+        h.update(str(src.relative_to(CSRC)).encode() + b"\0" + src.read_bytes() + b"\0")
     return h.hexdigest()[:20]
 
 
 def library_path() -> Path:
     """Path of the built library, checked against its digest (building it if needed)."""
     compiler = find_compiler()
-    cxxflags = flags()
-    key = build_key(compiler, cxxflags)
+    ms_inc, ms_key = mindspore_headers()
+    cxxflags = flags() + ms_inc
+    key = build_key(compiler, cxxflags, ms_key)
     directory = _private_dir(cache_dir())
     lib = directory / f"{LIB_STEM}_{key}.so"
     if _verified(lib):

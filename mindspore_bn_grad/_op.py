@@ -2,6 +2,7 @@
 import functools
 import struct
 
+from . import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 import mindspore as ms
 from mindspore import ops
 

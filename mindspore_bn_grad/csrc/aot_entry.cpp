@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "aot_common.h"
-#include "aot_extra.h"
+#include "ms_aot_compat.h"
 #include "bn_backward.h"
 
 namespace bn_grad {

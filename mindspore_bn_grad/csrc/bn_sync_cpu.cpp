@@ -17,7 +17,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "aot_extra.h"
 #include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_spec.gen.h"
 #include "bn_sync.h"

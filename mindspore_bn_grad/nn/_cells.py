@@ -23,11 +23,12 @@ only, and ``dout`` of unused outputs is simply zeros). ``grad_weight`` /
 ``grad_bias`` are produced only when ``gamma`` / ``beta`` have
 ``requires_grad`` (False for ``affine=False``). PYNATIVE reads the flags at
 every backward; GRAPH reads them when the graph is compiled. They are read
-without ``Parameter.requires_grad`` (see ``_requires_grad``): that property
+without ``Parameter.requires_grad`` (see ``ms_compat.requires_grad_nowait``): that property
 waits for PYNATIVE's whole asynchronous queue, which made each backward stall.
 """
 import weakref
 
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 from mindspore import nn, ops
 
 from .._checks import check_device_target
@@ -44,20 +45,6 @@ def _to_channel_first(rank):
 
 def _to_channel_last(rank):
     return (0,) + tuple(range(2, rank)) + (1,)
-
-
-def _requires_grad(param):
-    """``param.requires_grad`` without waiting for PYNATIVE's queue.
-
-    MindSpore's property reads ``Parameter.param_info``, whose getter first calls
-    ``Tensor_.wait_pipeline``: every queued kernel must finish, and the waiting
-    Python thread spins on a core the queued kernels need. The flag lives in the
-    ParamInfo object that the setter writes (``_param_info``); read it there.
-    """
-    info = getattr(param, "_param_info", None)
-    if info is None:  # not a MindSpore Parameter as we know it: the public property
-        return bool(param.requires_grad)
-    return bool(info.requires_grad)
 
 
 class _OwnerRef:
@@ -104,7 +91,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return (True, True, True)
-        return (True, _requires_grad(owner.gamma), _requires_grad(owner.beta))
+        return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
 
     def _grad_op(self, training):
         return _backward_op(training, self.eps, self.output_mask, self.data_format)

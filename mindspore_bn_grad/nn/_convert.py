@@ -7,6 +7,7 @@ Nothing here runs at import. ``convert_batchnorm(net)`` changes one network;
 """
 import contextlib
 
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 from mindspore import nn as ms_nn
 from mindspore.common import dtype as mstype
 from mindspore.nn.layer.normalization import _BatchNorm

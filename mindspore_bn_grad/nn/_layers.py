@@ -10,6 +10,7 @@ is ``bn_train`` / ``bn_infer``: cells with a registered bprop (see _cells.py).
 Beyond MindSpore on CPU: ``BatchNorm2d(data_format="NHWC")`` works (MindSpore's CPU
 BatchNorm refuses it); the channel axis is then the last one.
 """
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 from mindspore import context
 from mindspore import nn as ms_nn
 from mindspore.common import dtype as mstype

@@ -38,6 +38,7 @@ import hashlib
 import itertools
 
 import numpy as np
+from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
@@ -80,6 +81,13 @@ def resolve_group(process_groups):
         seen.add(rid)
     for sub in process_groups:
         if rank in sub and len(sub) > 1:
+            if ms_compat.CPU_COLLECTIVES_WORLD_GROUP_ONLY and context.get_context("device_target") == "CPU":
+                if len(sub) == world:
+                    return GlobalComm.WORLD_COMM_GROUP, world, rank
+                raise ValueError(
+                    f"SyncBatchNorm: process_groups expected, on CPU with MindSpore {ms_compat.VERSION}, "
+                    f"groups of all {world} ranks or of one rank (its CPU collectives run on the world "
+                    f"group only; 2.8 and later have no such limit), got {process_groups}")
             key = "_".join(str(r) for r in sub)
             registry = _ms_norm._syncbatchnorm_group_dict()  # pylint: disable=protected-access
             if key not in registry:
@@ -88,12 +96,6 @@ def resolve_group(process_groups):
                 registry[key] = name
             return registry[key], len(sub), sub.index(rank)
     return None, 1, 0
-
-
-def _layout(rank, channel_last):
-    """(reduction axes, broadcast shape of a (C,) vector as a -1 placeholder position)."""
-    axis = rank - 1 if channel_last else 1
-    return tuple(i for i in range(rank) if i != axis), axis
 
 
 class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
@@ -127,6 +129,11 @@ class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
     def _stat_dtype(self, x):
         return mstype.float64 if x.dtype == mstype.float64 else mstype.float32
 
+    def _axes(self, rank):
+        """The reduction axes (all but the channel axis). A method: see ms_compat, "Cell bprop"."""
+        axis = rank - 1 if self.channel_last else 1
+        return tuple(i for i in range(rank) if i != axis)
+
     def _bshape(self, rank):
         shape = [1] * rank
         shape[rank - 1 if self.channel_last else 1] = self.num_features
@@ -136,7 +143,7 @@ class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
         shape = x.shape
         rank = len(shape)
         c = self.num_features
-        axes, _ = _layout(rank, self.channel_last)
+        axes = self._axes(rank)
         bshape = self._bshape(rank)
         sdt = self._stat_dtype(x)
         n_local = 1
@@ -184,7 +191,7 @@ class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
         mean, invstd, counts = out[1], out[2], out[3]
         shape = x.shape
         n_local = 1
-        for i in _layout(len(shape), self.channel_last)[0]:
+        for i in self._axes(len(shape)):
             n_local = n_local * shape[i]
         c = self.num_features
         if n_local > 0:

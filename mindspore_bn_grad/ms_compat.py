@@ -1,0 +1,91 @@
+"""The MindSpore releases this package supports, and the differences between them that touch it.
+
+Imported first by the modules that need MindSpore (not by ``import
+mindspore_bn_grad``): importing it checks the installed MindSpore and raises
+``UnsupportedMindSporeError`` (an ``ImportError``) naming the supported range
+for any other release.
+
+What differs between 2.7.0 and 2.10.0, as found by scripts/test_matrix.sh (the
+fast test profile on each release), and how it is handled:
+
+- The AotExtra header (csrc): identical class in every release; 2.7 includes one
+  internal header from another path. Handled by csrc/ms_aot_compat.h and the
+  files under csrc/ms_internal/.
+- Cell bprop: 2.7.0 in GRAPH mode fails to compile a Cell that has a bprop and
+  whose construct calls a module-level Python function ("The pointer[input] is
+  null", "The input[0] is released"); 2.10.0 compiles it. Calling a method of
+  the Cell works on every release, so such cells (nn/_sync.py) call only
+  methods (tests/ut/test_sync_batchnorm.py, GRAPH cases); no release-specific
+  code path is needed.
+- CPU collectives: 2.7.x runs an AllReduce on CPU (mccl) on the world group
+  only ("AllReduce only support mccl_world_group on CPU, but got <group>", seen
+  on 2.7.0); 2.8.0, 2.9.0 and 2.10.0 also run it on a group made by
+  create_group (the 2-worker msrun test with an explicit group passes). Handled by
+  CPU_COLLECTIVES_WORLD_GROUP_ONLY below: on such a release SyncBatchNorm
+  (nn/_sync.py) uses the world group for a process group of all ranks and
+  refuses other multi-rank groups on CPU with an error naming the reason.
+- Parameter flags: ``Parameter.requires_grad`` reads ``param_info``, whose getter
+  first drains PYNATIVE's whole asynchronous queue (``Tensor_.wait_pipeline``),
+  in every supported release. The backward reads the flag at every step, so it
+  goes through ``requires_grad_nowait`` below (tests/ut/test_pynative_waits.py).
+- Everything else the tests exercise behaves the same on every supported
+  release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
+  attributes cpp_infer_shape / multi_output / reg_op_name (_op.py), GRAPH jit
+  levels O0-O2, AMP O2, Parameter identity and names through convert_batchnorm,
+  and SyncBatchNorm under msrun (mccl on CPU). ``mindspore.set_device`` exists
+  in every supported release (tests/ut/test_ms_compat.py), and
+  ``set_context(device_target=...)`` works with the same deprecation warning
+  in 2.7.0 and 2.10.0.
+"""
+import re
+
+# >= MINIMUM and < BELOW; setup.cfg install_requires states the same range
+# (tests/ut/test_ms_compat.py checks that), the README lists the tested releases.
+MINIMUM = (2, 7, 0)
+BELOW = (2, 11)
+SUPPORTED = "mindspore>=2.7.0,<2.11"
+
+
+class UnsupportedMindSporeError(ImportError):
+    """The installed MindSpore is outside the supported range."""
+
+
+def release(version: str) -> tuple:
+    """(major, minor, patch) of a MindSpore version string such as '2.10.0' or '2.7.0rc1'."""
+    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", str(version))
+    if m is None:
+        return None
+    return tuple(int(g or 0) for g in m.groups())
+
+
+def check_version(version: str) -> None:
+    """Raises UnsupportedMindSporeError unless `version` is in the supported range."""
+    rel = release(version)
+    if rel is None or not MINIMUM <= rel < BELOW:
+        raise UnsupportedMindSporeError(
+            f"mindspore-bn-grad supports MindSpore >=2.7.0,<2.11 (2.7.0 to 2.10.x), found "
+            f"MindSpore {version}; install a supported release: pip install '{SUPPORTED}'")
+
+
+def _installed_version() -> str:
+    import mindspore
+    return mindspore.__version__
+
+
+VERSION = _installed_version()
+check_version(VERSION)
+
+# See the module docstring, "CPU collectives".
+CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
+
+
+def requires_grad_nowait(param) -> bool:
+    """``param.requires_grad`` without waiting for PYNATIVE's queue (see "Parameter flags").
+
+    The flag lives in the ParamInfo object that the property's setter writes
+    (``_param_info``); reading it there skips the getter's pipeline wait.
+    """
+    info = getattr(param, "_param_info", None)
+    if info is None:  # not a Parameter as these releases make it: the public property
+        return bool(param.requires_grad)
+    return bool(info.requires_grad)
