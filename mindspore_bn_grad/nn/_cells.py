@@ -28,7 +28,7 @@ waits for PYNATIVE's whole asynchronous queue, which made each backward stall.
 """
 import weakref
 
-from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
+from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import nn, ops
 
 from .._checks import check_device_target
