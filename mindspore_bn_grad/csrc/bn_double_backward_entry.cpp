@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "aot_common.h"
-#include "aot_extra.h"
+#include "ms_aot_compat.h"
 #include "bn_double_backward.h"
 
 namespace bn_grad {
