@@ -13,7 +13,7 @@ namespace bnb {
 struct TilingInput {
     std::vector<int64_t> shape;   // grad_out shape, rank 2..8
     bool channelLast = false;
-    uint32_t dtype = DT_FLOAT;
+    uint32_t dtype = ELEM_FLOAT32;
     bool training = true;
     uint32_t outputMask = 7;
     uint32_t present = 0;         // bit per Param

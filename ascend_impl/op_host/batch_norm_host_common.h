@@ -20,7 +20,7 @@ inline bool ChannelLast(const char *layout)
 
 inline uint32_t KernelDtype(ge::DataType dt)
 {
-    return dt == ge::DT_FLOAT16 ? bnb::DT_FLOAT16 : dt == ge::DT_BF16 ? bnb::DT_BFLOAT16 : bnb::DT_FLOAT;
+    return dt == ge::DT_FLOAT16 ? bnb::ELEM_FLOAT16 : dt == ge::DT_BF16 ? bnb::ELEM_BFLOAT16 : bnb::ELEM_FLOAT32;
 }
 
 inline void FillShape(gert::TilingContext *context, int index, bnb::TilingInput &in)

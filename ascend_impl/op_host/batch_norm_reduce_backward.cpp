@@ -20,7 +20,7 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
                     uint32_t(*attrs->GetAttrPointer<bool>(ATTR_WEIGHT_G)) << 1 |
                     uint32_t(*attrs->GetAttrPointer<bool>(ATTR_BIAS_G)) << 2;
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
-                          in.dtype != bnb::DT_FLOAT;
+                          in.dtype != bnb::ELEM_FLOAT32;
     bnb::BatchNormSyncTilingData tiling;
     if (!bnb::ComputeSyncTiling(true, in, 0, 0, tiling).empty()) {
         return ge::GRAPH_FAILED;

@@ -9,11 +9,25 @@
 #include "batch_norm_backward_tiling.h"
 #include "batch_norm_sync_tiling.h"
 
-#if defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200)
-#define BNB_SOC_HAS_SYNC_ALL 0  // Atlas training / inference: no SyncAll, no DataCacheCleanAndInvalid
+// What the core offers, from the device compiler's architecture macro:
+// __NPU_ARCH__ 1001 (dav-c100, ascend910) and 2002 (dav-m200, ascend310p) are
+// Atlas training / inference; older toolkits say __CCE_AICORE__ 100 / 200.
+// Those cores have no hardware SyncAll, no DataCacheCleanAndInvalid, no
+// DataCopyPad(Local, Global, DataCopyExtParams, DataCopyPadExtParams) (dav-c100)
+// and no float <-> bfloat16 Cast, so the calls are compiled out there (the host
+// tiling never asks for them on those SoCs). Without either macro (the
+// project's CPU build, ascend_impl/sim) everything is compiled and the CPU
+// build refuses, at run time, what the simulated SoC lacks.
+#if (defined(__NPU_ARCH__) && (__NPU_ARCH__ == 1001 || __NPU_ARCH__ == 2002)) || \
+    (!defined(__NPU_ARCH__) && defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200))
+#define BNB_SOC_LEGACY 1
 #else
-#define BNB_SOC_HAS_SYNC_ALL 1
+#define BNB_SOC_LEGACY 0
 #endif
+#define BNB_SOC_HAS_SYNC_ALL (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_DCCI (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_DATA_COPY_PAD (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_BF16 (!BNB_SOC_LEGACY)
 
 namespace bnb {
 
@@ -278,7 +292,7 @@ private:
     __aicore__ inline void Flush(const GlobalTensor<U> &gm)
     {
         (void)gm;
-#if BNB_SOC_HAS_SYNC_ALL
+#if BNB_SOC_HAS_DCCI
         if (t_.hasDcci) {
             AscendC::DataCacheCleanAndInvalid<U, AscendC::CacheLine::ENTIRE_DATA_CACHE,
                                               AscendC::DcciDst::CACHELINE_OUT>(gm);
@@ -360,24 +374,28 @@ private:
     __aicore__ inline void CopyIn(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint64_t off, uint32_t rows,
                                   uint32_t cols, uint64_t gmStride, uint32_t ubStride, uint64_t limit)
     {
-        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
-            const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-            const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
-            AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
-            AscendC::DataCopyPad(dst, src[off], p, pad);
-        } else if (t_.usePad) {
+#if BNB_SOC_HAS_DATA_COPY_PAD
+        if (t_.usePad) {
+            const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+            if (gapBytes <= 0xFFFFFFFFull) {
+                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
+                AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
+                AscendC::DataCopyPad(dst, src[off], p, pad);
+                return;
+            }
             // GM row gap beyond the 32-bit stride field: one copy per row.
             AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
             AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[r * ubStride], src[off + r * gmStride], p, pad);
             }
-        } else {
-            for (uint32_t r = 0; r < rows; ++r) {
-                CopyInRow(dst[r * ubStride], src, off + r * gmStride, cols, limit);
-            }
+            return;
+        }
+#endif
+        for (uint32_t r = 0; r < rows; ++r) {
+            CopyInRow(dst[r * ubStride], src, off + r * gmStride, cols, limit);
         }
     }
 
@@ -385,21 +403,25 @@ private:
     __aicore__ inline void CopyOut(const GlobalTensor<U> &dst, const LocalTensor<U> &src, uint64_t off, uint32_t rows,
                                    uint32_t cols, uint64_t gmStride, uint32_t ubStride)
     {
-        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
-            const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-            const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
-            AscendC::DataCopyPad(dst[off], src, p);
-        } else if (t_.usePad) {
+#if BNB_SOC_HAS_DATA_COPY_PAD
+        if (t_.usePad) {
+            const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+            if (gapBytes <= 0xFFFFFFFFull) {
+                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
+                AscendC::DataCopyPad(dst[off], src, p);
+                return;
+            }
             AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[off + r * gmStride], src[r * ubStride], p);
             }
-        } else {
-            for (uint32_t r = 0; r < rows; ++r) {
-                CopyOutRow(dst, src[r * ubStride], off + r * gmStride, cols);
-            }
+            return;
+        }
+#endif
+        for (uint32_t r = 0; r < rows; ++r) {
+            CopyOutRow(dst, src[r * ubStride], off + r * gmStride, cols);
         }
     }
 

@@ -17,7 +17,7 @@ namespace bnb {
 // How the kernel sees the activation: [outer, C, inner] or [outer, C].
 enum Layout : uint32_t { LAYOUT_CHANNEL_FIRST = 0, LAYOUT_CHANNEL_LAST = 1 };
 // Element type of grad_out / input / grad_input.
-enum DataType : uint32_t { DT_FLOAT = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
+enum ElemType : uint32_t { ELEM_FLOAT32 = 0, ELEM_FLOAT16 = 1, ELEM_BFLOAT16 = 2 };
 // The optional per-channel inputs, in kernel argument order (bit positions).
 enum Param : uint32_t { WEIGHT = 0, RUNNING_MEAN, RUNNING_VAR, SAVE_MEAN, SAVE_INVSTD, PARAM_COUNT };
 // output_mask bits.
@@ -85,7 +85,7 @@ struct UbPlan {
     }
 };
 
-BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == DT_FLOAT ? 4 : 2; }
+BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == ELEM_FLOAT32 ? 4 : 2; }
 
 BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype)
 {
