@@ -50,7 +50,7 @@ def _attr_line(a):
         value = ".ListInt({" + ", ".join("1" if b else "0" for b in a.default) + "})"
     else:
         value = f'.String("{a.default}")'
-    return f'    def.Attr("{a.kernel_attr}").AttrType(ge::OPTIONAL){value};'
+    return f'    def.Attr("{a.kernel_attr}").AttrType(ops::OPTIONAL){value};'
 
 
 def _columns(soc, opdef=None):
@@ -75,7 +75,7 @@ def _config_block(soc, opdef=None):
     optional = {i.name: i.optional for i in opdef.inputs}
     for k, name in enumerate(names):
         kind = "Input" if name in optional else "Output"
-        param = "ge::OPTIONAL" if optional.get(name) else "ge::REQUIRED"
+        param = "ops::OPTIONAL" if optional.get(name) else "ops::REQUIRED"
         dtypes = ", ".join(GE_DTYPE_ALL[c[k][0]] for c in cols)
         formats = ", ".join(GE_FORMAT[c[k][1]] for c in cols)
         lines.append(f'        cfg.{kind}("{name}").ParamType({param})')
@@ -102,9 +102,9 @@ def render(filename=None):
     out += ["", "// Names, optionality and attributes of the prototype.",
             "inline void DeclareSignature(ops::OpDef &def)", "{"]
     for i in opdef.inputs:
-        out.append(f'    def.Input("{i.name}").ParamType({"ge::OPTIONAL" if i.optional else "ge::REQUIRED"});')
+        out.append(f'    def.Input("{i.name}").ParamType({"ops::OPTIONAL" if i.optional else "ops::REQUIRED"});')
     for o in opdef.outputs:
-        out.append(f'    def.Output("{o.name}").ParamType(ge::REQUIRED);')
+        out.append(f'    def.Output("{o.name}").ParamType(ops::REQUIRED);')
     out += [_attr_line(a) for a in opdef.attrs]
     out += ["}", "", "// One AddConfig per SoC: the dtype x format columns it accepts.",
             "inline void AddSocConfigs(ops::OpDef &def)", "{"]

@@ -25,6 +25,7 @@ struct TilingInput {
     bool hasDataCopyPad = true;
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
+    bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
 };
 
 // Fills `t`; returns "" or the reason the shape cannot run.
@@ -34,6 +35,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const auto &s = in.shape;
     if (s.size() < 2 || s.size() > 8) {
         return "rank must be 2..8";
+    }
+    if (in.dtype > ELEM_BFLOAT16 || (in.dtype == ELEM_BFLOAT16 && !in.hasBf16)) {
+        return "element type " + std::to_string(in.dtype) + " has no kernel on this SoC";
     }
     int64_t outer = 1, inner = 1, channels;
     if (in.channelLast) {

@@ -22,8 +22,9 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
                           in.dtype != bnb::ELEM_FLOAT32;
     bnb::BatchNormSyncTilingData tiling;
-    if (!bnb::ComputeSyncTiling(true, in, 0, 0, tiling).empty()) {
-        return ge::GRAPH_FAILED;
+    const std::string why = bnb::ComputeSyncTiling(true, in, 0, 0, tiling);
+    if (!why.empty()) {
+        return bnb_host::TilingFailed(context, why);
     }
     return bnb_sync_host::Finish(context, true, tiling, lib);
 }

@@ -24,6 +24,10 @@
 #define __host_aicore__
 #define __simd_callee__
 #define __simd_vf__
+#define __simt_callee__
+#define __simt_vf__
+#define __sync_noalias__
+#define __no_simd_vf_fusion__
 #define __gm__
 #define __ubuf__
 #define __cbuf__
