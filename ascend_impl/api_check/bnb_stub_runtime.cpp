@@ -49,6 +49,7 @@ bool CheckFunVecBinaryScalarImpl(VecBinaryScalarApiParams &, const uint64_t, con
 bool CheckFuncDataCopyImpl(DataCopyApiParams &, const char *) { return true; }
 bool CheckFuncDataCopyPadImpl(DataCopyPadApiParams &, const char *) { return true; }
 bool CheckFunReduceImplMode2(VecReduceApiParams &, const char *) { return true; }
+bool CheckFunReduceImpl(VecReduceApiParams &, const char *) { return true; }
 }  // namespace check
 }  // namespace AscendC
 

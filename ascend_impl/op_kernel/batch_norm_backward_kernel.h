@@ -32,6 +32,16 @@ struct IsSame<A, A> {
     static constexpr bool value = true;
 };
 
+// Rounding of float -> T. float -> half takes CAST_NONE, which rounds to
+// nearest even when precision is lost (the only float -> half mode of
+// dav-c100 / dav-m200: CAST_RINT is refused there); float -> bfloat16 says
+// CAST_RINT explicitly.
+template <typename T>
+__aicore__ inline constexpr AscendC::RoundMode NarrowRound()
+{
+    return IsSame<T, bfloat16_t>::value ? AscendC::RoundMode::CAST_RINT : AscendC::RoundMode::CAST_NONE;
+}
+
 // Rows of a tile in GM and UB.
 struct TileRows {
     uint64_t gmOffset;   // first element in GM
@@ -443,7 +453,7 @@ private:
         if constexpr (IsSame<T, float>::value) {
             AscendC::DataCopy(dst, src, n);
         } else {
-            AscendC::Cast(dst, src, AscendC::RoundMode::CAST_RINT, n);
+            AscendC::Cast(dst, src, NarrowRound<T>(), n);
         }
     }
 
@@ -605,7 +615,7 @@ private:
         if constexpr (!IsSame<T, float>::value) {
             if (which >= SUM_DY ? !SumFloat32() : !t_.gradParamFloat32) {
                 LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
-                AscendC::Cast(staged, src, AscendC::RoundMode::CAST_RINT, n);
+                AscendC::Cast(staged, src, NarrowRound<T>(), n);
                 AscendC::PipeBarrier<PIPE_ALL>();
                 CopyOut(gradT_[which], staged, c0, 1, n, n, t_.vecElems);
                 AscendC::PipeBarrier<PIPE_ALL>();

@@ -314,6 +314,7 @@ inline void vector_dup(T *dst, S scalar, uint8_t repeat, uint16_t dstBlk, uint16
     }
 BNB_STUB_CONV(vconv_f162f32, float, half)
 BNB_STUB_CONV(vconv_f322f16r, half, float)
+BNB_STUB_CONV(vconv_f322f16, half, float)  // CAST_NONE: nearest even when precision is lost
 BNB_STUB_CONV(vconv_bf162f32, float, bfloat16_t)
 BNB_STUB_CONV(vconv_f322bf16r, bfloat16_t, float)
 #undef BNB_STUB_CONV
