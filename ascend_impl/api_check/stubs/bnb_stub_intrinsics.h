@@ -73,6 +73,10 @@ struct BnbStubValue {
     operator T() const { return T{}; }
 };
 
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 3510
+#include "bnb_stub_dav_c310.h"
+#endif
+
 // ---- cross-core synchronisation of the CPU-debug library (bnb_stub_runtime.cpp) ----
 void __sync_all_stub(int32_t usedCores, bool isAIVOnly);
 void __ib_set_stub(int32_t blockIdx, int32_t eventID, bool isAIVOnly);

@@ -82,6 +82,14 @@ struct Fp16T {
     Fp16T(U v) : val(bnb_stub::FloatToHalfBits(float(v))) {}
     float ToFloat() const { return bnb_stub::HalfBitsToFloat(val); }
     operator float() const { return ToFloat(); }
+    template <typename U>
+    Fp16T &operator+=(const U &v) { return *this = Fp16T(float(*this) + float(v)); }
+    template <typename U>
+    Fp16T &operator-=(const U &v) { return *this = Fp16T(float(*this) - float(v)); }
+    template <typename U>
+    Fp16T &operator*=(const U &v) { return *this = Fp16T(float(*this) * float(v)); }
+    template <typename U>
+    Fp16T &operator/=(const U &v) { return *this = Fp16T(float(*this) / float(v)); }
 };
 }  // namespace float16
 using half = float16::Fp16T;
@@ -92,8 +100,21 @@ struct Bf16T {
     Bf16T() = default;
     template <typename U, typename = std::enable_if_t<std::is_arithmetic<U>::value>>
     Bf16T(U v) : val(bnb_stub::FloatToBf16Bits(float(v))) {}
+    template <typename U, typename = std::enable_if_t<!std::is_arithmetic<U>::value &&
+                                                      !std::is_same<std::decay_t<U>, Bf16T>::value &&
+                                                      std::is_convertible<U, float>::value>,
+              typename = void>
+    explicit Bf16T(const U &v) : val(bnb_stub::FloatToBf16Bits(float(v))) {}
     float ToFloat() const { return bnb_stub::Bf16BitsToFloat(val); }
     operator float() const { return ToFloat(); }
+    template <typename U>
+    Bf16T &operator+=(const U &v) { return *this = Bf16T(float(*this) + float(v)); }
+    template <typename U>
+    Bf16T &operator-=(const U &v) { return *this = Bf16T(float(*this) - float(v)); }
+    template <typename U>
+    Bf16T &operator*=(const U &v) { return *this = Bf16T(float(*this) * float(v)); }
+    template <typename U>
+    Bf16T &operator/=(const U &v) { return *this = Bf16T(float(*this) / float(v)); }
 };
 }  // namespace bfloat16
 using bfloat16_t = bfloat16::Bf16T;
