@@ -10,7 +10,9 @@
 # (ascend_impl/api_check/bnb_api_launch.cpp) that tests/ut/ascend_api runs
 # against tests/reference.py.
 #
-#   scripts/check_ascend_api.sh [--soc NAME|all] [--build-dir DIR] [--list]
+#   scripts/check_ascend_api.sh [--soc NAME|all] [--build-dir DIR]
+#   scripts/check_ascend_api.sh --list          # SoC lines: name, runs (1/0), core macros
+#   scripts/check_ascend_api.sh --find-headers  # the asc-devkit tree it would use (exit 3: none)
 #
 # Headers (never copied into this repository):
 #   ASCEND_DEVKIT_PATH   checkout of the public asc-devkit repository
@@ -52,11 +54,13 @@ socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_
 
 usage() { echo "usage: $0 [--soc <all|$(socs | tr '\n' '|' | sed 's/|$//')>] [--build-dir DIR] [--list]" >&2; }
 LIST=0
+FIND=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --soc) SOC="${2:-}"; shift 2 ;;
         --build-dir) BUILD_DIR="${2:-}"; shift 2 ;;
         --list) LIST=1; shift ;;
+        --find-headers) FIND=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "check_ascend_api.sh: unknown argument $1" >&2; usage; exit 2 ;;
     esac
@@ -98,6 +102,10 @@ set ASCEND_METADEF_PATH (metadef), ASCEND_GE_PATH (graph-engine, "ge") and optio
 ASCEND_OPBASE_PATH (opbase).
 MSG
     exit 3
+fi
+if [ "$FIND" = 1 ]; then
+    echo "$DEVKIT"
+    exit 0
 fi
 mkdir -p "$BUILD_DIR"
 BUILD_DIR="$(cd "$BUILD_DIR" && pwd)"

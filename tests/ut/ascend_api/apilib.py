@@ -39,7 +39,11 @@ HOST_SOURCES = KERNELS
 
 
 def headers_available():
-    return bool(os.environ.get("ASCEND_DEVKIT_PATH") or os.environ.get("ASCEND_HOME_PATH"))
+    """True when the script finds an asc-devkit tree (ASCEND_DEVKIT_PATH, or inside ASCEND_HOME_PATH)."""
+    if not (os.environ.get("ASCEND_DEVKIT_PATH") or os.environ.get("ASCEND_HOME_PATH")):
+        return False
+    proc = subprocess.run(["bash", str(SCRIPT), "--find-headers"], capture_output=True, text=True)
+    return proc.returncode == 0
 
 
 def host_headers_available():
