@@ -84,7 +84,7 @@ def _attr_line(a):
         value = ".ListInt({" + ", ".join("1" if b else "0" for b in a.default) + "})"
     else:
         value = f'.String("{a.default}")'
-    return f'    def.Attr("{a.kernel_attr}").AttrType(ge::OPTIONAL){value};'
+    return f'    def.Attr("{a.kernel_attr}").AttrType(ops::OPTIONAL){value};'
 
 
 def _columns(soc, opdef=None):
@@ -146,9 +146,9 @@ def render(filename=None):
                 for i, a in enumerate(opdef.mask_attrs)]
     out += ["", "// Names, optionality and attribute defaults.", "inline void DeclareSignature(ops::OpDef &def)", "{"]
     for i in opdef.inputs:
-        out.append(f'    def.Input("{i.name}").ParamType({"ge::OPTIONAL" if i.optional else "ge::REQUIRED"});')
+        out.append(f'    def.Input("{i.name}").ParamType({"ops::OPTIONAL" if i.optional else "ops::REQUIRED"});')
     for o in opdef.outputs:
-        out.append(f'    def.Output("{o.name}").ParamType(ge::REQUIRED);')
+        out.append(f'    def.Output("{o.name}").ParamType(ops::REQUIRED);')
     out += [_attr_line(a) for a in opdef.attrs]
     out += ["}", ""]
     out += _output_dtypes(opdef)
@@ -183,12 +183,12 @@ def render(filename=None):
             "    }"]
     for i in opdef.inputs:
         fmt = "formats" if i.shape == "full" else "nd"
-        param = "ge::OPTIONAL" if i.optional else "ge::REQUIRED"
+        param = "ops::OPTIONAL" if i.optional else "ops::REQUIRED"
         out.append(f'    cfg.Input("{i.name}").ParamType({param})')
         out.append(f"        .DataType(dtypes[INPUT_{i.name.upper()}]).Format({fmt});")
     for o in opdef.outputs:
         fmt = "formats" if o.shape == "full" else "nd"
-        out.append(f'    cfg.Output("{o.name}").ParamType(ge::REQUIRED)')
+        out.append(f'    cfg.Output("{o.name}").ParamType(ops::REQUIRED)')
         out.append(f"        .DataType(dtypes[INPUT_COUNT + OUTPUT_{o.name.upper()}]).Format({fmt});")
     out += ["    def.AICore().AddConfig(soc, cfg);", "}", ""]
     socs = _soc.targets(device="Ascend")

@@ -49,7 +49,7 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     bnb::BatchNormBackwardTilingData tiling;
     const std::string why = bnb::ComputeTiling(in, tiling);
     if (!why.empty()) {
-        return ge::GRAPH_FAILED;
+        return bnb_host::TilingFailed(context, why);
     }
     *context->GetTilingData<bnb::BatchNormBackwardTilingData>() = tiling;
     context->SetBlockDim(tiling.usedCores);  // <= the core count: SyncAll() needs every block resident

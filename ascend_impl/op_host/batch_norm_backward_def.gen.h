@@ -37,20 +37,20 @@ constexpr int ATTR_LAYOUT = 3;
 // Names, optionality and attribute defaults.
 inline void DeclareSignature(ops::OpDef &def)
 {
-    def.Input("grad_out").ParamType(ge::REQUIRED);
-    def.Input("input").ParamType(ge::REQUIRED);
-    def.Input("weight").ParamType(ge::OPTIONAL);
-    def.Input("running_mean").ParamType(ge::OPTIONAL);
-    def.Input("running_var").ParamType(ge::OPTIONAL);
-    def.Input("save_mean").ParamType(ge::OPTIONAL);
-    def.Input("save_invstd").ParamType(ge::OPTIONAL);
-    def.Output("grad_input").ParamType(ge::REQUIRED);
-    def.Output("grad_weight").ParamType(ge::REQUIRED);
-    def.Output("grad_bias").ParamType(ge::REQUIRED);
-    def.Attr("training").AttrType(ge::OPTIONAL).Bool(true);
-    def.Attr("eps").AttrType(ge::OPTIONAL).Float(1e-05f);
-    def.Attr("output_mask").AttrType(ge::OPTIONAL).ListInt({1, 1, 1});
-    def.Attr("layout").AttrType(ge::OPTIONAL).String("NCHW");
+    def.Input("grad_out").ParamType(ops::REQUIRED);
+    def.Input("input").ParamType(ops::REQUIRED);
+    def.Input("weight").ParamType(ops::OPTIONAL);
+    def.Input("running_mean").ParamType(ops::OPTIONAL);
+    def.Input("running_var").ParamType(ops::OPTIONAL);
+    def.Input("save_mean").ParamType(ops::OPTIONAL);
+    def.Input("save_invstd").ParamType(ops::OPTIONAL);
+    def.Output("grad_input").ParamType(ops::REQUIRED);
+    def.Output("grad_weight").ParamType(ops::REQUIRED);
+    def.Output("grad_bias").ParamType(ops::REQUIRED);
+    def.Attr("training").AttrType(ops::OPTIONAL).Bool(true);
+    def.Attr("eps").AttrType(ops::OPTIONAL).Float(1e-05f);
+    def.Attr("output_mask").AttrType(ops::OPTIONAL).ListInt({1, 1, 1});
+    def.Attr("layout").AttrType(ops::OPTIONAL).String("NCHW");
 }
 
 // The dtype of `a` when that input is given, else `b`.
@@ -108,25 +108,25 @@ inline void AddConfig(ops::OpDef &def, const char *soc, const Combination (&rows
         }
         formats.push_back(row.format);
     }
-    cfg.Input("grad_out").ParamType(ge::REQUIRED)
+    cfg.Input("grad_out").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_GRAD_OUT]).Format(formats);
-    cfg.Input("input").ParamType(ge::REQUIRED)
+    cfg.Input("input").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_INPUT]).Format(formats);
-    cfg.Input("weight").ParamType(ge::OPTIONAL)
+    cfg.Input("weight").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_WEIGHT]).Format(nd);
-    cfg.Input("running_mean").ParamType(ge::OPTIONAL)
+    cfg.Input("running_mean").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_RUNNING_MEAN]).Format(nd);
-    cfg.Input("running_var").ParamType(ge::OPTIONAL)
+    cfg.Input("running_var").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_RUNNING_VAR]).Format(nd);
-    cfg.Input("save_mean").ParamType(ge::OPTIONAL)
+    cfg.Input("save_mean").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_SAVE_MEAN]).Format(nd);
-    cfg.Input("save_invstd").ParamType(ge::OPTIONAL)
+    cfg.Input("save_invstd").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_SAVE_INVSTD]).Format(nd);
-    cfg.Output("grad_input").ParamType(ge::REQUIRED)
+    cfg.Output("grad_input").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_COUNT + OUTPUT_GRAD_INPUT]).Format(formats);
-    cfg.Output("grad_weight").ParamType(ge::REQUIRED)
+    cfg.Output("grad_weight").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_COUNT + OUTPUT_GRAD_WEIGHT]).Format(nd);
-    cfg.Output("grad_bias").ParamType(ge::REQUIRED)
+    cfg.Output("grad_bias").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_COUNT + OUTPUT_GRAD_BIAS]).Format(nd);
     def.AICore().AddConfig(soc, cfg);
 }

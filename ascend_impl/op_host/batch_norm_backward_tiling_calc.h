@@ -13,7 +13,7 @@ namespace bnb {
 struct TilingInput {
     std::vector<int64_t> shape;   // grad_out shape, rank MIN_RANK..MAX_RANK
     bool channelLast = false;
-    uint32_t dtype = DT_FLOAT;
+    uint32_t dtype = ELEM_FLOAT32;
     bool training = true;
     uint32_t outputMask = 7;
     uint32_t present = 0;         // bit per Param
@@ -25,6 +25,7 @@ struct TilingInput {
     bool hasDataCopyPad = true;
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
+    bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
 };
 
 // Fills `t`; returns "" or the reason the shape cannot run.
@@ -34,6 +35,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const auto &s = in.shape;
     if (s.size() < MIN_RANK || s.size() > MAX_RANK) {
         return "rank must be " + std::to_string(MIN_RANK) + ".." + std::to_string(MAX_RANK);
+    }
+    if (in.dtype > ELEM_BFLOAT16 || (in.dtype == ELEM_BFLOAT16 && !in.hasBf16)) {
+        return "element type " + std::to_string(in.dtype) + " has no kernel on this SoC";
     }
     int64_t outer = 1, inner = 1, channels;
     if (in.channelLast) {

@@ -21,8 +21,9 @@ static ge::graphStatus BatchNormElemtBackwardTiling(gert::TilingContext *context
                                                                 : bnb::COUNTER_FLOAT;
     const int64_t counterLen = context->GetInputShape(INPUT_COUNTER)->GetStorageShape().GetShapeSize();
     bnb::BatchNormSyncTilingData tiling;
-    if (!bnb::ComputeSyncTiling(false, in, counterLen, counterType, tiling).empty()) {
-        return ge::GRAPH_FAILED;
+    const std::string why = bnb::ComputeSyncTiling(false, in, counterLen, counterType, tiling);
+    if (!why.empty()) {
+        return bnb_host::TilingFailed(context, why);
     }
     return bnb_sync_host::Finish(context, false, tiling, lib);
 }

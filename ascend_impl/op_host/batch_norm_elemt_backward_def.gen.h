@@ -33,16 +33,16 @@ constexpr int ATTR_LAYOUT = 0;
 // Names, optionality and attribute defaults.
 inline void DeclareSignature(ops::OpDef &def)
 {
-    def.Input("grad_out").ParamType(ge::REQUIRED);
-    def.Input("input").ParamType(ge::REQUIRED);
-    def.Input("mean").ParamType(ge::REQUIRED);
-    def.Input("invstd").ParamType(ge::REQUIRED);
-    def.Input("weight").ParamType(ge::OPTIONAL);
-    def.Input("sum_dy").ParamType(ge::REQUIRED);
-    def.Input("sum_dy_xmu").ParamType(ge::REQUIRED);
-    def.Input("counter").ParamType(ge::REQUIRED);
-    def.Output("grad_input").ParamType(ge::REQUIRED);
-    def.Attr("layout").AttrType(ge::OPTIONAL).String("NCHW");
+    def.Input("grad_out").ParamType(ops::REQUIRED);
+    def.Input("input").ParamType(ops::REQUIRED);
+    def.Input("mean").ParamType(ops::REQUIRED);
+    def.Input("invstd").ParamType(ops::REQUIRED);
+    def.Input("weight").ParamType(ops::OPTIONAL);
+    def.Input("sum_dy").ParamType(ops::REQUIRED);
+    def.Input("sum_dy_xmu").ParamType(ops::REQUIRED);
+    def.Input("counter").ParamType(ops::REQUIRED);
+    def.Output("grad_input").ParamType(ops::REQUIRED);
+    def.Attr("layout").AttrType(ops::OPTIONAL).String("NCHW");
 }
 
 // The dtype of `a` when that input is given, else `b`.
@@ -95,23 +95,23 @@ inline void AddConfig(ops::OpDef &def, const char *soc, const Combination (&rows
         }
         formats.push_back(row.format);
     }
-    cfg.Input("grad_out").ParamType(ge::REQUIRED)
+    cfg.Input("grad_out").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_GRAD_OUT]).Format(formats);
-    cfg.Input("input").ParamType(ge::REQUIRED)
+    cfg.Input("input").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_INPUT]).Format(formats);
-    cfg.Input("mean").ParamType(ge::REQUIRED)
+    cfg.Input("mean").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_MEAN]).Format(nd);
-    cfg.Input("invstd").ParamType(ge::REQUIRED)
+    cfg.Input("invstd").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_INVSTD]).Format(nd);
-    cfg.Input("weight").ParamType(ge::OPTIONAL)
+    cfg.Input("weight").ParamType(ops::OPTIONAL)
         .DataType(dtypes[INPUT_WEIGHT]).Format(nd);
-    cfg.Input("sum_dy").ParamType(ge::REQUIRED)
+    cfg.Input("sum_dy").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_SUM_DY]).Format(nd);
-    cfg.Input("sum_dy_xmu").ParamType(ge::REQUIRED)
+    cfg.Input("sum_dy_xmu").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_SUM_DY_XMU]).Format(nd);
-    cfg.Input("counter").ParamType(ge::REQUIRED)
+    cfg.Input("counter").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_COUNTER]).Format(nd);
-    cfg.Output("grad_input").ParamType(ge::REQUIRED)
+    cfg.Output("grad_input").ParamType(ops::REQUIRED)
         .DataType(dtypes[INPUT_COUNT + OUTPUT_GRAD_INPUT]).Format(formats);
     def.AICore().AddConfig(soc, cfg);
 }

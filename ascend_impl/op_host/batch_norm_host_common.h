@@ -4,12 +4,33 @@
 #ifndef BATCH_NORM_HOST_COMMON_H
 #define BATCH_NORM_HOST_COMMON_H
 
+#include <cstdio>
 #include <string>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "batch_norm_backward_tiling_calc.h"
 
+// Error log of a failing tiling function: OP_LOGE of CANN's opbase (log/log.h),
+// as the ops-nn operators log. A toolkit without opbase gets the same call
+// form written to stderr.
+#if defined(__has_include)
+#if __has_include("log/log.h")
+#include "log/log.h"
+#endif
+#endif
+#ifndef OP_LOGE
+#define OP_LOGE(opName, fmt, ...) std::fprintf(stderr, "[ERROR] OpName:[%s] " fmt "\n", (opName), ##__VA_ARGS__)
+#endif
+
 namespace bnb_host {
+
+// Logs why the tiling of `context`'s node failed and returns the failure.
+inline ge::graphStatus TilingFailed(gert::TilingContext *context, const std::string &why)
+{
+    const char *name = context->GetNodeName();
+    OP_LOGE(name != nullptr ? name : "BatchNormBackward", "tiling failed: %s", why.c_str());
+    return ge::GRAPH_FAILED;
+}
 
 // The `layout` attribute (data_format of op_def/batch_norm_backward.yaml).
 inline bool ChannelLast(const char *layout)
@@ -25,7 +46,7 @@ inline bool ChannelLast(const char *layout)
 
 inline uint32_t KernelDtype(ge::DataType dt)
 {
-    return dt == ge::DT_FLOAT16 ? bnb::DT_FLOAT16 : dt == ge::DT_BF16 ? bnb::DT_BFLOAT16 : bnb::DT_FLOAT;
+    return dt == ge::DT_FLOAT16 ? bnb::ELEM_FLOAT16 : dt == ge::DT_BF16 ? bnb::ELEM_BFLOAT16 : bnb::ELEM_FLOAT32;
 }
 
 inline void FillShape(gert::TilingContext *context, int index, bnb::TilingInput &in)
@@ -44,12 +65,14 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     in.ubBytes = uint32_t(ubBytes);
     in.coreNum = platform.GetCoreNumAiv();
-    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid.
+    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid,
+    // no bfloat16 kernels (op_kernel/batch_norm_backward_kernel.h, BNB_SOC_LEGACY).
     const auto soc = platform.GetSocVersion();
     const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
     in.hasDataCopyPad = !legacy;
     in.hasSyncAll = !legacy;
     in.hasDcci = !legacy;
+    in.hasBf16 = !legacy;
     return platform.GetLibApiWorkSpaceSize();
 }
 

@@ -20,10 +20,11 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
                     uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_1_ATTR)) << 1 |
                     uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_2_ATTR)) << 2;
     in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
-                          in.dtype != bnb::DT_FLOAT;
+                          in.dtype != bnb::ELEM_FLOAT32;
     bnb::BatchNormSyncTilingData tiling;
-    if (!bnb::ComputeSyncTiling(true, in, 0, 0, tiling).empty()) {
-        return ge::GRAPH_FAILED;
+    const std::string why = bnb::ComputeSyncTiling(true, in, 0, 0, tiling);
+    if (!why.empty()) {
+        return bnb_host::TilingFailed(context, why);
     }
     return bnb_sync_host::Finish(context, true, tiling, lib);
 }

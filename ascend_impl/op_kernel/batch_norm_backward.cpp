@@ -41,13 +41,16 @@ extern "C" __global__ __aicore__ void batch_norm_backward(GM_ADDR grad_out, GM_A
     bnb::RunBatchNormBackward<DTYPE_GRAD_OUT>(grad_out, input, params, grad_input, grad_weight, grad_bias, user,
                                               tilingData);
 #else
-    if (tilingData.dtype == bnb::DT_FLOAT) {
+    if (tilingData.dtype == bnb::ELEM_FLOAT32) {
         bnb::RunBatchNormBackward<float>(grad_out, input, params, grad_input, grad_weight, grad_bias, user, tilingData);
-    } else if (tilingData.dtype == bnb::DT_FLOAT16) {
+    } else if (tilingData.dtype == bnb::ELEM_FLOAT16) {
         bnb::RunBatchNormBackward<half>(grad_out, input, params, grad_input, grad_weight, grad_bias, user, tilingData);
-    } else {
+    }
+#if BNB_SOC_HAS_BF16
+    else if (tilingData.dtype == bnb::ELEM_BFLOAT16) {
         bnb::RunBatchNormBackward<bfloat16_t>(grad_out, input, params, grad_input, grad_weight, grad_bias, user,
                                               tilingData);
     }
+#endif
 #endif
 }

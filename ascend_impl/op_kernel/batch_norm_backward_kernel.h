@@ -8,12 +8,8 @@
 #include "kernel_operator.h"
 #include "batch_norm_backward_tiling.h"
 #include "batch_norm_sync_tiling.h"
+#include "batch_norm_soc_features.h"
 
-#if defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200)
-#define BNB_SOC_HAS_SYNC_ALL 0  // Atlas training / inference: no SyncAll, no DataCacheCleanAndInvalid
-#else
-#define BNB_SOC_HAS_SYNC_ALL 1
-#endif
 
 namespace bnb {
 
@@ -35,6 +31,16 @@ template <typename A>
 struct IsSame<A, A> {
     static constexpr bool value = true;
 };
+
+// Rounding of float -> T. float -> half takes CAST_NONE, which rounds to
+// nearest even when precision is lost (the only float -> half mode of
+// dav-c100 / dav-m200: CAST_RINT is refused there); float -> bfloat16 says
+// CAST_RINT explicitly.
+template <typename T>
+__aicore__ inline constexpr AscendC::RoundMode NarrowRound()
+{
+    return IsSame<T, bfloat16_t>::value ? AscendC::RoundMode::CAST_RINT : AscendC::RoundMode::CAST_NONE;
+}
 
 // Rows of a tile in GM and UB.
 struct TileRows {
@@ -278,7 +284,7 @@ private:
     __aicore__ inline void Flush(const GlobalTensor<U> &gm)
     {
         (void)gm;
-#if BNB_SOC_HAS_SYNC_ALL
+#if BNB_SOC_HAS_DCCI
         if (t_.hasDcci) {
             AscendC::DataCacheCleanAndInvalid<U, AscendC::CacheLine::ENTIRE_DATA_CACHE,
                                               AscendC::DcciDst::CACHELINE_OUT>(gm);
@@ -360,24 +366,28 @@ private:
     __aicore__ inline void CopyIn(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint64_t off, uint32_t rows,
                                   uint32_t cols, uint64_t gmStride, uint32_t ubStride, uint64_t limit)
     {
-        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
-            const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-            const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
-            AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
-            AscendC::DataCopyPad(dst, src[off], p, pad);
-        } else if (t_.usePad) {
+#if BNB_SOC_HAS_DATA_COPY_PAD
+        if (t_.usePad) {
+            const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+            if (gapBytes <= 0xFFFFFFFFull) {
+                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
+                AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
+                AscendC::DataCopyPad(dst, src[off], p, pad);
+                return;
+            }
             // GM row gap beyond the 32-bit stride field: one copy per row.
             AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
             AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[r * ubStride], src[off + r * gmStride], p, pad);
             }
-        } else {
-            for (uint32_t r = 0; r < rows; ++r) {
-                CopyInRow(dst[r * ubStride], src, off + r * gmStride, cols, limit);
-            }
+            return;
+        }
+#endif
+        for (uint32_t r = 0; r < rows; ++r) {
+            CopyInRow(dst[r * ubStride], src, off + r * gmStride, cols, limit);
         }
     }
 
@@ -385,21 +395,25 @@ private:
     __aicore__ inline void CopyOut(const GlobalTensor<U> &dst, const LocalTensor<U> &src, uint64_t off, uint32_t rows,
                                    uint32_t cols, uint64_t gmStride, uint32_t ubStride)
     {
-        const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-        if (t_.usePad && gapBytes <= 0xFFFFFFFFull) {
-            const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-            const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
-            AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
-            AscendC::DataCopyPad(dst[off], src, p);
-        } else if (t_.usePad) {
+#if BNB_SOC_HAS_DATA_COPY_PAD
+        if (t_.usePad) {
+            const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
+            if (gapBytes <= 0xFFFFFFFFull) {
+                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
+                AscendC::DataCopyPad(dst[off], src, p);
+                return;
+            }
             AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[off + r * gmStride], src[r * ubStride], p);
             }
-        } else {
-            for (uint32_t r = 0; r < rows; ++r) {
-                CopyOutRow(dst, src[r * ubStride], off + r * gmStride, cols);
-            }
+            return;
+        }
+#endif
+        for (uint32_t r = 0; r < rows; ++r) {
+            CopyOutRow(dst, src[r * ubStride], off + r * gmStride, cols);
         }
     }
 
@@ -439,7 +453,7 @@ private:
         if constexpr (IsSame<T, float>::value) {
             AscendC::DataCopy(dst, src, n);
         } else {
-            AscendC::Cast(dst, src, AscendC::RoundMode::CAST_RINT, n);
+            AscendC::Cast(dst, src, NarrowRound<T>(), n);
         }
     }
 
@@ -601,7 +615,7 @@ private:
         if constexpr (!IsSame<T, float>::value) {
             if (which >= SUM_DY ? !SumFloat32() : !t_.gradParamFloat32) {
                 LocalTensor<T> staged = stage_.template ReinterpretCast<T>();
-                AscendC::Cast(staged, src, AscendC::RoundMode::CAST_RINT, n);
+                AscendC::Cast(staged, src, NarrowRound<T>(), n);
                 AscendC::PipeBarrier<PIPE_ALL>();
                 CopyOut(gradT_[which], staged, c0, 1, n, n, t_.vecElems);
                 AscendC::PipeBarrier<PIPE_ALL>();

@@ -18,7 +18,7 @@ namespace bnb {
 // How the kernel sees the activation: [outer, C, inner] or [outer, C].
 enum Layout : uint32_t { LAYOUT_CHANNEL_FIRST = 0, LAYOUT_CHANNEL_LAST = 1 };
 // Element type of grad_out / input / grad_input.
-enum DataType : uint32_t { DT_FLOAT = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
+enum ElemType : uint32_t { ELEM_FLOAT32 = 0, ELEM_FLOAT16 = 1, ELEM_BFLOAT16 = 2 };
 // The per-channel inputs in kernel argument order (enum Param), the output-mask
 // bits (enum Output), the values of absent inputs and the rank bounds come from
 // op_def/batch_norm_backward.yaml through batch_norm_spec.gen.h.
@@ -85,7 +85,7 @@ struct UbPlan {
     }
 };
 
-BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == DT_FLOAT ? 4 : 2; }
+BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == ELEM_FLOAT32 ? 4 : 2; }
 
 BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype)
 {

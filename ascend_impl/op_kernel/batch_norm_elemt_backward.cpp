@@ -29,14 +29,17 @@ extern "C" __global__ __aicore__ void batch_norm_elemt_backward(GM_ADDR grad_out
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    if (tilingData.base.dtype == bnb::DT_FLOAT) {
+    if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
         bnb::RunBatchNormElemtBackward<float>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input, user,
                                               tilingData);
-    } else if (tilingData.base.dtype == bnb::DT_FLOAT16) {
+    } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
         bnb::RunBatchNormElemtBackward<half>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input, user,
                                              tilingData);
-    } else {
+    }
+#if BNB_SOC_HAS_BF16
+    else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
         bnb::RunBatchNormElemtBackward<bfloat16_t>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input,
                                                    user, tilingData);
     }
+#endif
 }

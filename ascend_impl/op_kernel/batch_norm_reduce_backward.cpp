@@ -20,20 +20,23 @@ extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_ou
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    if (tilingData.base.dtype == bnb::DT_FLOAT) {
+    if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
         bnb::BatchNormBackwardKernel<float, bnb::MODE_REDUCE> op;
         op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
         op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
         op.Process();
-    } else if (tilingData.base.dtype == bnb::DT_FLOAT16) {
+    } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
         bnb::BatchNormBackwardKernel<half, bnb::MODE_REDUCE> op;
         op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
         op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
         op.Process();
-    } else {
+    }
+#if BNB_SOC_HAS_BF16
+    else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
         bnb::BatchNormBackwardKernel<bfloat16_t, bnb::MODE_REDUCE> op;
         op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
         op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
         op.Process();
     }
+#endif
 }

@@ -37,7 +37,7 @@ public:
     T GetValue(const uint32_t index) const { return SimPtr(index + 1, "GetValue", false)[index]; }
     void SetValue(const uint32_t index, const T value) const { SimPtr(index + 1, "SetValue", false)[index] = value; }
     uint32_t GetSize() const { return size_; }
-    TPosition GetPosition() const { return slot_ ? slot_->pos : TPosition::MAX; }
+    int32_t GetPosition() const { return static_cast<int32_t>(slot_ ? slot_->pos : TPosition::MAX); }
     template <typename U>
     LocalTensor<U> ReinterpretCast() const
     {

@@ -46,6 +46,7 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.hasDataCopyPad = s.hasDataCopyPad;
         in.hasSyncAll = s.hasSyncAll;
         in.hasDcci = s.hasDcci;
+        in.hasBf16 = s.hasBf16;
         bnb::BatchNormBackwardTilingData t;
         std::string why = bnb::ComputeTiling(in, t);
         if (!why.empty()) {

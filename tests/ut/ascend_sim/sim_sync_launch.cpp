@@ -40,6 +40,7 @@ extern "C" int bnb_sim_sync_run(const char *soc, uint32_t ubBytes, uint32_t core
         in.hasDataCopyPad = s.hasDataCopyPad;
         in.hasSyncAll = s.hasSyncAll;
         in.hasDcci = s.hasDcci;
+        in.hasBf16 = s.hasBf16;
         bnb::BatchNormSyncTilingData t;
         const std::string why = bnb::ComputeSyncTiling(reduce, in, counterLen, uint32_t(counterType), t);
         if (!why.empty()) return fail("tiling: " + why, 1);

@@ -23,7 +23,7 @@ def test_generated_signature_matches_yaml(yaml_name, stem):
     assert re.findall(r'def\.Input\("(\w+)"\)', text) == opdef.input_names
     assert re.findall(r'def\.Output\("(\w+)"\)', text) == opdef.output_names
     assert re.findall(r'def\.Attr\("(\w+)"\)', text) == [a.kernel_attr for a in opdef.attrs]
-    optional = re.findall(r'def\.Input\("(\w+)"\)\.ParamType\(ge::OPTIONAL\)', text)
+    optional = re.findall(r'def\.Input\("(\w+)"\)\.ParamType\(ops::OPTIONAL\)', text)
     assert optional == [i.name for i in opdef.inputs if i.optional]
     from mindspore_bn_grad import _soc
     for soc in _soc.targets(device="Ascend"):

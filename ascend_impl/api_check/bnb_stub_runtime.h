@@ -1,0 +1,18 @@
+// Core runner of the real-API CPU build (see bnb_api_launch.cpp): one forked
+// process per core, as CANN's CPU-debug runner does.
+#ifndef BNB_API_CHECK_STUB_RUNTIME_H
+#define BNB_API_CHECK_STUB_RUNTIME_H
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace bnb_stub {
+struct LaunchConfig {
+    uint32_t blockNum = 1;
+    std::function<void()> kernel;  // the entry call, run once per core
+    int timeoutSeconds = 300;
+};
+// Runs every core to its end; returns "" or what went wrong.
+std::string RunCores(const LaunchConfig &cfg);
+}  // namespace bnb_stub
+#endif

@@ -1,0 +1,150 @@
+// Every Ascend C API the project's simulator (ascend_impl/sim) provides,
+// called with the argument types the simulator declares. Compiled by
+// scripts/check_ascend_api.sh against the simulator and against the public
+// asc-devkit headers (CPU-debug mode, per SoC): when the simulator drifts from
+// the real API -- a name, a parameter type, a template parameter, an enum
+// value -- one of the two builds fails. Not a kernel: nothing here runs.
+#include <cstdint>
+#include "kernel_operator.h"
+#include "batch_norm_soc_features.h"
+
+namespace probe {
+using namespace AscendC;
+
+template <typename T>
+__aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, const LocalTensor<T> &c)
+{
+    const int32_t n = 64;
+    Add(a, b, c, n);
+    Sub(a, b, c, n);
+    Mul(a, b, c, n);
+    Div(a, b, c, n);
+    const T s = static_cast<T>(2.0f);
+    Adds(a, b, s, n);
+    Muls(a, b, s, n);
+    Sqrt(a, b, n);
+    Duplicate(a, s, n);
+    ReduceSum(a, b, c, n);
+    DataCopy(a, b, uint32_t(n));
+}
+
+template <typename T>
+__aicore__ inline void Copies(const LocalTensor<T> &ub, GlobalTensor<T> &gm)
+{
+    DataCopy(ub, gm, uint32_t(64));
+    DataCopy(gm, ub, uint32_t(64));
+    DataCopyParams blocks(uint16_t(2), uint16_t(1), uint16_t(0), uint16_t(0));
+    blocks.blockCount = 1;
+    blocks.blockLen = 1;
+    blocks.srcStride = 0;
+    blocks.dstStride = 0;
+    DataCopy(ub, gm, blocks);
+    DataCopy(gm, ub, blocks);
+#if BNB_SOC_HAS_DATA_COPY_PAD
+    DataCopyExtParams ext(uint16_t(1), uint32_t(6), uint32_t(0), uint32_t(0), uint32_t(0));
+    ext.blockCount = 1;
+    ext.blockLen = 8;
+    ext.srcStride = 0;
+    ext.dstStride = 0;
+    ext.rsv = 0;
+    DataCopyPadExtParams<T> pad(false, uint8_t(0), uint8_t(0), static_cast<T>(0));
+    pad.isPad = false;
+    pad.leftPadding = 0;
+    pad.rightPadding = 0;
+    pad.paddingValue = static_cast<T>(0);
+    DataCopyPad(ub, gm, ext, pad);
+    DataCopyPad(gm, ub, ext);
+#endif
+    GlobalTensor<T> view = gm[uint64_t(8)];
+    const T v = view.GetValue(uint64_t(0));
+    view.SetValue(uint64_t(1), v);
+    const __gm__ T *addr = view.GetPhyAddr();
+    (void)addr;
+    const uint64_t size = view.GetSize();
+    (void)size;
+    gm.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(0x1000), uint64_t(64));
+    gm.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(0x1000));
+#if BNB_SOC_HAS_DCCI
+    DataCacheCleanAndInvalid<T, CacheLine::ENTIRE_DATA_CACHE, DcciDst::CACHELINE_OUT>(gm);
+#endif
+}
+
+__aicore__ inline void Pipes(GM_ADDR workspace)
+{
+    TPipe pipe;
+    TQue<QuePosition::VECIN, 2> in;
+    TQue<QuePosition::VECOUT, 2> out;
+    TBuf<TPosition::VECCALC> calc;
+    pipe.InitBuffer(in, uint8_t(2), uint32_t(1024));
+    pipe.InitBuffer(out, uint8_t(2), uint32_t(1024));
+    pipe.InitBuffer(calc, uint32_t(1024));
+    LocalTensor<float> a = in.AllocTensor<float>();
+    in.EnQue(a);
+    LocalTensor<float> b = in.DeQue<float>();
+    LocalTensor<float> c = calc.Get<float>();
+    LocalTensor<float> d = calc.Get<float>(uint32_t(64));
+    LocalTensor<half> h = c.ReinterpretCast<half>();
+    LocalTensor<float> e = c[uint32_t(8)];
+    const float x = e.GetValue(uint32_t(0));
+    e.SetValue(uint32_t(1), x);
+    const uint32_t n = e.GetSize();
+    (void)n;
+    const int32_t pos = e.GetPosition();
+    (void)pos;
+    Vector(b, c, d);
+    Vector(h, h, h);
+    Cast(h, c, RoundMode::CAST_RINT, uint32_t(64));
+    Cast(c, h, RoundMode::CAST_NONE, uint32_t(64));
+#if BNB_SOC_HAS_BF16
+    LocalTensor<bfloat16_t> bf = c.ReinterpretCast<bfloat16_t>();
+    Cast(bf, c, RoundMode::CAST_RINT, uint32_t(64));
+    Cast(c, bf, RoundMode::CAST_NONE, uint32_t(64));
+#endif
+    in.FreeTensor(b);
+    LocalTensor<float> o = out.AllocTensor<float>();
+    out.EnQue(o);
+    LocalTensor<float> p = out.DeQue<float>();
+    out.FreeTensor(p);
+    GlobalTensor<float> gf;
+    GlobalTensor<half> gh;
+    Copies(c, gf);
+    Copies(h, gh);
+    PipeBarrier<PIPE_ALL>();
+    PipeBarrier<PIPE_V>();
+    PipeBarrier<PIPE_MTE2>();
+    PipeBarrier<PIPE_MTE3>();
+    const int32_t ev = static_cast<int32_t>(pipe.FetchEventID(HardEvent::V_MTE3));
+    SetFlag<HardEvent::V_MTE3>(ev);
+    WaitFlag<HardEvent::V_MTE3>(ev);
+    SetFlag<HardEvent::MTE2_V>(ev);
+    WaitFlag<HardEvent::MTE2_V>(ev);
+    TPipe *current = GetTPipePtr();
+    (void)current;
+    const int64_t idx = GetBlockIdx() + GetBlockNum();
+    (void)idx;
+    GM_ADDR user = GetUserWorkspace(workspace);
+    (void)user;
+#if BNB_SOC_HAS_SYNC_ALL
+    SyncAll();
+    SyncAll<true>();
+#endif
+    pipe.Destroy();
+}
+}  // namespace probe
+
+extern "C" __global__ __aicore__ void bnb_sim_api_probe(GM_ADDR workspace)
+{
+#if BNB_SOC_HAS_SYNC_ALL
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+#endif
+    const KernelMetaType types[] = {KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_MIX_AIV_1_0};
+    (void)types;
+    const AscendC::RoundMode modes[] = {AscendC::RoundMode::CAST_NONE, AscendC::RoundMode::CAST_RINT,
+                                        AscendC::RoundMode::CAST_FLOOR, AscendC::RoundMode::CAST_CEIL,
+                                        AscendC::RoundMode::CAST_ROUND, AscendC::RoundMode::CAST_TRUNC,
+                                        AscendC::RoundMode::CAST_ODD};
+    (void)modes;
+    const uint32_t blk = AscendC::ONE_BLK_SIZE + AscendC::ONE_REPEAT_BYTE_SIZE;
+    (void)blk;
+    probe::Pipes(workspace);
+}

@@ -1,0 +1,352 @@
+// The intrinsics the BatchNormBackward kernels reach on the Atlas A2 / A3
+// (dav-c220), Atlas training (dav-c100) and Atlas inference (dav-m200) vector
+// cores, modelled on the CPU (stand-ins for CANN's closed CPU-debug library;
+// see stub_def.h). Every other intrinsic is declared generically in
+// bnb_stub_intrinsics.h and stops a run with its name.
+//
+// Model: one process per core (bnb_stub_runtime.cpp), so the state below is
+// per core. Data moves in 32-byte blocks; vector instructions work on 256-byte
+// repeats of 8 blocks, with per-block and per-repeat strides in blocks, under
+// the vector mask: in normal mode a bit per element of a repeat (low word:
+// elements 0..63, high word: 64..127), in counter mode the low word is the
+// element count and the repeat count is derived from it. Reductions sum
+// pairwise within a repeat. Pipe and event synchronisation are no-ops: every
+// instruction completes before the next one starts.
+#ifndef BNB_API_CHECK_STUB_IMPL_H
+#define BNB_API_CHECK_STUB_IMPL_H
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace bnb_stub {
+constexpr uint64_t BLOCK = 32;
+constexpr uint64_t REPEAT = 256;
+
+struct VectorState {
+    bool counterMode = false;
+    uint64_t maskHigh = ~0ull;
+    uint64_t maskLow = ~0ull;
+    int64_t acc = 0;  // bits of the last whole-count reduction (get_acc_val)
+};
+inline VectorState &Vec()
+{
+    static VectorState state;  // per process = per core
+    return state;
+}
+
+// Elements per repeat for an instruction whose widest operand has `width` bytes.
+inline uint64_t PerRepeat(uint64_t width) { return REPEAT / width; }
+
+// Visits the active elements: f(repeat, element index within the repeat, running index).
+template <typename F>
+inline void ForEachActive(uint64_t repeat, uint64_t width, F f)
+{
+    const VectorState &v = Vec();
+    const uint64_t per = PerRepeat(width);
+    if (v.counterMode) {
+        const uint64_t count = v.maskLow;
+        for (uint64_t i = 0; i < count; ++i) {
+            f(i / per, i % per, i);
+        }
+        return;
+    }
+    uint64_t n = 0;
+    for (uint64_t r = 0; r < repeat; ++r) {
+        for (uint64_t e = 0; e < per; ++e) {
+            const bool on = e < 64 ? (v.maskLow >> e & 1) : (v.maskHigh >> (e - 64) & 1);
+            if (on) {
+                f(r, e, n++);
+            }
+        }
+    }
+}
+
+// Address of element e of repeat r for an operand of `bytes`-byte elements.
+template <typename T>
+inline T *At(T *base, uint64_t r, uint64_t e, uint64_t blkStride, uint64_t repStride)
+{
+    const uint64_t perBlock = BLOCK / sizeof(T);
+    auto *p = reinterpret_cast<uint8_t *>(base) + r * repStride * BLOCK + (e / perBlock) * blkStride * BLOCK +
+              (e % perBlock) * sizeof(T);
+    return reinterpret_cast<T *>(p);
+}
+
+template <typename T>
+inline float Load(const T *p) { return static_cast<float>(*p); }
+template <typename T>
+inline void Store(T *p, float v) { *p = static_cast<T>(v); }
+
+template <typename D, typename S0, typename S1, typename F>
+inline void Binary(D *dst, S0 *s0, S1 *s1, uint64_t repeat, uint64_t db, uint64_t b0, uint64_t b1, uint64_t dr,
+                   uint64_t r0, uint64_t r1, F f)
+{
+    const uint64_t width = sizeof(D) > sizeof(S0) ? sizeof(D) : sizeof(S0);
+    std::vector<std::pair<D *, float>> out;
+    ForEachActive(repeat, width, [&](uint64_t r, uint64_t e, uint64_t) {
+        out.emplace_back(At(dst, r, e, db, dr), f(Load(At(s0, r, e, b0, r0)), Load(At(s1, r, e, b1, r1))));
+    });
+    for (auto &o : out) Store(o.first, o.second);  // operands may alias: read everything first
+}
+
+template <typename D, typename S, typename F>
+inline void Unary(D *dst, S *src, uint64_t repeat, uint64_t db, uint64_t sb, uint64_t dr, uint64_t sr, F f)
+{
+    const uint64_t width = sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S);
+    std::vector<std::pair<D *, float>> out;
+    ForEachActive(repeat, width, [&](uint64_t r, uint64_t e, uint64_t) {
+        out.emplace_back(At(dst, r, e, db, dr), f(Load(At(src, r, e, sb, sr))));
+    });
+    for (auto &o : out) Store(o.first, o.second);
+}
+
+inline float PairwiseSum(std::vector<float> v)
+{
+    if (v.empty()) return 0.0f;
+    while (v.size() > 1) {
+        std::vector<float> next((v.size() + 1) / 2);
+        for (size_t i = 0; i < next.size(); ++i) {
+            next[i] = v[i] + (i + next.size() < v.size() ? v[i + next.size()] : 0.0f);
+        }
+        v.swap(next);
+    }
+    return v[0];
+}
+
+// Bursts of whole 32-byte blocks; strides are gaps between bursts, in blocks.
+inline void CopyBlocks(void *dst, const void *src, uint64_t n, uint64_t len, uint64_t srcGap, uint64_t dstGap)
+{
+    auto *d = static_cast<uint8_t *>(dst);
+    const auto *s = static_cast<const uint8_t *>(src);
+    for (uint64_t i = 0; i < n; ++i) {
+        std::memmove(d + i * (len + dstGap) * BLOCK, s + i * (len + srcGap) * BLOCK, len * BLOCK);
+    }
+}
+}  // namespace bnb_stub
+
+// ---- data movement ----
+inline void copy_gm_to_ubuf(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst, uint16_t srcStride,
+                            uint16_t dstStride)
+{
+    (void)sid;
+    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+}
+inline void copy_ubuf_to_gm(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst, uint16_t srcStride,
+                            uint16_t dstStride)
+{
+    (void)sid;
+    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+}
+inline void copy_ubuf_to_ubuf(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst,
+                              uint16_t srcStride, uint16_t dstStride)
+{
+    (void)sid;
+    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+}
+
+// DataCopyPad (dav-c220): bursts of `len` bytes; GM gaps in bytes, UB gaps in
+// blocks; each UB burst starts on a block and is padded to whole blocks.
+template <typename T>
+inline void copy_gm_to_ubuf_align_b(T *dst, T *src, uint16_t n, uint32_t len, uint8_t left, uint8_t right,
+                                    uint64_t srcGap, uint64_t dstGap, uint64_t elemBytes)
+{
+    auto *d = reinterpret_cast<uint8_t *>(dst);
+    const auto *s = reinterpret_cast<const uint8_t *>(src);
+    const uint64_t span = (left * elemBytes + len + right * elemBytes + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK *
+                          bnb_stub::BLOCK;
+    for (uint64_t i = 0; i < n; ++i) {
+        std::memcpy(d + i * (span + dstGap * bnb_stub::BLOCK) + left * elemBytes, s + i * (len + srcGap), len);
+    }
+}
+template <typename T>
+inline void copy_ubuf_to_gm_align_b(T *dst, T *src, uint16_t n, uint32_t len, uint64_t srcGap, uint64_t dstGap)
+{
+    auto *d = reinterpret_cast<uint8_t *>(dst);
+    const auto *s = reinterpret_cast<const uint8_t *>(src);
+    const uint64_t span = (len + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK * bnb_stub::BLOCK;
+    for (uint64_t i = 0; i < n; ++i) {
+        std::memcpy(d + i * (len + dstGap), s + i * (span + srcGap * bnb_stub::BLOCK), len);
+    }
+}
+template <typename T>
+inline void copy_gm_to_ubuf_align_b32(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid;
+    copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 4);
+}
+template <typename T>
+inline void copy_gm_to_ubuf_align_b16(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid;
+    copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 2);
+}
+template <typename T>
+inline void copy_gm_to_ubuf_align_b8(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                     uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid;
+    copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 1);
+}
+template <typename T>
+inline void copy_ubuf_to_gm_align_b32(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid, (void)left, (void)right;
+    copy_ubuf_to_gm_align_b(dst, src, n, len, srcGap, dstGap);
+}
+template <typename T>
+inline void copy_ubuf_to_gm_align_b16(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid, (void)left, (void)right;
+    copy_ubuf_to_gm_align_b(dst, src, n, len, srcGap, dstGap);
+}
+template <typename T>
+inline void copy_ubuf_to_gm_align_b8(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+                                     uint8_t right, uint32_t srcGap, uint32_t dstGap)
+{
+    (void)sid, (void)left, (void)right;
+    copy_ubuf_to_gm_align_b(dst, src, n, len, srcGap, dstGap);
+}
+
+// ---- scalar bit operations ----
+inline int64_t sff0(uint64_t x)  // first 0 bit from the least significant end; -1 when none
+{
+    for (int64_t i = 0; i < 64; ++i) {
+        if (!(x >> i & 1)) return i;
+    }
+    return -1;
+}
+inline int64_t sff1(uint64_t x)
+{
+    for (int64_t i = 0; i < 64; ++i) {
+        if (x >> i & 1) return i;
+    }
+    return -1;
+}
+inline uint64_t sbitset0(uint64_t x, int64_t i) { return x & ~(1ull << i); }
+inline uint64_t sbitset1(uint64_t x, int64_t i) { return x | (1ull << i); }
+inline int64_t bcnt1(uint64_t x) { return __builtin_popcountll(x); }
+inline int64_t bcnt0(uint64_t x) { return 64 - __builtin_popcountll(x); }
+inline int64_t clz(uint64_t x) { return x == 0 ? 64 : __builtin_clzll(x); }
+
+// ---- vector mask ----
+inline void set_mask_count() { bnb_stub::Vec().counterMode = true; }
+inline void set_mask_norm() { bnb_stub::Vec().counterMode = false; }
+inline void set_vector_mask(uint64_t high, uint64_t low)
+{
+    bnb_stub::Vec().maskHigh = high;
+    bnb_stub::Vec().maskLow = low;
+}
+inline int64_t get_acc_val() { return bnb_stub::Vec().acc; }
+
+// ---- synchronisation inside a core: every instruction completes in order ----
+template <typename A, typename B, typename C>
+inline void set_flag(A, B, C) {}
+template <typename A, typename B, typename C>
+inline void wait_flag(A, B, C) {}
+inline void pipe_barrier(pipe_t) {}
+template <typename T, typename L, typename D>
+inline void dcci(T *, L, D) {}   // no data cache on the CPU
+template <typename T, typename L>
+inline void dcci(T *, L) {}
+inline void set_atomic_none() {}  // the kernels never enable atomics
+
+// ---- synchronisation across cores (bnb_stub_runtime.cpp) ----
+// dav-c220 hardware SyncAll of a vector-only kernel: every core sets the
+// all-core flag (mode 0 of the message) and waits for it; modelled as a
+// barrier of the launch's cores. Other modes (cube / vector groups) stop the run.
+void ffts_cross_core_sync(pipe_t pipe, uint64_t config);
+void wait_flag_dev(int64_t flagId);
+
+// ---- vector instructions ----
+#define BNB_STUB_BINARY(NAME, EXPR)                                                                            \
+    template <typename T>                                                                                     \
+    inline void NAME(T *dst, T *src0, T *src1, uint8_t repeat, uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk, \
+                     uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)                                         \
+    {                                                                                                         \
+        bnb_stub::Binary(dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,          \
+                         [](float a, float b) { return EXPR; });                                               \
+    }
+BNB_STUB_BINARY(vadd, a + b)
+BNB_STUB_BINARY(vsub, a - b)
+BNB_STUB_BINARY(vmul, a * b)
+BNB_STUB_BINARY(vdiv, a / b)
+#undef BNB_STUB_BINARY
+
+#define BNB_STUB_SCALAR(NAME, EXPR)                                                                        \
+    template <typename T, typename S>                                                                     \
+    inline void NAME(T *dst, T *src, S scalar, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk,          \
+                     uint16_t dstRep, uint16_t srcRep)                                                    \
+    {                                                                                                     \
+        const float s = static_cast<float>(scalar);                                                       \
+        bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [s](float a) { return EXPR; }); \
+    }
+BNB_STUB_SCALAR(vadds, a + s)
+BNB_STUB_SCALAR(vmuls, a * s)
+#undef BNB_STUB_SCALAR
+
+template <typename T>
+inline void vsqrt(T *dst, T *src, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep, uint16_t srcRep)
+{
+    bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return std::sqrt(a); });
+}
+
+template <typename T, typename S>
+inline void vector_dup(T *dst, S scalar, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep,
+                       uint16_t srcRep)
+{
+    (void)srcBlk, (void)srcRep;
+    const float s = static_cast<float>(scalar);
+    bnb_stub::Unary(dst, dst, repeat, dstBlk, dstBlk, dstRep, dstRep, [s](float) { return s; });
+}
+
+// Conversions: float <-> half / bfloat16, round to nearest even (the `r`
+// forms) or exact widening.
+#define BNB_STUB_CONV(NAME, D, S)                                                                               \
+    inline void NAME(D *dst, S *src, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep,         \
+                     uint16_t srcRep)                                                                           \
+    {                                                                                                           \
+        bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return a; });           \
+    }
+BNB_STUB_CONV(vconv_f162f32, float, half)
+BNB_STUB_CONV(vconv_f322f16r, half, float)
+BNB_STUB_CONV(vconv_f322f16, half, float)  // CAST_NONE: nearest even when precision is lost
+BNB_STUB_CONV(vconv_bf162f32, float, bfloat16_t)
+BNB_STUB_CONV(vconv_f322bf16r, bfloat16_t, float)
+#undef BNB_STUB_CONV
+
+// Sum of each repeat's active elements into dst[r * dstRep]; in counter mode
+// (the whole-count ReduceSum of dav-c220) the total also lands in the
+// accumulator read back with get_acc_val.
+template <typename T>
+inline void vcadd(T *dst, T *src, uint8_t repeat, uint16_t dstRep, uint16_t srcBlk, uint16_t srcRep,
+                  uint8_t mode = 0)
+{
+    (void)mode;
+    std::vector<std::vector<float>> sums;
+    bnb_stub::ForEachActive(repeat, sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
+        if (sums.size() <= r) sums.resize(r + 1);
+        sums[r].push_back(bnb_stub::Load(bnb_stub::At(src, r, e, srcBlk, srcRep)));
+    });
+    std::vector<float> perRepeat;
+    for (uint64_t r = 0; r < sums.size(); ++r) {
+        perRepeat.push_back(bnb_stub::PairwiseSum(sums[r]));
+    }
+    const float total = bnb_stub::PairwiseSum(perRepeat);
+    if (bnb_stub::Vec().counterMode) {
+        T v = static_cast<T>(total);
+        int64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof(T));
+        bnb_stub::Vec().acc = bits;
+        *dst = v;
+        return;
+    }
+    for (uint64_t r = 0; r < perRepeat.size(); ++r) {
+        dst[r * dstRep] = static_cast<T>(perRepeat[r]);
+    }
+}
+#endif

@@ -1,0 +1,28 @@
+// What the vector core the kernel is compiled for offers (device compiler
+// macros only; no Ascend C header needed). Included by the kernel and by the
+// real-API CPU launcher (ascend_impl/api_check), which takes the SoC features
+// of its tiling input from here.
+#ifndef BATCH_NORM_SOC_FEATURES_H
+#define BATCH_NORM_SOC_FEATURES_H
+
+// What the core offers, from the device compiler's architecture macro:
+// __NPU_ARCH__ 1001 (dav-c100, ascend910) and 2002 (dav-m200, ascend310p) are
+// Atlas training / inference; older toolkits say __CCE_AICORE__ 100 / 200.
+// Those cores have no hardware SyncAll, no DataCacheCleanAndInvalid, no
+// DataCopyPad(Local, Global, DataCopyExtParams, DataCopyPadExtParams) (dav-c100)
+// and no float <-> bfloat16 Cast, so the calls are compiled out there (the host
+// tiling never asks for them on those SoCs). Without either macro (the
+// project's CPU build, ascend_impl/sim) everything is compiled and the CPU
+// build refuses, at run time, what the simulated SoC lacks.
+#if (defined(__NPU_ARCH__) && (__NPU_ARCH__ == 1001 || __NPU_ARCH__ == 2002)) || \
+    (!defined(__NPU_ARCH__) && defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200))
+#define BNB_SOC_LEGACY 1
+#else
+#define BNB_SOC_LEGACY 0
+#endif
+#define BNB_SOC_HAS_SYNC_ALL (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_DCCI (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_DATA_COPY_PAD (!BNB_SOC_LEGACY)
+#define BNB_SOC_HAS_BF16 (!BNB_SOC_LEGACY)
+
+#endif
