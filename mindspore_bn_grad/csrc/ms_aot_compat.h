@@ -31,7 +31,7 @@
 //
 // 2. The header declares `template <typename T> T Attr(std::string) const`
 //    with a body that returns T() for any T, and ships no specializations: on
-//    its own, Attr<bool>("training") would quietly read false. The
+//    its own, Attr<bool>(name) of a bool attribute would quietly read false. The
 //    specializations that call the private GetAttr* virtual functions are
 //    defined below, and Attr<T> for any other T does not compile.
 //

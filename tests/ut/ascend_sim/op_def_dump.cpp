@@ -31,7 +31,7 @@ std::string Dtypes(bool optionalGiven, const ops::OpDef &def)
 {
     gert::InferDataTypeContext ctx;
     for (size_t i = 0; i < def.inputs.size(); ++i) {
-        const bool absent = !optionalGiven && def.inputs[i].param == ge::OPTIONAL;
+        const bool absent = !optionalGiven && def.inputs[i].param == ops::OPTIONAL;
         ctx.inputs.push_back(absent ? ge::DT_UNDEFINED : ge::DataType(100 + int(i)));
     }
     NS::SetOutputDataTypes(&ctx);

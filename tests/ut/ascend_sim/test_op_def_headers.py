@@ -28,7 +28,7 @@ HEADERS = {"batch_norm_backward.yaml": ("batch_norm_backward_def.gen.h", "bnb_ge
 # The stand-in's codes (op_def_stub/register/op_def_registry.h).
 DTYPE = {"float32": 0, "float16": 1, "int32": 3, "int64": 9, "bfloat16": 27}
 FORMAT = {"NCHW": 0, "NHWC": 1, "ND": 2, "NC": 3, "NCDHW": 30, "NDHWC": 31, "NCL": 47}
-REQUIRED, OPTIONAL = 0, 1
+REQUIRED, OPTIONAL = 2, 1  # ops::Option as metadef numbers them
 
 
 def _dump(yaml_name):

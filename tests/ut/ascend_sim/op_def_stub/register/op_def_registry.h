@@ -13,7 +13,6 @@ namespace ge {
 enum DataType : int { DT_UNDEFINED = -1, DT_FLOAT = 0, DT_FLOAT16 = 1, DT_BF16 = 27, DT_INT32 = 3, DT_INT64 = 9 };
 enum Format { FORMAT_NCHW = 0, FORMAT_NHWC = 1, FORMAT_ND = 2, FORMAT_NC = 3, FORMAT_NCDHW = 30,
               FORMAT_NDHWC = 31, FORMAT_NCL = 47 };
-enum Option { REQUIRED = 0, OPTIONAL = 1 };
 }  // namespace ge
 
 namespace gert {
@@ -28,12 +27,14 @@ struct InferDataTypeContext {
 }  // namespace gert
 
 namespace ops {
+enum Option { IGNORE = 0, OPTIONAL = 1, REQUIRED = 2, DYNAMIC = 3, VIRTUAL = 4 };  // as metadef's op_def.h
+
 struct OpParamDef {
     std::string name;
     int param = -1;
     std::vector<ge::DataType> dtypes;
     std::vector<ge::Format> formats;
-    OpParamDef &ParamType(ge::Option p) { param = p; return *this; }
+    OpParamDef &ParamType(Option p) { param = p; return *this; }
     OpParamDef &DataType(const std::vector<ge::DataType> &d) { dtypes = d; return *this; }
     OpParamDef &Format(const std::vector<ge::Format> &f) { formats = f; return *this; }
 };
@@ -41,7 +42,7 @@ struct OpParamDef {
 struct OpAttrDef {
     std::string name, value;
     int option = -1;
-    OpAttrDef &AttrType(ge::Option o) { option = o; return *this; }
+    OpAttrDef &AttrType(Option o) { option = o; return *this; }
     OpAttrDef &Bool(bool v) { value = v ? "bool:true" : "bool:false"; return *this; }
     OpAttrDef &Float(float v) { value = "float:" + std::to_string(v); return *this; }
     OpAttrDef &String(const char *v) { value = std::string("str:") + v; return *this; }
