@@ -6,8 +6,12 @@ threads at once: the first launch of an operator from several threads fails
 Custom operators abort the process now and then even when warm ("The
 pointer[task] is null", munmap_chunk); and ``ops.BatchNorm`` launched from
 several threads at once gives wrong numbers now and then. Our public entry
-points, our cells and their backward launch under ``LOCK``, so they are
-serialised against each other. Only the launch is serialised (PYNATIVE runs
+points, our cells' forward and SyncBatchNorm's backward steps launch under
+``LOCK``, so they are serialised against each other. The BatchNorm cells'
+backward does not (a mode test inside their bprop breaks MindSpore's
+second-order graph); it runs in the thread computing gradients, and MindSpore
+2.10 cannot compute gradients in two threads at once ("Can not find top cell
+for backward"). Only the launch is serialised (PYNATIVE runs
 kernels asynchronously, after the launch returns); an uncontended acquire
 costs well under a microsecond. Reentrant: a cell may launch through another
 of ours.

@@ -32,7 +32,7 @@ from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import nn, ops
 
 from .._checks import check_device_target
-from .._launch import SerialCall, launch
+from .._launch import SerialCall
 from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
 from .._opdef import is_channel_last
 from ._amp import PrecisionNeutral, opaque_to_rewrite
@@ -68,8 +68,8 @@ class _OwnerRef:
 class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Shared state: eps, layout and where the affine flags come from.
 
-    Neutral to AMP (see _amp.py); PYNATIVE calls and backward launches are serialised across
-    Python threads (see _launch.py).
+    Neutral to AMP (see _amp.py); PYNATIVE calls are serialised across Python threads (see
+    _launch.py).
     """
 
     def __init__(self, eps, data_format, owner=None):
@@ -106,8 +106,11 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         # gradients) through one ("The func graph is empty"). A Cast to the same dtype costs
         # nothing: PYNATIVE's Cast returns its input, GRAPH mode eliminates it.
         dy = dout[0]
-        dx, dgamma, dbeta = launch(op, dy, self.cast(x, dy.dtype), gamma, running_mean, running_var,
-                                   save_mean, save_invstd)
+        # (not through _launch.launch: its mode test inside a bprop breaks MindSpore's
+        # second-order graph, "The func graph is empty"; the backward runs in the one
+        # thread that computes gradients, MindSpore 2.10 computes none in two at once)
+        dx, dgamma, dbeta = op(dy, self.cast(x, dy.dtype), gamma, running_mean, running_var,
+                               save_mean, save_invstd)
         return self.cast(dx, x.dtype), dgamma, dbeta
 
     def _forward(self, bn, x, gamma, beta, mean, var):
