@@ -8,7 +8,8 @@ For each network (bench_nets.py) and mode there are two variants: "original"
 of the original: the same initial parameters, the same batch).
 
 1. Isolated runs, one child process per (network, mode, variant), one after
-   the other, before this process imports MindSpore: the first step (the
+   the other while this process waits (for each network before its steady-state
+   rounds, so that a run stopped early has whole networks): the first step (the
    GRAPH compile, or PYNATIVE's first launches; building the network is
    timed apart), peak RSS (getrusage ru_maxrss: the process's own high-water
    mark, which only a fresh process can give per variant), the losses of the
@@ -178,28 +179,24 @@ def run_child(spec, timeout):
     return json.loads(lines[-1][len(RESULT_TAG):])
 
 
-def isolated_rows(nets, modes, args):
-    rows, specs = [], [(n, m) for n in nets for m in modes]
-    total = len(specs) * len(VARIANTS)
-    i = 0
-    for net, mode in specs:
-        row = {"net": net, "mode": mode}
-        for variant in VARIANTS:
-            i += 1
-            log(f"[isolated {i}/{total}] {net} {mode} {variant}: fresh process (first step, peak RSS, profile)")
-            spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick,
-                    "steps": args.steps, "profile_steps": args.profile_steps}
-            t0 = time.perf_counter()
-            res = run_child(spec, args.child_timeout)
-            res["process_s"] = time.perf_counter() - t0
-            row[variant] = res
-            if "error" in res:
-                log(f"    FAILED: {res['error']}")
-            else:
-                log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
-                    f"BatchNorm backward {res['bn_backward_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
-        rows.append(derive_isolated(row))
-    return rows
+def isolated_row(net, mode, args, progress):
+    """Both variants of (net, mode), each in its own fresh process. progress: (index of the first, total)."""
+    row = {"net": net, "mode": mode}
+    for k, variant in enumerate(VARIANTS):
+        log(f"[isolated {progress[0] + k}/{progress[1]}] {net} {mode} {variant}: fresh process "
+            f"(first step, peak RSS, profile)")
+        spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick,
+                "steps": args.steps, "profile_steps": args.profile_steps}
+        t0 = time.perf_counter()
+        res = run_child(spec, args.child_timeout)
+        res["process_s"] = time.perf_counter() - t0
+        row[variant] = res
+        if "error" in res:
+            log(f"    FAILED: {res['error']}")
+        else:
+            log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
+                f"BatchNorm backward {res['bn_backward_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+    return derive_isolated(row)
 
 
 def derive_isolated(row):
@@ -241,28 +238,26 @@ def thread_settings(spec):
     return out
 
 
-def steady_rows(nets, modes, settings, args):
+def steady_rows(net_name, mode, settings, args):
+    """One row per thread setting for (net, mode), both variants in this process."""
     from . import _native
+    _set_mode(mode)
+    net, inputs, kind = build(net_name, args.quick)
+    nets_ = {v: variant_of(net, v) for v in VARIANTS}  # converted: a deep copy, made before any step
+    steps = {v: train_step(net_name, n, inputs, kind, graph=mode == "GRAPH") for v, n in nets_.items()}
+    _native.set_num_threads(settings[0][1])
+    losses = {}
+    for v in VARIANTS:
+        log(f"[steady] {net_name} {mode} {v}: first steps (compile in GRAPH mode)")
+        l0 = _timed_step(steps[v])[1]
+        l1 = _timed_step(steps[v])[1]
+        losses[v] = [float(l0.asnumpy()), float(l1.asnumpy())]
     rows = []
-    for net_name in nets:
-        for mode in modes:
-            _set_mode(mode)
-            net, inputs, kind = build(net_name, args.quick)
-            nets_ = {v: variant_of(net, v) for v in VARIANTS}  # converted: a deep copy, made before any step
-            steps = {v: train_step(net_name, n, inputs, kind, graph=mode == "GRAPH") for v, n in nets_.items()}
-            _native.set_num_threads(settings[0][1])
-            losses = {}
-            for v in VARIANTS:
-                log(f"[steady] {net_name} {mode} {v}: first steps (compile in GRAPH mode)")
-                l0 = _timed_step(steps[v])[1]
-                l1 = _timed_step(steps[v])[1]
-                losses[v] = [float(l0.asnumpy()), float(l1.asnumpy())]
-            for label, n in settings:
-                rows.append(steady_row(net_name, mode, label, n, steps, args))
-                rows[-1]["losses"] = losses
-            del steps, nets_, net
-            gc.collect()
-            _native.set_num_threads(settings[0][1])
+    for label, n in settings:
+        rows.append(steady_row(net_name, mode, label, n, steps, args))
+        rows[-1]["losses"] = losses
+    del steps, nets_, net
+    gc.collect()
     return rows
 
 
@@ -303,8 +298,9 @@ def steady_row(net_name, mode, label, threads, steps, args):
 # ------------------------------------------------------------------ report
 
 METHOD = (
-    "Method: first step, peak RSS and the profile come from one fresh process per (network, mode, variant), "
-    "run one after the other (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
+    "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
+    "the profile come from one fresh process per (network, mode, variant), run one after the other while "
+    "the main process waits (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
     "profiling; first step = the first training-step call, including GRAPH compilation, after the network "
     "was built). Steady-state step times come from one process holding both variants: {rounds} rounds of "
     "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
@@ -317,6 +313,10 @@ METHOD = (
     "BatchNorm-backward time in the same network.")
 
 
+def _load(avg):
+    return "–" if not avg else " / ".join(f"{x:.1f}" for x in avg) + " (1 / 5 / 15 min)"
+
+
 def _f(v, fmt="{:.2f}"):
     return bench._f(v, fmt)  # pylint: disable=protected-access
 
@@ -324,7 +324,8 @@ def _f(v, fmt="{:.2f}"):
 def report(result):
     m = result["machine"]
     a = result["settings"]
-    lines = [f"Machine: {bench.describe_machine(m)}; load average at the end {result['load_avg_end']}. "
+    partial = "" if result.get("complete", True) else "PARTIAL RESULT (the run has not finished). "
+    lines = [f"{partial}Machine: {bench.describe_machine(m)}; load average at the end {_load(result['load_avg_end'])}. "
              f"Kernel threads by default: {a['default_threads']}. MindSpore's tensors on "
              f"{bench.mindspore_pages(m)}.", "",
              METHOD.format(**a), ""]
@@ -396,21 +397,40 @@ def parse_args(argv):
     return args
 
 
-def run(args):
+def run(args, save=None):
+    """Network by network: its isolated processes, then its steady-state rounds here.
+
+    save(result) is called after every row with the result so far ("complete": False until the end)."""
     from . import _native
     default_threads = _native.get_num_threads()
     settings = thread_settings(args.threads)
-    machine = bench.machine_info(settings[0][1])
-    isolated = isolated_rows(args.nets, args.modes, args)
-    steady = steady_rows(args.nets, args.modes, settings, args)
-    import mindspore as ms
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    return {"machine": machine, "quick": bool(args.quick),
-            "load_avg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
-            "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
-                         "default_threads": default_threads,
-                         "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps},
-            "isolated": isolated, "steady": steady}
+    result = {"machine": bench.machine_info(settings[0][1]), "quick": bool(args.quick), "complete": False,
+              "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
+                           "default_threads": default_threads,
+                           "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps},
+              "isolated": [], "steady": []}
+
+    def saved():
+        result["load_avg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+        if save:
+            save(result)
+    total = len(args.nets) * len(args.modes) * len(VARIANTS)
+    try:
+        for net in args.nets:
+            for mode in args.modes:
+                result["isolated"].append(isolated_row(net, mode, args, (len(result["isolated"]) * 2 + 1, total)))
+                saved()
+            for mode in args.modes:
+                result["steady"] += steady_rows(net, mode, settings, args)
+                saved()
+    finally:
+        _native.set_num_threads(default_threads)
+        if "mindspore" in sys.modules:
+            import mindspore as ms
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+    result["complete"] = True
+    saved()
+    return result
 
 
 def main(argv=None):
@@ -420,12 +440,14 @@ def main(argv=None):
         return 0
     args = parse_args(argv)
     out = Path(args.out) if args.out else bench.default_out_dir()
-    result = run(args)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_train.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    md = report(result)
-    (out / "bench_train.md").write_text(md, encoding="utf-8")
-    print(md)
+
+    def save(result):  # after every row, so that a long run stopped early keeps what it measured
+        (out / "bench_train.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+        (out / "bench_train.md").write_text(report(result), encoding="utf-8")
+    log(f"writing {out / 'bench_train.json'} and {out / 'bench_train.md'} as rows complete")
+    result = run(args, save)
+    print(report(result))
     log(f"wrote {out / 'bench_train.json'} and {out / 'bench_train.md'}")
     return 0
 
