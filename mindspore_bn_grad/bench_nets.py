@@ -129,10 +129,12 @@ def build(name, quick=False, seed=0):
     return net, (ms.Tensor(x), ms.Tensor(y)), kind
 
 
-def variant_of(net, variant):
-    """The network a variant trains: the original itself, or a converted deep copy of it."""
+def variant_of(net, variant, copy_original=False):
+    """The network a variant trains: the original itself (or, with copy_original, a deep copy of it),
+    or a converted deep copy of it. A process that measures one variant's memory copies both, so
+    that both have the same allocation history."""
     if variant == "original":
-        return net
+        return copy.deepcopy(net) if copy_original else net
     if variant == "converted":
         from .nn._convert import convert_batchnorm
         return convert_batchnorm(copy.deepcopy(net))

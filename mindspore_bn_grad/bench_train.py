@@ -142,7 +142,7 @@ def child(spec):
     _set_mode(spec["mode"])
     t0 = time.perf_counter()
     net, inputs, kind = build(spec["net"], spec["quick"])
-    net = variant_of(net, spec["variant"])
+    net = variant_of(net, spec["variant"], copy_original=True)  # both variants: a deep copy, then ours or not
     step = train_step(spec["net"], net, inputs, kind, graph=spec["mode"] == "GRAPH")
     build_s = time.perf_counter() - t0
     first_s, loss0 = _timed_step(step)
@@ -300,7 +300,8 @@ def steady_row(net_name, mode, label, threads, steps, args):
 METHOD = (
     "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
     "the profile come from one fresh process per (network, mode, variant), run one after the other while "
-    "the main process waits (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
+    "the main process waits; each builds the original network and deep-copies it, converted or not, so both "
+    "have the same allocation history (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
     "profiling; first step = the first training-step call, including GRAPH compilation, after the network "
     "was built). Steady-state step times come from one process holding both variants: {rounds} rounds of "
     "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
