@@ -4,6 +4,7 @@
   example   run the operator once and check it against NumPy
   support   print the per-SoC dtype/format support matrix from the YAML
   bench     benchmark the CPU kernel against MindSpore's built-in and PyTorch
+            (bench --train: whole networks training, original vs converted BatchNorm)
 """
 import importlib
 import sys

@@ -3,6 +3,7 @@
     python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
     python -m mindspore_bn_grad bench --double    (the double backward; bench_double.py)
     python bench/bench_cpu.py [same options]
+    python -m mindspore_bn_grad bench --train [...]   (whole networks: see bench_train.py)
 
 In one run: the machine's copy bandwidth (NumPy copy of a 256 MiB array,
 read + write bytes), then for every case (shape x dtype x layout), as medians
@@ -22,15 +23,20 @@ the header is a separate measurement at the start). Training mode, all three
 outputs, unless a row says otherwise.
 Garbage collection is off inside timed loops (as in timeit), for every contestant.
 Writes bench_cpu.json, bench_cpu.md (the table) and bench_cpu.png (needs
-matplotlib: pip install mindspore-bn-grad[bench]) into --out.
+matplotlib: pip install mindspore-bn-grad[bench]) into --out (default: bench/results/
+of the checkout this package sits in, else a new temporary directory; never the
+current directory).
 """
 import argparse
+import datetime
 import gc
+import importlib.metadata
 import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -239,7 +245,7 @@ def _ms_inputs(case):
 def _ms_sync():
     """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously;
     ms.runtime.synchronize() is not supported on the CPU device)."""
-    from mindspore.common.api import _pynative_executor
+    from mindspore.graph.api import _pynative_executor
     _pynative_executor.sync()
 
 
@@ -415,6 +421,14 @@ def twin_case(case):
     return None
 
 
+def _version(dist):
+    """An installed distribution's version, read without importing it (None if absent)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def machine_info(threads):
     cpu = platform.processor()
     try:
@@ -422,21 +436,38 @@ def machine_info(threads):
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
     except OSError:
         pass
-    try:
-        import mindspore
-        msv = mindspore.__version__
-    except ImportError:
-        msv = None
-    try:
-        import torch
-        tv = torch.__version__
-    except ImportError:
-        tv = None
     return {"cpu": cpu, "logical_cpus": os.cpu_count(),
             "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "threads": threads, "python": platform.python_version(), "numpy": np.__version__,
-            "mindspore": msv, "torch": tv, "platform": platform.platform(),
+            "mindspore": _version("mindspore"), "torch": _version("torch"), "platform": platform.platform(),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None, **memory_info()}
+
+
+def describe_machine(m):
+    """The machine in one sentence fragment, for the headers of both benchmarks."""
+    torch = f", torch {m['torch']}" if m.get("torch") else ""
+    when = f"; run {m['date_utc']}" if m.get("date_utc") else ""
+    return (f"{m['cpu']}, {m['affinity_cpus']} CPUs available ({m['logical_cpus']} logical); "
+            f"Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}{torch}{when}")
+
+
+def mindspore_pages(m):
+    """Which pages MindSpore's tensors live on, from memory_info()."""
+    hugetlb = "glibc.malloc.hugetlb=1" in (m.get("glibc_tunables") or "")
+    if m.get("thp") == "always":
+        return "huge pages (THP always)"
+    if hugetlb and m.get("thp") == "madvise":
+        return "huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)"
+    return "4 KiB pages"
+
+
+def default_out_dir():
+    """bench/results/ of the checkout this package sits in; outside a checkout a new temporary directory."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "bench").is_dir():
+        return root / "bench" / "results"
+    return Path(tempfile.mkdtemp(prefix="mindspore_bn_grad_bench_"))
 
 
 def memory_info():
@@ -496,19 +527,13 @@ def table(result):
             lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(r['direct_ms'], '{:.3f}')} | "
                          f"{twin} | {_f(r.get('twin_ms'), '{:.3f}')} | {_f(v)} |")
     m = result["machine"]
-    head = (f"Machine: {m['cpu']}, {m['affinity_cpus']} CPUs available, kernel threads "
+    head = (f"Machine: {describe_machine(m)}; load average at the end {m['load_avg']}. Kernel threads "
             f"{result['threads']}; copy bandwidth at the start {result['copy_gbs']:.1f} GB/s (NumPy, "
-            f"1 thread, 256 MiB, read + write bytes; each row also has its own, measured in its "
-            f"rounds); Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}, "
-            f"torch {m['torch']}; load average at the end {m['load_avg']}.")
+            f"1 thread, 256 MiB, read + write bytes; each row also has its own, measured in its rounds).")
     if "thp" in m:
-        hugetlb = "glibc.malloc.hugetlb=1" in (m.get("glibc_tunables") or "")
-        ms_pages = ("huge pages (THP always)" if m["thp"] == "always" else
-                    "huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)" if hugetlb and m["thp"] == "madvise"
-                    else "4 KiB pages")
         head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
                  f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
-                 f"MindSpore's tensors on {ms_pages}.")
+                 f"MindSpore's tensors on {mindspore_pages(m)}.")
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 
@@ -549,11 +574,18 @@ def chart(result, path):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--train" in argv:
+        from . import bench_train
+        return bench_train.main([a for a in argv if a != "--train"])
     p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--train", action="store_true",
+                   help="the end-to-end training benchmark instead (see: bench --train --help)")
     p.add_argument("--quick", action="store_true", help="three shapes, 5 runs each")
     p.add_argument("--threads", type=int, default=None, help="kernel and torch threads (default: all CPUs)")
     p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
-    p.add_argument("--out", default=".", help="directory for bench_cpu.{json,md,png} (default: .)")
+    p.add_argument("--out", default=None, help="directory for bench_cpu.{json,md,png} (default: bench/results/ "
+                   "of the checkout, else a new temporary directory)")
     p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch")
     p.add_argument("--double", action="store_true",
@@ -563,8 +595,8 @@ def main(argv=None):
         from .bench_double import run_double
         run_double(args.reps, args.threads)
         return 0
+    out = Path(args.out) if args.out else default_out_dir()
     result = run(args)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_cpu.json").write_text(json.dumps(result, indent=1))
     md = table(result)

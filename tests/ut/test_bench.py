@@ -7,6 +7,7 @@ the speed-ups), and that the table shows it. Small shapes keep it quick.
 """
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,20 +26,28 @@ def _logged(name, make):
     return wrapper
 
 
+LEFT_IN_CWD = []  # what the run wrote into its working directory
+
+
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
+    cwd = tmp_path_factory.mktemp("bench_cwd")
     with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        # no --out: the files go to the default directory (here a temporary one), never the cwd
+        mp.setattr(bench, "default_out_dir", lambda: out)
         mp.setattr(bench, "QUICK_SHAPES", SHAPES)
         mp.setattr(bench, "CHANNEL_LAST", [SHAPES[0]])
         mp.setattr(bench, "COPY_BYTES", 1 << 20)
         for name in ("direct_contestant", "torch_contestant", "ms_ours_contestant", "ms_builtin_contestant"):
             mp.setattr(bench, name, _logged(name, getattr(bench, name)))
         try:
-            assert bench.main(["--quick", "--out", str(out)]) == 0
+            assert bench.main(["--quick"]) == 0
         finally:
             import mindspore as ms
             ms.set_context(mode=ms.PYNATIVE_MODE)
+        LEFT_IN_CWD.extend(p.name for p in cwd.iterdir())
     return json.loads((out / "bench_cpu.json").read_text()), (out / "bench_cpu.md").read_text()
 
 
@@ -141,3 +150,25 @@ def test_direct_and_torch_rows_all_run_before_any_mindspore_row(result):
     assert max(direct_calls) < min(ms_calls), CALLS
     data, _ = result
     assert CALLS.count("ms_ours_contestant") == 2 * len(data["rows"])  # PYNATIVE and GRAPH per case
+
+
+def test_result_files_go_to_the_out_directory_not_the_cwd(result):
+    assert LEFT_IN_CWD == []
+
+
+def test_default_out_dir_is_the_checkouts_bench_results(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    # the package inside a checkout (pyproject.toml and bench/ next to it): <checkout>/bench/results
+    repo = tmp_path / "repo"
+    (repo / "mindspore_bn_grad").mkdir(parents=True)
+    (repo / "bench").mkdir()
+    (repo / "pyproject.toml").write_text("")
+    monkeypatch.setattr(bench, "__file__", str(repo / "mindspore_bn_grad" / "bench.py"))
+    assert bench.default_out_dir() == repo / "bench" / "results"
+    # installed without a checkout around it: a new temporary directory, not the cwd
+    pkg = tmp_path / "site-packages" / "mindspore_bn_grad"
+    pkg.mkdir(parents=True)
+    monkeypatch.setattr(bench, "__file__", str(pkg / "bench.py"))
+    got = bench.default_out_dir()
+    assert got.is_dir() and got.resolve() != Path.cwd().resolve() and not list(got.iterdir())
+    got.rmdir()

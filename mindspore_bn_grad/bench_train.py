@@ -1,0 +1,457 @@
+"""End-to-end training benchmark: MindSpore's BatchNorm against convert_batchnorm, whole networks.
+
+    python -m mindspore_bn_grad bench --train [--nets resnet18,stack,mlp] [--modes GRAPH,PYNATIVE]
+        [--threads default,1] [--rounds N] [--steps K] [--quick] [--out DIR]
+
+For each network (bench_nets.py) and mode there are two variants: "original"
+(MindSpore's nn.BatchNorm) and "converted" (convert_batchnorm on a deep copy
+of the original: the same initial parameters, the same batch).
+
+1. Isolated runs, one child process per (network, mode, variant), one after
+   the other while this process waits (for each network before its steady-state
+   rounds, so that a run stopped early has whole networks): the first step (the
+   GRAPH compile, or PYNATIVE's first launches; building the network is
+   timed apart), peak RSS (getrusage ru_maxrss: the process's own high-water
+   mark, which only a fresh process can give per variant), the losses of the
+   first two steps, then MindSpore's profiler (mindspore.profiler.profile,
+   CPU activity, into a temporary directory) over a few steady steps: kernel
+   time per op type. BatchNorm backward is BatchNormGrad* in the original and
+   our BatchNormBackward (the Custom op) in the converted network.
+2. Steady state, in this one process with both variants built side by side:
+   for each thread setting (our kernel's threads, mindspore_bn_grad.set_num_threads;
+   MindSpore's own kernels are not affected), `rounds` rounds of k steps of each
+   variant, the first variant alternating between rounds; every step synced
+   and timed; garbage collection off inside the rounds. Step time = median of
+   all timed steps of a variant; ratio = original / converted (> 1: converted
+   is faster); the spread of the per-round ratios is reported too.
+
+The share of BatchNorm backward in the original step is its profiled kernel
+time over the profiled wall time of the same steps; the bound it implies for
+an operator speed-up s is 1 / (1 - share * (1 - 1/s)), with s the
+original/converted BatchNorm-backward kernel time measured in the same
+network (and 1 / (1 - share) for an infinitely fast backward).
+Writes bench_train.json and bench_train.md into --out.
+"""
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import bench
+from .bench_nets import NETS, VARIANTS, build, describe, train_step, variant_of
+
+MODES = ("GRAPH", "PYNATIVE")
+RESULT_TAG = "BENCH_TRAIN_RESULT "
+BN_BACKWARD = {"original": "BatchNormGrad", "converted": "Custom"}  # op type (prefix) per variant
+
+
+def log(msg):
+    bench.log(msg)
+
+
+def _set_mode(mode):
+    import mindspore as ms
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
+
+
+def _timed_step(step):
+    """Runs one step, waits for it (PYNATIVE queues launches), returns (seconds, loss tensor)."""
+    t0 = time.perf_counter()
+    loss = step()
+    bench._ms_sync()  # pylint: disable=protected-access
+    return time.perf_counter() - t0, loss
+
+
+def _rss_mb():
+    """Current resident set size (MB) from /proc/self/status; None where there is none."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+# --------------------------------------------------------- profiler parsing
+
+def op_times_ms(prof_dir):
+    """Total kernel milliseconds per op type from the CPU profiler's cpu_op_execute_timestamp files.
+
+    Each line is ``<op full name>;HostCpuOps;<start ns>,<duration ms>,<tid> ...``;
+    the op type is the last name component without its ``-opN`` suffix
+    (``Gradients/.../Grad_BatchNorm/BatchNormGrad-op0`` -> ``BatchNormGrad``).
+    """
+    totals = {}
+    files = sorted(Path(prof_dir).rglob("cpu_op_execute_timestamp_*.txt"))
+    if not files:
+        raise RuntimeError(f"bench --train: the profiler wrote no cpu_op_execute_timestamp file under {prof_dir}")
+    for path in files:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            parts = line.strip().split(";")
+            if len(parts) < 3:
+                continue
+            op_type = parts[0].rsplit("/", 1)[-1].split("-op")[0]
+            durations = [float(rec.split(",")[1]) for rec in parts[2].split() if rec.count(",") >= 2]
+            totals[op_type] = totals.get(op_type, 0.0) + sum(durations)
+    return totals
+
+
+def bn_backward_ms(op_ms, variant):
+    prefix = BN_BACKWARD[variant]
+    return sum(v for k, v in op_ms.items() if k.startswith(prefix))
+
+
+def profile_steps(step, n):
+    """Profiles n steady steps (after one traced warm-up step): (op type -> ms per step, wall ms per step)."""
+    from mindspore import profiler as prof
+    tmp = tempfile.mkdtemp(prefix="mindspore_bn_grad_profile_")
+    try:
+        walls = []
+        with prof.profile(activities=[prof.ProfilerActivity.CPU],
+                          schedule=prof.schedule(wait=0, warmup=1, active=n, repeat=1, skip_first=0),
+                          on_trace_ready=prof.tensorboard_trace_handler(tmp)) as p:
+            for i in range(n + 1):
+                t, _ = _timed_step(step)
+                if i >= 1:
+                    walls.append(t)
+                p.step()
+        totals = op_times_ms(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {k: v / n for k, v in totals.items()}, 1e3 * sum(walls) / n
+
+
+# ------------------------------------------------------------ isolated child
+
+def child(spec):
+    """One (network, mode, variant) in a fresh process: first step, peak RSS, losses, profile."""
+    t0 = time.perf_counter()
+    import mindspore  # noqa: F401  (import time reported apart)
+    import_s = time.perf_counter() - t0
+    rss_after_import = _rss_mb()
+    _set_mode(spec["mode"])
+    t0 = time.perf_counter()
+    net, inputs, kind = build(spec["net"], spec["quick"])
+    net = variant_of(net, spec["variant"], copy_original=True)  # both variants: a deep copy, then ours or not
+    step = train_step(spec["net"], net, inputs, kind, graph=spec["mode"] == "GRAPH")
+    build_s = time.perf_counter() - t0
+    first_s, loss0 = _timed_step(step)
+    _, loss1 = _timed_step(step)
+    losses = [float(loss0.asnumpy()), float(loss1.asnumpy())]
+    steady = [_timed_step(step)[0] * 1e3 for _ in range(spec["steps"])]
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    op_ms, wall_ms = profile_steps(step, spec["profile_steps"])
+    return {"import_s": import_s, "build_s": build_s, "first_step_s": first_s, "losses": losses,
+            "steady_ms": steady, "rss_after_import_mb": rss_after_import, "peak_rss_mb": peak_rss,
+            "profile_wall_ms": wall_ms, "profile_op_ms": op_ms,
+            "bn_backward_ms": bn_backward_ms(op_ms, spec["variant"]),
+            "kernel_ms": sum(op_ms.values())}
+
+
+def run_child(spec, timeout):
+    """Runs child(spec) in a fresh interpreter (working directory: a temporary one); its result dict."""
+    cwd = tempfile.mkdtemp(prefix="mindspore_bn_grad_bench_")
+    cmd = [sys.executable, "-m", "mindspore_bn_grad.bench_train", "--child", json.dumps(spec)]
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)  # the same package, wherever we were started
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(RESULT_TAG)]
+    if proc.returncode != 0 or not lines:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        return {"error": f"exit code {proc.returncode}: {tail[-600:]}"}
+    return json.loads(lines[-1][len(RESULT_TAG):])
+
+
+def isolated_row(net, mode, args, progress):
+    """Both variants of (net, mode), each in its own fresh process. progress: (index of the first, total)."""
+    row = {"net": net, "mode": mode}
+    for k, variant in enumerate(VARIANTS):
+        log(f"[isolated {progress[0] + k}/{progress[1]}] {net} {mode} {variant}: fresh process "
+            f"(first step, peak RSS, profile)")
+        spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick,
+                "steps": args.steps, "profile_steps": args.profile_steps}
+        t0 = time.perf_counter()
+        res = run_child(spec, args.child_timeout)
+        res["process_s"] = time.perf_counter() - t0
+        row[variant] = res
+        if "error" in res:
+            log(f"    FAILED: {res['error']}")
+        else:
+            log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
+                f"BatchNorm backward {res['bn_backward_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+    return derive_isolated(row)
+
+
+def derive_isolated(row):
+    """The figures of an isolated row, each from the row's own two runs."""
+    o, c = row["original"], row["converted"]
+    ok = "error" not in o and "error" not in c
+    row["first_step_ratio"] = bench.ratio(c["first_step_s"], o["first_step_s"]) if ok else None
+    row["peak_rss_ratio"] = bench.ratio(c["peak_rss_mb"], o["peak_rss_mb"]) if ok else None
+    share = bench.ratio(o["bn_backward_ms"], o["profile_wall_ms"]) if "error" not in o else None
+    row["bn_share"] = share
+    row["bound_infinite"] = None if share is None or share >= 1 else 1 / (1 - share)
+    op_speedup = bench.ratio(o["bn_backward_ms"], c["bn_backward_ms"]) if ok else None
+    row["bn_op_speedup"] = op_speedup
+    row["bound"] = (None if share is None or not op_speedup else 1 / (1 - share * (1 - 1 / op_speedup)))
+    saved_bn = o["bn_backward_ms"] - c["bn_backward_ms"] if ok else None
+    row["saving_vs_bn_saved"] = (None if not saved_bn else
+                                 (o["profile_wall_ms"] - c["profile_wall_ms"]) / saved_bn)
+    return row
+
+
+# -------------------------------------------------------------- steady state
+
+def thread_settings(spec):
+    """'default,1' -> [('default', n_default), ('1', 1)]."""
+    from . import _native
+    out = []
+    for item in spec.split(","):
+        item = item.strip()
+        if item == "default":
+            out.append(("default", _native.get_num_threads()))
+        else:
+            try:
+                n = int(item)
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise SystemExit(f"bench --train: --threads expected 'default' or positive integers, got {item!r}")
+            out.append((item, n))
+    return out
+
+
+def steady_rows(net_name, mode, settings, args):
+    """One row per thread setting for (net, mode), both variants in this process."""
+    from . import _native
+    _set_mode(mode)
+    net, inputs, kind = build(net_name, args.quick)
+    nets_ = {v: variant_of(net, v) for v in VARIANTS}  # converted: a deep copy, made before any step
+    steps = {v: train_step(net_name, n, inputs, kind, graph=mode == "GRAPH") for v, n in nets_.items()}
+    _native.set_num_threads(settings[0][1])
+    losses = {}
+    for v in VARIANTS:
+        log(f"[steady] {net_name} {mode} {v}: first steps (compile in GRAPH mode)")
+        l0 = _timed_step(steps[v])[1]
+        l1 = _timed_step(steps[v])[1]
+        losses[v] = [float(l0.asnumpy()), float(l1.asnumpy())]
+    rows = []
+    for label, n in settings:
+        rows.append(steady_row(net_name, mode, label, n, steps, args))
+        rows[-1]["losses"] = losses
+    del steps, nets_, net
+    gc.collect()
+    return rows
+
+
+def steady_row(net_name, mode, label, threads, steps, args):
+    from . import _native
+    _native.set_num_threads(threads)
+    for v in VARIANTS:  # one untimed step under this setting
+        _timed_step(steps[v])
+    times = {v: [] for v in VARIANTS}
+    round_ratios = []
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(args.rounds):
+            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
+            this_round = {}
+            for v in order:
+                this_round[v] = [_timed_step(steps[v])[0] * 1e3 for _ in range(args.steps)]
+                times[v] += this_round[v]
+            rr = statistics.median(this_round["original"]) / statistics.median(this_round["converted"])
+            round_ratios.append(rr)
+            log(f"[steady] {net_name} {mode} threads={label}: round {r + 1}/{args.rounds} "
+                f"({order[0]} first): original {statistics.median(this_round['original']):.1f} ms, "
+                f"converted {statistics.median(this_round['converted']):.1f} ms, ratio {rr:.2f}")
+    finally:
+        if was_enabled:
+            gc.enable()
+    row = {"net": net_name, "mode": mode, "threads": label, "kernel_threads": threads,
+           "original_times_ms": times["original"], "converted_times_ms": times["converted"],
+           "round_ratios": round_ratios}
+    row["original_ms"] = statistics.median(times["original"])
+    row["converted_ms"] = statistics.median(times["converted"])
+    row["ratio"] = row["original_ms"] / row["converted_ms"]
+    return row
+
+
+# ------------------------------------------------------------------ report
+
+METHOD = (
+    "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
+    "the profile come from one fresh process per (network, mode, variant), run one after the other while "
+    "the main process waits; each builds the original network and deep-copies it, converted or not, so both "
+    "have the same allocation history (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
+    "profiling; first step = the first training-step call, including GRAPH compilation, after the network "
+    "was built). Steady-state step times come from one process holding both variants: {rounds} rounds of "
+    "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
+    "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
+    "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
+    "as they do by default. BatchNorm-backward kernel time is from MindSpore's profiler (CPU activity, "
+    "{profile_steps} steps): BatchNormGrad* in the original, our BatchNormBackward (Custom op) in the "
+    "converted network (the rsqrt/add/zeros_like around it not counted); share = that time / the wall time "
+    "of the same profiled steps; bound = 1 / (1 - share * (1 - 1/s)) with s = original / converted "
+    "BatchNorm-backward time in the same network.")
+
+
+def _load(avg):
+    return "–" if not avg else " / ".join(f"{x:.1f}" for x in avg) + " (1 / 5 / 15 min)"
+
+
+def _f(v, fmt="{:.2f}"):
+    return bench._f(v, fmt)  # pylint: disable=protected-access
+
+
+def report(result):
+    m = result["machine"]
+    a = result["settings"]
+    partial = "" if result.get("complete", True) else "PARTIAL RESULT (the run has not finished). "
+    lines = [f"{partial}Machine: {bench.describe_machine(m)}; load average at the end {_load(result['load_avg_end'])}. "
+             f"Kernel threads by default: {a['default_threads']}. MindSpore's tensors on "
+             f"{bench.mindspore_pages(m)}.", "",
+             METHOD.format(**a), ""]
+    lines += [f"- `{n}`: {describe(n, result['quick'])}" for n in a["nets"]]
+    lines += ["", "Steady state (ms per training step, medians):", "",
+              "| network | mode | our threads | original ms | converted ms | original / converted | per-round range |",
+              "|---|---|---|---:|---:|---:|---|"]
+    for r in result["steady"]:
+        rr = r["round_ratios"]
+        lines.append(f"| {r['net']} | {r['mode']} | {r['threads']} ({r['kernel_threads']}) | "
+                     f"{r['original_ms']:.1f} | {r['converted_ms']:.1f} | {r['ratio']:.2f}x | "
+                     f"{min(rr):.2f}-{max(rr):.2f} |")
+    lines += ["", "Isolated processes (default threads): first step, peak RSS, BatchNorm backward from the profiler:", "",
+              "| network | mode | first step s original / converted | converted / original | "
+              "peak RSS MB original / converted | converted / original | BN backward ms/step original / converted "
+              "| profiled step ms original / converted | BN-bwd share of original step | bound (this s) | "
+              "bound (s = inf) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["isolated"]:
+        o, c = r["original"], r["converted"]
+        if "error" in o or "error" in c:
+            lines.append(f"| {r['net']} | {r['mode']} | failed: {(o.get('error') or c.get('error'))[:120]} "
+                         "| | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['net']} | {r['mode']} | {o['first_step_s']:.2f} / {c['first_step_s']:.2f} | "
+            f"{_f(r['first_step_ratio'])}x | {o['peak_rss_mb']:.0f} / {c['peak_rss_mb']:.0f} | "
+            f"{_f(r['peak_rss_ratio'], '{:.3f}')}x | {o['bn_backward_ms']:.2f} / {c['bn_backward_ms']:.2f} | "
+            f"{o['profile_wall_ms']:.1f} / {c['profile_wall_ms']:.1f} | {_f(100 * r['bn_share'], '{:.1f}')}% | "
+            f"{_f(r['bound'])}x (s = {_f(r['bn_op_speedup'])}) | {_f(r['bound_infinite'])}x |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ driver
+
+def _csv(value, allowed, what):
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise SystemExit(f"bench --train: --{what} expected a comma-separated list of "
+                         f"{', '.join(allowed)}, got {value!r}")
+    return items
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench --train",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--nets", default=",".join(NETS), help=f"comma-separated, of {', '.join(NETS)}")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated, of GRAPH, PYNATIVE")
+    p.add_argument("--threads", default="default,1",
+                   help="our kernel's thread settings, comma-separated: 'default' or a count (default: default,1)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 10; --quick 2)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per variant and round (default 5; --quick 2)")
+    p.add_argument("--profile-steps", type=int, default=None, help="profiled steps (default 5; --quick 2)")
+    p.add_argument("--child-timeout", type=float, default=1800, help="seconds per isolated process (default 1800)")
+    p.add_argument("--quick", action="store_true", help="tiny networks (a test of the benchmark, not a measurement)")
+    p.add_argument("--out", default=None,
+                   help="directory for bench_train.{json,md} (default: bench/results/ of the checkout, "
+                        "else a new temporary directory)")
+    args = p.parse_args(argv)
+    for name, full, quick in (("rounds", 10, 2), ("steps", 5, 2), ("profile_steps", 5, 2)):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+        if getattr(args, name) < 1:
+            raise SystemExit(f"bench --train: --{name.replace('_', '-')} expected a positive integer, "
+                             f"got {getattr(args, name)}")
+    args.nets = _csv(args.nets, NETS, "nets")
+    args.modes = _csv(args.modes.upper(), MODES, "modes")
+    return args
+
+
+def run(args, save=None):
+    """Network by network: its isolated processes, then its steady-state rounds here.
+
+    save(result) is called after every row with the result so far ("complete": False until the end)."""
+    from . import _native
+    default_threads = _native.get_num_threads()
+    settings = thread_settings(args.threads)
+    result = {"machine": bench.machine_info(settings[0][1]), "quick": bool(args.quick), "complete": False,
+              "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
+                           "default_threads": default_threads,
+                           "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps},
+              "isolated": [], "steady": []}
+
+    def saved():
+        result["load_avg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+        if save:
+            save(result)
+    total = len(args.nets) * len(args.modes) * len(VARIANTS)
+    try:
+        for net in args.nets:
+            for mode in args.modes:
+                result["isolated"].append(isolated_row(net, mode, args, (len(result["isolated"]) * 2 + 1, total)))
+                saved()
+            for mode in args.modes:
+                result["steady"] += steady_rows(net, mode, settings, args)
+                saved()
+    finally:
+        _native.set_num_threads(default_threads)
+        if "mindspore" in sys.modules:
+            import mindspore as ms
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+    result["complete"] = True
+    saved()
+    return result
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        print(RESULT_TAG + json.dumps(child(json.loads(argv[1]))), flush=True)
+        return 0
+    args = parse_args(argv)
+    out = Path(args.out) if args.out else bench.default_out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save(result):  # after every row, so that a long run stopped early keeps what it measured
+        (out / "bench_train.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+        (out / "bench_train.md").write_text(report(result), encoding="utf-8")
+    log(f"writing {out / 'bench_train.json'} and {out / 'bench_train.md'} as rows complete")
+    result = run(args, save)
+    print(report(result))
+    log(f"wrote {out / 'bench_train.json'} and {out / 'bench_train.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
