@@ -19,6 +19,7 @@
 
 #include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_double_backward.h"
+#include "elem_io.h"
 #include "half.h"
 #include "thread_pool.h"
 
@@ -26,40 +27,13 @@ namespace bn_grad {
 namespace dbl {
 namespace {
 
-// --- element types -------------------------------------------------------
-struct Half { uint16_t bits; };
-struct BF16 { uint16_t bits; };
-
-inline double Ld(float v) { return v; }
-inline double Ld(double v) { return v; }
-inline double Ld(Half v) { return HalfToFloat(v.bits); }
-inline double Ld(BF16 v) { return Bf16ToFloat(v.bits); }
-
-template <typename T> inline T St(double v);
-template <> inline float St<float>(double v) { return static_cast<float>(v); }
-template <> inline double St<double>(double v) { return v; }
-template <> inline Half St<Half>(double v) { return Half{FloatToHalf(static_cast<float>(v))}; }
-template <> inline BF16 St<BF16>(double v) { return BF16{FloatToBf16(static_cast<float>(v))}; }
-
-double LoadAny(const void *p, DType d, int64_t i) {
-  switch (d) {
-    case DType::kFloat16: return Ld(static_cast<const Half *>(p)[i]);
-    case DType::kBFloat16: return Ld(static_cast<const BF16 *>(p)[i]);
-    case DType::kFloat32: return static_cast<const float *>(p)[i];
-    case DType::kFloat64: return static_cast<const double *>(p)[i];
-    default: return 0.0;
-  }
-}
-
-void StoreAny(void *p, DType d, int64_t i, double v) {
-  switch (d) {
-    case DType::kFloat16: static_cast<Half *>(p)[i] = St<Half>(v); break;
-    case DType::kBFloat16: static_cast<BF16 *>(p)[i] = St<BF16>(v); break;
-    case DType::kFloat32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double *>(p)[i] = v; break;
-    default: break;
-  }
-}
+// Element types and scalar I/O: elem_io.h.
+using elem::BF16;
+using elem::FromDouble;
+using elem::Half;
+using elem::LoadAny;
+using elem::StoreAny;
+using elem::ToDouble;
 
 std::vector<double> LoadChannel(const ConstTensor &t, int64_t C, double dflt) {
   std::vector<double> v(C, dflt);
@@ -99,11 +73,11 @@ inline void RunSums(const T *__restrict dy, const T *__restrict x, const T *__re
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const double d = Ld(dy[i + l]), xm = Ld(x[i + l]) - mean;
+      const double d = ToDouble(dy[i + l]), xm = ToDouble(x[i + l]) - mean;
       s[kDy][l] += d;
       s[kDyXmu][l] += d * xm;
       if (kGgi) {
-        const double gg = Ld(g[i + l]);
+        const double gg = ToDouble(g[i + l]);
         s[kG][l] += gg;
         s[kGXmu][l] += gg * xm;
         s[kGDy][l] += gg * d;
@@ -111,11 +85,11 @@ inline void RunSums(const T *__restrict dy, const T *__restrict x, const T *__re
     }
   }
   for (; i < n; ++i) {
-    const double d = Ld(dy[i]), xm = Ld(x[i]) - mean;
+    const double d = ToDouble(dy[i]), xm = ToDouble(x[i]) - mean;
     s[kDy][0] += d;
     s[kDyXmu][0] += d * xm;
     if (kGgi) {
-      const double gg = Ld(g[i]);
+      const double gg = ToDouble(g[i]);
       s[kG][0] += gg;
       s[kGXmu][0] += gg * xm;
       s[kGDy][0] += gg * d;
@@ -131,11 +105,11 @@ inline void RowSums(const T *__restrict dy, const T *__restrict x, const T *__re
                     double *__restrict s_dyx, double *__restrict s_g, double *__restrict s_gx,
                     double *__restrict s_gdy) {
   for (int64_t c = 0; c < C; ++c) {
-    const double d = Ld(dy[c]), xm = Ld(x[c]) - mean[c];
+    const double d = ToDouble(dy[c]), xm = ToDouble(x[c]) - mean[c];
     s_dy[c] += d;
     s_dyx[c] += d * xm;
     if (kGgi) {
-      const double gg = Ld(g[c]);
+      const double gg = ToDouble(g[c]);
       s_g[c] += gg;
       s_gx[c] += gg * xm;
       s_gdy[c] += gg * d;
@@ -160,9 +134,9 @@ template <typename T, bool kGgi>
 inline void Elem(const T *__restrict dy, const T *__restrict x, const T *__restrict g, T *__restrict gdy,
                  T *__restrict gx, int64_t i, double mean, double a1, double a2, double a0, double b1,
                  double b2, double b3, double b0) {
-  const double d = Ld(dy[i]), xm = Ld(x[i]) - mean, gg = kGgi ? Ld(g[i]) : 0.0;
-  gdy[i] = St<T>(a1 * gg + a2 * xm + a0);
-  gx[i] = St<T>(b1 * d + b2 * gg + b3 * xm + b0);
+  const double d = ToDouble(dy[i]), xm = ToDouble(x[i]) - mean, gg = kGgi ? ToDouble(g[i]) : 0.0;
+  gdy[i] = FromDouble<T>(a1 * gg + a2 * xm + a0);
+  gx[i] = FromDouble<T>(b1 * d + b2 * gg + b3 * xm + b0);
 }
 
 // A run of n elements of one channel.
