@@ -20,7 +20,7 @@ def _kernel_kwargs(attrs) -> dict:
         from ._ascend import ascend_custom_kwargs
         return ascend_custom_kwargs(attrs)
     from . import _native
-    _native.lib()  # build (first use) and apply thread/determinism settings
+    _native.lib()  # build (first use) and apply the thread setting
     return {"func": _native.aot_func()}
 
 
