@@ -243,10 +243,9 @@ def _ms_inputs(case):
 
 
 def _ms_sync():
-    """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously;
-    ms.runtime.synchronize() is not supported on the CPU device)."""
-    from mindspore.graph.api import _pynative_executor
-    _pynative_executor.sync()
+    """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously)."""
+    from .ms_compat import pynative_sync
+    pynative_sync()
 
 
 def _ms_mode_setter(mode):

@@ -28,6 +28,10 @@ fast test profile on each release), and how it is handled:
   first drains PYNATIVE's whole asynchronous queue (``Tensor_.wait_pipeline``),
   in every supported release. The backward reads the flag at every step, so it
   goes through ``requires_grad_nowait`` below (tests/ut/test_pynative_waits.py).
+- Waiting for PYNATIVE's queue (benchmarks): ``_pynative_executor`` lives in
+  ``mindspore.graph.api`` from 2.8 on (``mindspore.common.api`` still has it there,
+  with a deprecation warning) and only in ``mindspore.common.api`` in 2.7. See
+  ``pynative_sync`` below.
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
   attributes cpp_infer_shape / multi_output / reg_op_name (_op.py), GRAPH jit
@@ -89,3 +93,12 @@ def requires_grad_nowait(param) -> bool:
     if info is None:  # not a Parameter as these releases make it: the public property
         return bool(param.requires_grad)
     return bool(info.requires_grad)
+
+
+def pynative_sync() -> None:
+    """Waits for PYNATIVE's queued launches (``ms.runtime.synchronize()`` is not supported on CPU)."""
+    try:
+        from mindspore.graph.api import _pynative_executor  # 2.8 and later
+    except ImportError:  # 2.7
+        from mindspore.common.api import _pynative_executor
+    _pynative_executor.sync()
