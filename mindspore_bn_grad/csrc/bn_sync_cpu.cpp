@@ -20,7 +20,7 @@
 #include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_spec.gen.h"
 #include "bn_sync.h"
-#include "elem_io.h"
+#include "scalar_kernel.h"
 #include "half.h"
 #include "thread_pool.h"
 
@@ -28,13 +28,16 @@ namespace bn_grad {
 namespace sync {
 namespace {
 
-// Element types and scalar I/O: elem_io.h.
+// Element types, scalar I/O, chunking and the parallel loop: scalar_kernel.h.
 using elem::BF16;
 using elem::FromDouble;
 using elem::Half;
 using elem::LoadAny;
 using elem::StoreAny;
 using elem::ToDouble;
+using elem::kChunkElems;
+using elem::ParallelFor;
+using elem::RowsPerChunk;
 
 std::vector<double> LoadChannel(const void *p, DType d, int64_t C, double dflt) {
   std::vector<double> v(C, dflt);
@@ -45,22 +48,6 @@ std::vector<double> LoadChannel(const void *p, DType d, int64_t C, double dflt) 
 // --- work split ----------------------------------------------------------
 // Rows of the outer axis are grouped into chunks of about kChunkElems
 // elements. Chunk boundaries depend on the shape only.
-constexpr int64_t kChunkElems = 1 << 15;
-
-int64_t RowsPerChunk(int64_t row_elems) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, row_elems)); }
-
-// Tasks run on the shared pool; each writes only its own outputs.
-template <typename Fn>
-void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
-  int threads = std::max(1, GetNumThreads());
-  if (work < 4 * kChunkElems) threads = 1;  // too small to be worth waking the pool
-  threads = static_cast<int>(std::min<int64_t>(threads, ntasks));
-  if (threads <= 1) {
-    for (int64_t t = 0; t < ntasks; ++t) fn(t);
-    return;
-  }
-  ThreadPool::Global().Run(ntasks, threads, fn);
-}
 
 // --- reduce step ---------------------------------------------------------
 // Sums of one contiguous run of n elements: 4 independent accumulators, fixed order.

@@ -1,14 +1,16 @@
-// Scalar element I/O for the kernels that compute in double (the SyncBatchNorm
-// steps and the double backward): float16 / bfloat16 as 16-bit wrappers, and
-// loads / stores by runtime dtype. The BatchNormBackward kernel has its own
-// vectorised I/O (bn_backward_cpu.cpp).
-#ifndef MS_BN_GRAD_ELEM_IO_H_
-#define MS_BN_GRAD_ELEM_IO_H_
+// What the kernels that compute in double (the SyncBatchNorm steps and the
+// double backward) share: float16 / bfloat16 as 16-bit wrappers, loads /
+// stores by runtime dtype, and their chunking and parallel loop. The
+// BatchNormBackward kernel has its own vectorised I/O (bn_backward_cpu.cpp).
+#ifndef MS_BN_GRAD_SCALAR_KERNEL_H_
+#define MS_BN_GRAD_SCALAR_KERNEL_H_
 
+#include <algorithm>
 #include <cstdint>
 
-#include "bn_backward.h"  // DType
+#include "bn_backward.h"  // DType, GetNumThreads
 #include "half.h"
+#include "thread_pool.h"
 
 namespace bn_grad {
 namespace elem {
@@ -47,7 +49,28 @@ inline void StoreAny(void *p, DType d, int64_t i, double v) {
   }
 }
 
+// Elements per task (a chunk of rows); determinism: chunks depend on the shape only.
+constexpr int64_t kChunkElems = 1 << 15;
+
+inline int64_t RowsPerChunk(int64_t row_elems) {
+  return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, row_elems));
+}
+
+// fn(t) for t in [0, ntasks) on the shared pool; one thread when `work`
+// (elements) is too small to be worth waking it. Each task writes only its own outputs.
+template <typename Fn>
+void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
+  int threads = std::max(1, GetNumThreads());
+  if (work < 4 * kChunkElems) threads = 1;
+  threads = static_cast<int>(std::min<int64_t>(threads, ntasks));
+  if (threads <= 1) {
+    for (int64_t t = 0; t < ntasks; ++t) fn(t);
+    return;
+  }
+  ThreadPool::Global().Run(ntasks, threads, fn);
+}
+
 }  // namespace elem
 }  // namespace bn_grad
 
-#endif  // MS_BN_GRAD_ELEM_IO_H_
+#endif  // MS_BN_GRAD_SCALAR_KERNEL_H_
