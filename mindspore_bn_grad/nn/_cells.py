@@ -79,9 +79,13 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         self.channel_last = is_channel_last(data_format)
         self.transpose = ops.Transpose()
         self.cast = ops.Cast()
-        # the primitive, not ops.zeros_like: GRAPH mode cannot differentiate the bprop
-        # (second-order gradients) through the function ops.zeros_like ("Illegal AnfNode")
-        self.zeros_like = ops.ZerosLike()
+        # Zero gradients for the moving statistics: ops.Zeros(shape, dtype), a primitive (GRAPH
+        # mode cannot differentiate the bprop, second order, through the function
+        # ops.zeros_like: "Illegal AnfNode"). Not ops.ZerosLike: in PYNATIVE the second
+        # ZerosLike of a bprop waited for the whole queue of kernels before it (MindSpore 2.10
+        # runs it on its older, synchronous op path), so each BatchNorm's backward waited
+        # for the kernels before it (tests/ut/test_pynative_waits.py gates the queue to see).
+        self.zeros = ops.Zeros()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
         self._owner = None if owner is None else _OwnerRef(owner)
 
@@ -113,6 +117,9 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
                                save_mean, save_invstd)
         return self.cast(dx, x.dtype), dgamma, dbeta
 
+    def _zeros(self, stat):
+        return self.zeros(stat.shape, stat.dtype)
+
     def _forward(self, bn, x, gamma, beta, mean, var):
         if self.channel_last:
             rank = len(x.shape)
@@ -139,7 +146,7 @@ class BatchNormTrainCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         save_invstd = ops.rsqrt(out[4] + self.eps)
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, None, None, out[3], save_invstd)
-        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
+        return dx, dgamma, dbeta, self._zeros(moving_mean), self._zeros(moving_variance)
 
 
 class BatchNormInferCell(_BatchNormCell):
@@ -159,7 +166,7 @@ class BatchNormInferCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, moving_mean, moving_variance,
                                            None, None)
-        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
+        return dx, dgamma, dbeta, self._zeros(moving_mean), self._zeros(moving_variance)
 
 
 def install(bn_cell, data_format=None):
