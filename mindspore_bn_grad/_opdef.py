@@ -134,7 +134,8 @@ def yaml_text(filename: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def load_yaml(filename: str) -> dict:
-    return yaml.safe_load(yaml_text(filename))
+    # the C loader where PyYAML has one: the same result, several times faster (first use)
+    return yaml.load(yaml_text(filename), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @functools.lru_cache(maxsize=None)
