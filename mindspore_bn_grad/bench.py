@@ -435,7 +435,10 @@ def machine_info(threads):
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(),
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "avx512": _has_avx512(),
+            # MindSpore's oneDNN runs plain-layout convolutions through a slow reference path on
+            # AVX-512 CPUs unless this caps it (docs/performance.md): it sets every ratio's scale
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"),
             "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "threads": threads, "python": platform.python_version(), "numpy": np.__version__,
             "mindspore": _version("mindspore"), "torch": _version("torch"), "platform": platform.platform(),
@@ -443,11 +446,23 @@ def machine_info(threads):
             "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None, **memory_info()}
 
 
+def _has_avx512():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return any(l.startswith("flags") and " avx512f" in l for l in f)
+    except OSError:
+        return None
+
+
 def describe_machine(m):
     """The machine in one sentence fragment, for the headers of both benchmarks."""
     torch = f", torch {m['torch']}" if m.get("torch") else ""
     when = f"; run {m['date_utc']}" if m.get("date_utc") else ""
-    return (f"{m['cpu']}, {m['affinity_cpus']} CPUs available ({m['logical_cpus']} logical); "
+    isa = ""
+    if m.get("avx512") is not None:
+        cap = m.get("onednn_max_cpu_isa")
+        isa = f", {'AVX-512' if m['avx512'] else 'no AVX-512'}, oneDNN ISA {'capped at ' + cap if cap else 'not capped'}"
+    return (f"{m['cpu']}{isa}, {m['affinity_cpus']} CPUs available ({m['logical_cpus']} logical); "
             f"Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}{torch}{when}")
 
 
