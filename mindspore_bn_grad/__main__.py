@@ -10,10 +10,10 @@ import importlib
 import sys
 
 COMMANDS = {
-    "demo": "mindspore_bn_grad.demo",
-    "example": "mindspore_bn_grad.example",
-    "support": "mindspore_bn_grad.support",
-    "bench": "mindspore_bn_grad.bench",
+    "demo": "mindspore_bn_grad.cli.demo",
+    "example": "mindspore_bn_grad.cli.example",
+    "support": "mindspore_bn_grad.cli.support",
+    "bench": "mindspore_bn_grad.cli.bench",
 }
 
 

@@ -11,8 +11,8 @@ Formats: grad_out / input / grad_input carry the call's ACLNN format
 the per-channel tensors are 1-D and always DefaultFormat. Optional inputs
 listed in ``absent`` get ``DataType.None_None`` in their slot.
 """
-from ._opdef import load_opdef
-from . import _soc
+from .spec import load_opdef
+from . import support_rules as _soc
 
 _DTYPE_PREFIX = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64", "int32": "I32",
                  "int64": "I64"}

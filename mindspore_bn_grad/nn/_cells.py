@@ -31,10 +31,10 @@ import weakref
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import nn, ops
 
-from .._checks import check_device_target
-from .._launch import SerialCall
-from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
-from .._opdef import is_channel_last
+from ..checks import check_device_target
+from ..launch import SerialCall
+from ..backward import _cached_op as _backward_op  # one BatchNormBackward per attribute set
+from ..spec import is_channel_last
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 

@@ -19,9 +19,9 @@ import struct
 
 import numpy as np
 
-from ._checks import check_device_target, check_tensor_args, normalize_op_attrs
-from ._infer import make_infer
-from ._opdef import load_opdef
+from .checks import check_device_target, check_tensor_args, normalize_op_attrs
+from .infer import make_infer
+from .spec import load_opdef
 
 REDUCE_YAML = "batch_norm_reduce_backward.yaml"
 ELEMT_YAML = "batch_norm_elemt_backward.yaml"
@@ -40,7 +40,7 @@ def _custom_base():
 
 def _ascend_kwargs(filename):
     """func / reg_info of the Ascend C op (ascend_impl/op_kernel/batch_norm_{reduce,elemt}_backward.cpp)."""
-    from . import _ascend
+    from . import ascend as _ascend
     from ._reg import ascend_reg_info
     op_type = load_opdef(filename).op_name
     if _ascend.installed_package(op_type) is None:
@@ -54,7 +54,7 @@ def _kernel_kwargs(filename):
     check_device_target(opdef.op_name)
     if ms.get_context("device_target") == "Ascend":
         return _ascend_kwargs(filename)
-    from . import _native
+    from .cpu_kernel import native as _native
     _native.lib()  # build on first use, apply the thread setting
     return {"func": f"{_native.library_path()}:{opdef.op_name}"}
 
@@ -165,7 +165,7 @@ def _np_names():
 
 @functools.lru_cache(maxsize=None)
 def _lib():
-    from . import _native
+    from .cpu_kernel import native as _native
     handle = _native.lib()
     common = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
               ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p)]
@@ -177,7 +177,7 @@ def _lib():
 
 
 def _call(fn, arrays, names, *extra):
-    from ._native import check_rc, marshal
+    from .cpu_kernel.native import check_rc, marshal
     check_rc(fn(*marshal(arrays, names).args, *extra), op="BatchNormSync")
 
 

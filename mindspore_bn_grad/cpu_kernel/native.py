@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from ._build import KernelBuildError, library_path
-from ._opdef import kernel_errors, load_opdef
+from .build import KernelBuildError, library_path
+from ..spec import kernel_errors, load_opdef
 
 ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 

@@ -10,8 +10,8 @@ prototypes) what it writes to docs/arguments.md (a test fails when they drift).
 import argparse
 import sys
 
-from . import _soc
-from ._opdef import load_opdef
+from .. import support_rules as _soc
+from ..spec import load_opdef
 
 README_START = "<!-- support-table:start -->"
 README_END = "<!-- support-table:end -->"
@@ -100,7 +100,7 @@ def _when(cond):
 
 def arguments_markdown() -> str:
     """The arguments of the three operators, from their prototypes (docs/arguments.md)."""
-    from ._opdef import load_opdef
+    from ..spec import load_opdef
     lines = ["<!-- Generated from op_def/*.yaml by scripts/gen_support_table.py; do not edit by hand. -->", "",
              "# Arguments of the operators", ""]
     for filename in ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml",

@@ -7,9 +7,9 @@ only what is known is checked.
 """
 import functools
 
-from . import _soc
-from ._checks import check_rank, fail
-from ._opdef import load_opdef
+from . import support_rules as _soc
+from .checks import check_rank, fail
+from .spec import load_opdef
 
 UNKNOWN_DIM = -1
 UNKNOWN_RANK = -2

@@ -14,7 +14,7 @@ Ratios are MindSpore's time / ours (> 1: ours faster). Prints a Markdown table.
 """
 import numpy as np
 
-from .bench import Timed, _ms_sync, interleaved_medians, log
+from .kernel import Timed, _ms_sync, interleaved_medians, log
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (256, 1024)]
 PENALTY_SHAPE = (16, 64, 28, 28)
@@ -57,7 +57,7 @@ def op_contestants(shape):
     import mindspore as ms
     from mindspore.ops.operations import _grad_ops
 
-    from ._double import BatchNormDoubleBackward, prepare_double_direct
+    from mindspore_bn_grad.double_backward import BatchNormDoubleBackward, prepare_double_direct
     a = _arrays(shape)
     call, _ = prepare_double_direct(a["dy"], a["x"], a["w"], None, None, a["mean"], a["invstd"], a["ggi"],
                                     a["ggw"], a["ggb"])
@@ -126,7 +126,7 @@ def _ratio_rows(name, shape, med, modes=("PYNATIVE", "GRAPH")):
 
 
 def run_double(reps=15, threads=None):
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     _native.set_num_threads(threads or _native.get_num_threads())
     lines = [f"threads: {_native.get_num_threads()}; float32, NCHW, training; medians of interleaved rounds "
              "(shared machine: figures are noisy)", "",

@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from ._opdef import load_opdef
+from .spec import load_opdef
 
 PREFIX = "BatchNormBackward"
 
@@ -97,7 +97,7 @@ def check_device_target(op=PREFIX):
     On GPU, MindSpore's BatchNorm forward also returns the inverse std (cuDNN's saved
     inverse variance) where our cells expect the variance: a clear error, never wrong numbers.
     """
-    from ._soc import _device_target  # the one device-target lookup (tests monkeypatch it)
+    from .support_rules import _device_target  # the one device-target lookup (tests monkeypatch it)
     target = _device_target()
     if target not in ("CPU", "Ascend"):
         raise RuntimeError(f"{op}: device_target expected 'CPU' or 'Ascend', got {target!r} "

@@ -12,7 +12,7 @@ when no installed custom op package provides the operator.
 import glob
 import os
 
-from ._opdef import load_opdef
+from .spec import load_opdef
 
 VENDOR = "mindspore_bn_grad"
 BUILD_HINT = ("build and install it on the Ascend host with `scripts/build_ascend.sh --soc <soc>` "

@@ -39,8 +39,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ._checks import fail
-from ._opdef import load_opdef, load_yaml
+from .checks import fail
+from .spec import load_opdef, load_yaml
 
 
 

@@ -21,8 +21,8 @@ import functools
 
 import numpy as np
 
-from ._opdef import is_channel_last, load_opdef
-from ._sync_ops import _make_primitive, normalize_attrs
+from .spec import is_channel_last, load_opdef
+from .sync_backward import _make_primitive, normalize_attrs
 
 DOUBLE_YAML = "batch_norm_double_backward.yaml"
 
@@ -39,7 +39,7 @@ def BatchNormDoubleBackward(training=True, eps=1e-5, output_mask=(True, True, Tr
     if _on_ascend():
         raise RuntimeError(f"{load_opdef(DOUBLE_YAML).op_name}: no Ascend kernel; on Ascend the double "
                            "backward of BatchNormBackward is composed from MindSpore ops "
-                           "(mindspore_bn_grad._double.composed_double_backward)")
+                           "(mindspore_bn_grad.double_backward.composed_double_backward)")
     return _make_primitive(DOUBLE_YAML, attrs)
 
 
@@ -154,7 +154,7 @@ def _bcast_shape(rank, axis, c):
 
 @functools.lru_cache(maxsize=None)
 def _lib():
-    from . import _native
+    from .cpu_kernel import native as _native
     handle = _native.lib()
     handle.MsBnDoubleBackwardDirect.restype = ctypes.c_int
     handle.MsBnDoubleBackwardDirect.argtypes = [
@@ -174,8 +174,8 @@ def prepare_double_direct(grad_out, input, weight=None, running_mean=None, runni
     full-size outputs) are uint16 bfloat16 bit patterns; per-channel tensors
     are float16/float32/float64 arrays. Absent grad_grad_* count as zero.
     """
-    from ._native import check_rc, marshal
-    from ._sync_ops import _name
+    from .cpu_kernel.native import check_rc, marshal
+    from .sync_backward import _name
     ins = [None if a is None else np.ascontiguousarray(a)
            for a in (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
                      grad_grad_input, grad_grad_weight, grad_grad_bias)]

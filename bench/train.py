@@ -45,8 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import bench
-from .bench_nets import NETS, VARIANTS, build, describe, train_step, variant_of
+from . import kernel as bench
+from .nets import NETS, VARIANTS, build, describe, train_step, variant_of
 
 MODES = ("GRAPH", "PYNATIVE")
 RESULT_TAG = "BENCH_TRAIN_RESULT "
@@ -161,9 +161,10 @@ def child(spec):
 def run_child(spec, timeout):
     """Runs child(spec) in a fresh interpreter (working directory: a temporary one); its result dict."""
     cwd = tempfile.mkdtemp(prefix="mindspore_bn_grad_bench_")
-    cmd = [sys.executable, "-m", "mindspore_bn_grad.bench_train", "--child", json.dumps(spec)]
+    cmd = [sys.executable, "-m", "mindspore_bn_grad_bench.train", "--child", json.dumps(spec)]
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)  # the same package, wherever we were started
+    import mindspore_bn_grad  # the child imports the same package, wherever we were started
+    pkg_parent = str(Path(mindspore_bn_grad.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
@@ -221,7 +222,7 @@ def derive_isolated(row):
 
 def thread_settings(spec):
     """'default,1' -> [('default', n_default), ('1', 1)]."""
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     out = []
     for item in spec.split(","):
         item = item.strip()
@@ -240,7 +241,7 @@ def thread_settings(spec):
 
 def steady_rows(net_name, mode, settings, args):
     """One row per thread setting for (net, mode), both variants in this process."""
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     _set_mode(mode)
     net, inputs, kind = build(net_name, args.quick)
     nets_ = {v: variant_of(net, v) for v in VARIANTS}  # converted: a deep copy, made before any step
@@ -262,7 +263,7 @@ def steady_rows(net_name, mode, settings, args):
 
 
 def steady_row(net_name, mode, label, threads, steps, args):
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     _native.set_num_threads(threads)
     for v in VARIANTS:  # one untimed step under this setting
         _timed_step(steps[v])
@@ -402,7 +403,7 @@ def run(args, save=None):
     """Network by network: its isolated processes, then its steady-state rounds here.
 
     save(result) is called after every row with the result so far ("complete": False until the end)."""
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     default_threads = _native.get_num_threads()
     settings = thread_settings(args.threads)
     result = {"machine": bench.machine_info(settings[0][1]), "quick": bool(args.quick), "complete": False,

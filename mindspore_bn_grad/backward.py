@@ -6,20 +6,20 @@ from . import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore 
 import mindspore as ms
 from mindspore import ops
 
-from ._checks import check_device_target, check_tensor_args, fail, normalize_attrs
-from ._double import bprop_for
-from ._infer import make_infer
-from ._launch import LOCK, _compiling, _probe
-from ._opdef import load_opdef
+from .checks import check_device_target, check_tensor_args, fail, normalize_attrs
+from .double_backward import bprop_for
+from .infer import make_infer
+from .launch import LOCK, _compiling, _probe
+from .spec import load_opdef
 
 
 def _kernel_kwargs(attrs) -> dict:
     """func / reg_info of ops.Custom for the current device target."""
     check_device_target()
     if ms.get_context("device_target") == "Ascend":
-        from ._ascend import ascend_custom_kwargs
+        from .ascend import ascend_custom_kwargs
         return ascend_custom_kwargs(attrs)
-    from . import _native
+    from .cpu_kernel import native as _native
     _native.lib()  # build (first use) and apply the thread setting
     return {"func": _native.aot_func()}
 

@@ -184,7 +184,7 @@ def to_bf16_bits(a):
 # ----------------------------------------------------------- contestants
 
 def direct_contestant(case, mask=(True, True, True)):
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     x, dy, p = case.arrays()
     if case.dtype == "bfloat16":
         x, dy, bf16 = to_bf16_bits(x), to_bf16_bits(dy), ("grad_out",)
@@ -244,7 +244,7 @@ def _ms_inputs(case):
 
 def _ms_sync():
     """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously)."""
-    from .ms_compat import pynative_sync
+    from mindspore_bn_grad.ms_compat import pynative_sync
     pynative_sync()
 
 
@@ -331,7 +331,7 @@ def ratio(a, b):
 
 
 def run(args):
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native as _native
     threads = args.threads or _native.get_num_threads()
     _native.set_num_threads(threads)
     reps = 5 if args.quick else args.reps
@@ -575,8 +575,8 @@ def chart(result, path):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--train" in argv:
-        from . import bench_train
-        return bench_train.main([a for a in argv if a != "--train"])
+        from . import train
+        return train.main([a for a in argv if a != "--train"])
     p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--train", action="store_true",
                    help="the end-to-end training benchmark instead (see: bench --train --help)")
@@ -591,7 +591,7 @@ def main(argv=None):
                    help="only the double backward vs MindSpore's BatchNormGradGrad (prints a table; see bench_double.py)")
     args = p.parse_args(argv)
     if args.double:
-        from .bench_double import run_double
+        from .double import run_double
         run_double(args.reps, args.threads)
         return 0
     out = Path(args.out) if args.out else default_out_dir()
