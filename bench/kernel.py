@@ -462,7 +462,8 @@ def mindspore_pages(m):
 
 
 def default_out_dir():
-    """bench/results/ of the checkout this package sits in; outside a checkout a new temporary directory."""
+    """bench/results/ of the checkout (this module is its bench/kernel.py); when installed elsewhere a new
+    temporary directory."""
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "bench").is_dir():
         return root / "bench" / "results"

@@ -104,13 +104,13 @@ def decode(a, dtype):
 
 
 def direct_outputs(arrays, dtypes, attrs):
-    """Runs the compiled kernel through _native.direct (no MindSpore).
+    """Runs the compiled kernel through native.direct (no MindSpore).
 
     arrays: name -> np.ndarray or None; dtypes: name -> dtype name (input takes
     grad_out's); attrs: training, eps, output_mask, data_format. Returns
     (float64 outputs, the float64 values the inputs hold, output dtypes, raw outputs).
     """
-    from mindspore_bn_grad import _native
+    from mindspore_bn_grad.cpu_kernel import native
     act = dtypes.get("grad_out", "float32")
     enc, q, bf16 = {}, {}, set()
     for n in NAMES:
@@ -121,7 +121,7 @@ def direct_outputs(arrays, dtypes, attrs):
     pdt = dtypes.get("weight", act) if arrays.get("weight") is not None else act
     if pdt == "bfloat16":
         bf16.add("param_grads")
-    outs = _native.direct(*(enc[n] for n in NAMES), training=attrs.get("training", True),
+    outs = native.direct(*(enc[n] for n in NAMES), training=attrs.get("training", True),
                           eps=attrs.get("eps", 1e-5), output_mask=attrs.get("output_mask", (True, True, True)),
                           channel_last=attrs.get("data_format", "NCHW") in CHANNEL_LAST,
                           param_grad_dtype=np.uint16 if pdt == "bfloat16" else np.dtype(pdt),

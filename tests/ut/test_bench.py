@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mindspore_bn_grad import bench
+from mindspore_bn_grad_bench import kernel as bench
 
 SHAPES = [(4, 8, 16, 16), (64, 32)]
 
@@ -158,17 +158,16 @@ def test_result_files_go_to_the_out_directory_not_the_cwd(result):
 
 def test_default_out_dir_is_the_checkouts_bench_results(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    # the package inside a checkout (pyproject.toml and bench/ next to it): <checkout>/bench/results
+    # the benchmarks in a checkout (its bench/ folder, pyproject.toml beside it): <checkout>/bench/results
     repo = tmp_path / "repo"
-    (repo / "mindspore_bn_grad").mkdir(parents=True)
-    (repo / "bench").mkdir()
+    (repo / "bench").mkdir(parents=True)
     (repo / "pyproject.toml").write_text("")
-    monkeypatch.setattr(bench, "__file__", str(repo / "mindspore_bn_grad" / "bench.py"))
+    monkeypatch.setattr(bench, "__file__", str(repo / "bench" / "kernel.py"))
     assert bench.default_out_dir() == repo / "bench" / "results"
     # installed without a checkout around it: a new temporary directory, not the cwd
-    pkg = tmp_path / "site-packages" / "mindspore_bn_grad"
+    pkg = tmp_path / "site-packages" / "mindspore_bn_grad_bench"
     pkg.mkdir(parents=True)
-    monkeypatch.setattr(bench, "__file__", str(pkg / "bench.py"))
+    monkeypatch.setattr(bench, "__file__", str(pkg / "kernel.py"))
     got = bench.default_out_dir()
     assert got.is_dir() and got.resolve() != Path.cwd().resolve() and not list(got.iterdir())
     got.rmdir()

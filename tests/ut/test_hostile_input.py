@@ -16,8 +16,8 @@ X_SHAPE = (2, 3, 4)
 # --------------------------------------------------------- the direct C entry
 
 def _lib():
-    from mindspore_bn_grad import _native
-    return _native.lib()
+    from mindspore_bn_grad.cpu_kernel import native
+    return native.lib()
 
 
 class Call:
@@ -70,7 +70,7 @@ def _set(**kw):
 
 
 BIG = 2 ** 40
-# (id, mutation, expected error code) -- codes from _native.ERRORS
+# (id, mutation, expected error code) -- codes from native.ERRORS
 DIRECT_BAD = [
     ("nparam_9", _set(nparam=9), 1),
     ("rank1", _set(shape_0=[24], shape_1=[24], shape_7=[24]), 3),
@@ -120,12 +120,12 @@ def test_direct_entry_null_arrays():
 
 
 def test_direct_python_wrapper_rejects_bad_arrays():
-    from mindspore_bn_grad import _native
+    from mindspore_bn_grad.cpu_kernel import native
     x = np.ones(X_SHAPE, np.float32)
     with pytest.raises(TypeError, match="BatchNormBackward: direct call expected float16/float32/float64"):
-        _native.direct(x.astype(np.int32), x.astype(np.int32), None, None, None, np.zeros(3, np.float32),
+        native.direct(x.astype(np.int32), x.astype(np.int32), None, None, None, np.zeros(3, np.float32),
                        np.ones(3, np.float32))
     with pytest.raises(RuntimeError, match=r"kernel returned 4 \(shapes do not fit together\)"):
-        _native.direct(x, x, np.ones(4, np.float32), None, None, np.zeros(3, np.float32), np.ones(3, np.float32))
+        native.direct(x, x, np.ones(4, np.float32), None, None, np.zeros(3, np.float32), np.ones(3, np.float32))
     with pytest.raises(RuntimeError, match=r"kernel returned 4"):
-        _native.direct(x, x[:, :, :3], None, None, None, np.zeros(3, np.float32), np.ones(3, np.float32))
+        native.direct(x, x[:, :, :3], None, None, None, np.zeros(3, np.float32), np.ones(3, np.float32))

@@ -201,9 +201,9 @@ def _assert_rejected(mode, exc, pattern, args, attrs):
 
 @pytest.fixture
 def target():
-    from mindspore_bn_grad import _soc
-    yield _soc.set_target_soc
-    _soc.set_target_soc(None)
+    from mindspore_bn_grad.target import set_target_soc
+    yield set_target_soc
+    set_target_soc(None)
 
 
 @pytest.mark.parametrize("mode", ["pynative", "graph"])
@@ -249,23 +249,23 @@ def test_bad_attributes_after_good_ones(kwargs, exc, match):
     (1 == True, -1e-5 vs 1e-5 ...) must still be checked, every time."""
     import mindspore as ms
     from mindspore_bn_grad import batch_norm_backward
-    from mindspore_bn_grad import _op
+    from mindspore_bn_grad import backward
     arrays = make_arrays((2, 3, 4))
     x = ms.Tensor(arrays["grad_out"])
     c = ms.Tensor(arrays["weight"])
     good = dict(training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW")
     first = [o.asnumpy() for o in batch_norm_backward(x, x, c, None, None, c, c, **good)]
-    op = _op._ops_seen[_op._fast_key(**good)]
+    op = backward._ops_seen[backward._fast_key(**good)]
     for _ in range(2):  # and again once the good values are remembered
         with pytest.raises(exc, match="BatchNormBackward: " + match):
             batch_norm_backward(x, x, c, None, None, c, c, **{**good, **kwargs})
         again = [o.asnumpy() for o in batch_norm_backward(x, x, c, None, None, c, c, **good)]
         assert all(np.array_equal(a, b) for a, b in zip(first, again))
-    assert _op._ops_seen[_op._fast_key(**good)] is op
+    assert backward._ops_seen[backward._fast_key(**good)] is op
     # NumPy bools and a list mask are valid (the checked path) and give the same op.
     np_mask = (np.bool_(True),) * 3
-    assert _op._fast_key(**{**good, "output_mask": np_mask}) is None
+    assert backward._fast_key(**{**good, "output_mask": np_mask}) is None
     again = batch_norm_backward(x, x, c, None, None, c, c, **{**good, "output_mask": list(np_mask)})
     assert all(np.array_equal(a, b.asnumpy()) for a, b in zip(first, again))
     # eps is keyed by its bits: -0.0 is not 0.0 (their kernel attributes differ).
-    assert _op._fast_key(True, -0.0, (True,) * 3, "NCHW") != _op._fast_key(True, 0.0, (True,) * 3, "NCHW")
+    assert backward._fast_key(True, -0.0, (True,) * 3, "NCHW") != backward._fast_key(True, 0.0, (True,) * 3, "NCHW")

@@ -16,11 +16,11 @@ import pytest
 
 import apilib
 from reference import batch_norm_backward_ref
-from mindspore_bn_grad import _soc
+from mindspore_bn_grad import support_rules
 
 pytestmark = pytest.mark.ascend_api
 
-SOCS = _soc.targets(device="Ascend")
+SOCS = support_rules.targets(device="Ascend")
 RUN_SOCS = ("ascend910b", "ascend910_93", "ascend910", "ascend310p")
 LEGACY = ("ascend910", "ascend310p")  # no DataCopyPad, no SyncAll, no bfloat16 kernels
 TOL = {"float32": (1e-4, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
