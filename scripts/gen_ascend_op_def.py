@@ -9,11 +9,11 @@ them is stale (tests/ut/ascend_sim/test_ascend_tooling.py runs it).
   names, optionality, attribute defaults, the output dtypes (`dtype_from`)
   (op_def/batch_norm_backward.yaml), and
   one AddConfig per SoC listing every accepted combination on its own line
-  (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad._soc).
+  (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad.support_rules).
 * ascend_impl/op_host/batch_norm_{reduce,elemt}_backward_def.gen.h: the same
   for the two SyncBatchNorm steps. Their combinations are BatchNormBackward's
   (`layouts_from`), each tensor taking the dtype of the BatchNormBackward tensor
-  named in mindspore_bn_grad._reg.SYNC_SOURCE, times the Ascend dtypes of
+  named in mindspore_bn_grad.support_rules.SYNC_SOURCE, times the Ascend dtypes of
   `counter` (its `dtypes` in the YAML); the output-mask flags of the reduce
   step come from `mask_attrs`.
 * ascend_impl/op_kernel/batch_norm_spec.gen.h: what the Ascend C kernel and
@@ -79,7 +79,7 @@ def _attr_line(a):
         value = f".Float({float(a.default)!r}f)"
     elif a.type == "bool_tuple":
         # MindSpore hands output_mask to custom kernels as a list of ints (a bool
-        # tuple fails in the aot Init), and mindspore_bn_grad/_reg.py declares it
+        # tuple fails in the aot Init), and mindspore_bn_grad/ascend.py declares it
         # listInt; the op definition takes the same type.
         value = ".ListInt({" + ", ".join("1" if b else "0" for b in a.default) + "})"
     else:

@@ -239,7 +239,8 @@ def test_missing_compiler_public_call_is_a_clear_error(tmp_path):
     empty.mkdir()
     code = """
         import numpy as np, mindspore as ms
-        from mindspore_bn_grad import batch_norm_backward, _build
+        from mindspore_bn_grad import batch_norm_backward
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         x = ms.Tensor(np.ones((2, 3, 4), np.float32)); c = ms.Tensor(np.ones(3, np.float32))
         try:
             batch_norm_backward(x, x, c, None, None, c, c)
@@ -261,7 +262,7 @@ def test_missing_compiler_named_by_env_is_a_clear_error(tmp_path):
 # ------------------------------------------------- many threads, cold and warm
 #
 # MindSpore 2.10's PYNATIVE launch path fails or crashes when several threads
-# launch at once (see mindspore_bn_grad/_launch.py), so each run is a fresh
+# launch at once (see mindspore_bn_grad/launch.py), so each run is a fresh
 # process: "cold" threads make the very first launches of the process
 # together, a crash shows as a return code, and a wrong number as a failure.
 # Each thread checks its results against the float64 reference: the public

@@ -363,7 +363,7 @@ def test_stale_temp_files_of_a_build_in_progress_are_kept(fake_cxx):
 def native():
     from mindspore_bn_grad.cpu_kernel import native
     before = native.get_num_threads()
-    yield _native
+    yield native
     native.set_num_threads(before)
 
 
@@ -424,7 +424,7 @@ def test_env_thread_count_one_parser(value, want):
 
 
 def test_cpp_does_not_read_the_environment(real_lib):
-    """Loaded without _native, the library starts at the CPU count whatever the variable says."""
+    """Loaded without cpu_kernel.native, the library starts at the CPU count whatever the variable says."""
     r = _py(f"""
         import ctypes
         print(ctypes.CDLL({str(real_lib)!r}).MsBnGradGetNumThreads())
@@ -519,7 +519,7 @@ def test_no_deterministic_switch():
     import mindspore_bn_grad as mbg
     from mindspore_bn_grad.cpu_kernel import native
     for name in ("set_deterministic", "get_deterministic"):
-        assert name not in mbg.__all__ and not hasattr(_native, name)
+        assert name not in mbg.__all__ and not hasattr(native, name)
         with pytest.raises(AttributeError):
             getattr(mbg, name)
     assert not hasattr(native.lib(), "MsBnGradSetDeterministic")

@@ -10,7 +10,7 @@ per rule; test_soc_rules.py enumerates them). Each case runs
     (attribute errors at construction, tensor errors at compile).
 Each must raise the stated exception type with a message
 `BatchNormBackward: <arg> expected ..., got ...`, raised by the package's
-own check (the innermost frame is _checks.fail), so it comes from the
+own check (the innermost frame is checks.fail), so it comes from the
 argument checks and not from a kernel's error code.
 
 Rejections that cannot occur here, and why:

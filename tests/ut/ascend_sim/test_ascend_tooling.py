@@ -39,7 +39,7 @@ def test_generated_op_definition_has_one_config_per_ascend_soc():
 
 
 def test_generated_rows_are_the_accepted_combinations():
-    """Each row is one accepted combination of _soc (dtype per tensor, format); none missing, none extra."""
+    """Each row is one accepted combination of support_rules (dtype per tensor, format); none missing, none extra."""
     from mindspore_bn_grad import support_rules
     import gen_ascend_op_def as gen
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_backward_def.gen.h").read_text()
