@@ -80,7 +80,7 @@ elif [ "${SAN_SCOPE:-kernel}" = "all" ]; then
 else
   TESTS=(tests/ut/test_kernel_direct.py tests/ut/test_fuzz.py tests/ut/test_numerics.py
          tests/ut/test_big_tensor.py tests/ut/test_build.py tests/ut/ascend_sim
-         "tests/ut/test_hostile_input.py::test_direct_entry_inconsistent_shapes"
+         "tests/ut/test_errors.py::test_direct_entry_inconsistent_shapes"
          "tests/ut/test_concurrency.py::test_threads_direct")
 fi
 
