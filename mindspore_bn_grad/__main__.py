@@ -4,7 +4,11 @@
   example   run the operator once and check it against NumPy
   support   print the per-SoC dtype/format support matrix from the YAML
   bench     benchmark the CPU kernel against MindSpore's built-in and PyTorch
-            (bench --train: whole networks training, original vs converted BatchNorm)
+            (bench --train: whole networks training, original vs converted BatchNorm;
+            bench --double: the double backward; the benchmarks live outside this
+            package, in mindspore_bn_grad_bench)
+
+Each command is a module of mindspore_bn_grad.cli with a main(argv).
 """
 import importlib
 import sys
