@@ -22,7 +22,7 @@ def main(argv=None):
         return 2
     name = BENCHMARKS[chosen[0]] if chosen else "kernel"
     try:
-        module = importlib.import_module(f"mindspore_bn_grad_bench.{name}")
+        importlib.import_module("mindspore_bn_grad_bench")
     except ModuleNotFoundError as e:
         if e.name != "mindspore_bn_grad_bench":
             raise
@@ -30,4 +30,5 @@ def main(argv=None):
               "folder) are not installed; install the project from its checkout: pip install -e .",
               file=sys.stderr)
         return 2
+    module = importlib.import_module(f"mindspore_bn_grad_bench.{name}")
     return module.main([a for a in argv if a not in BENCHMARKS])

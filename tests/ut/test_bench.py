@@ -7,6 +7,7 @@ the speed-ups), and that the table shows it. Small shapes keep it quick.
 """
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,19 @@ def test_default_out_dir_is_the_checkouts_bench_results(monkeypatch, tmp_path):
     got = bench.default_out_dir()
     assert got.is_dir() and got.resolve() != Path.cwd().resolve() and not list(got.iterdir())
     got.rmdir()
+
+
+def test_bench_command_without_the_benchmarks_installed(monkeypatch, capsys):
+    """`python -m mindspore_bn_grad bench` where the benchmark package is absent: a clear error, exit 2."""
+    from mindspore_bn_grad.cli import bench as command
+    for name in [m for m in sys.modules if m == "mindspore_bn_grad_bench" or m.startswith("mindspore_bn_grad_bench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mindspore_bn_grad_bench", None)  # import fails as when not installed
+    assert command.main(["--quick"]) == 2
+    assert "mindspore_bn_grad_bench" in capsys.readouterr().err
+
+
+def test_bench_command_takes_one_benchmark(capsys):
+    from mindspore_bn_grad.cli import bench as command
+    assert command.main(["--train", "--double"]) == 2
+    assert "--train and --double" in capsys.readouterr().err
