@@ -9,14 +9,14 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
-    "batch_norm_backward": "._op",
-    "BatchNormBackward": "._op",
-    "BatchNormDoubleBackward": "._double",
-    "set_target_soc": "._soc",
-    "get_target_soc": "._soc",
-    "target_soc": "._soc",
-    "set_num_threads": "._native",
-    "get_num_threads": "._native",
+    "batch_norm_backward": ".backward",
+    "BatchNormBackward": ".backward",
+    "BatchNormDoubleBackward": ".double_backward",
+    "set_target_soc": ".target",
+    "get_target_soc": ".target",
+    "target_soc": ".target",
+    "set_num_threads": ".cpu_kernel.native",
+    "get_num_threads": ".cpu_kernel.native",
     "convert_batchnorm": ".nn._convert",
     "patch_batchnorm": ".nn._convert",
     "unpatch_batchnorm": ".nn._convert",

@@ -4,16 +4,20 @@
   example   run the operator once and check it against NumPy
   support   print the per-SoC dtype/format support matrix from the YAML
   bench     benchmark the CPU kernel against MindSpore's built-in and PyTorch
-            (bench --train: whole networks training, original vs converted BatchNorm)
+            (bench --train: whole networks training, original vs converted BatchNorm;
+            bench --double: the double backward; the benchmarks live outside this
+            package, in mindspore_bn_grad_bench)
+
+Each command is a module of mindspore_bn_grad.cli with a main(argv).
 """
 import importlib
 import sys
 
 COMMANDS = {
-    "demo": "mindspore_bn_grad.demo",
-    "example": "mindspore_bn_grad.example",
-    "support": "mindspore_bn_grad.support",
-    "bench": "mindspore_bn_grad.bench",
+    "demo": "mindspore_bn_grad.cli.demo",
+    "example": "mindspore_bn_grad.cli.example",
+    "support": "mindspore_bn_grad.cli.support",
+    "bench": "mindspore_bn_grad.cli.bench",
 }
 
 

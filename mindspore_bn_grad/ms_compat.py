@@ -34,7 +34,7 @@ fast test profile on each release), and how it is handled:
   ``pynative_sync`` below.
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
-  attributes cpp_infer_shape / multi_output / reg_op_name (_op.py), GRAPH jit
+  attributes cpp_infer_shape / multi_output / reg_op_name (primitives.py), GRAPH jit
   levels O0-O2, AMP O2, Parameter identity and names through convert_batchnorm,
   and SyncBatchNorm under msrun (mccl on CPU). ``mindspore.set_device`` exists
   in every supported release (tests/ut/test_ms_compat.py), and

@@ -11,7 +11,7 @@ SOC=""
 INSTALL_DIR="$ROOT/build/ascend_opp"
 
 usage() { echo "usage: $0 --soc <$(socs | tr '\n' '|' | sed 's/|$//')> [--install-dir DIR]" >&2; }
-socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_grad import _soc; print('\n'.join(_soc.targets(device='Ascend')))"; }
+socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_grad import support_rules; print('\n'.join(support_rules.targets(device='Ascend')))"; }
 
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -50,7 +50,7 @@ soc_runs() {
         *) return 1 ;;
     esac
 }
-socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_grad import _soc; print('\n'.join(_soc.targets(device='Ascend')))"; }
+socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_grad import support_rules; print('\n'.join(support_rules.targets(device='Ascend')))"; }
 
 usage() { echo "usage: $0 [--soc <all|$(socs | tr '\n' '|' | sed 's/|$//')>] [--build-dir DIR] [--list]" >&2; }
 LIST=0

@@ -9,11 +9,11 @@ them is stale (tests/ut/ascend_sim/test_ascend_tooling.py runs it).
   names, optionality, attribute defaults, the output dtypes (`dtype_from`)
   (op_def/batch_norm_backward.yaml), and
   one AddConfig per SoC listing every accepted combination on its own line
-  (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad._soc).
+  (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad.support_rules).
 * ascend_impl/op_host/batch_norm_{reduce,elemt}_backward_def.gen.h: the same
   for the two SyncBatchNorm steps. Their combinations are BatchNormBackward's
   (`layouts_from`), each tensor taking the dtype of the BatchNormBackward tensor
-  named in mindspore_bn_grad._reg.SYNC_SOURCE, times the Ascend dtypes of
+  named in mindspore_bn_grad.support_rules.SYNC_SOURCE, times the Ascend dtypes of
   `counter` (its `dtypes` in the YAML); the output-mask flags of the reduce
   step come from `mask_attrs`.
 * ascend_impl/op_kernel/batch_norm_spec.gen.h: what the Ascend C kernel and
@@ -36,9 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mindspore_bn_grad import _soc  # noqa: E402
-from mindspore_bn_grad._opdef import load_opdef  # noqa: E402
-from mindspore_bn_grad._reg import combinations  # noqa: E402  (sync ops: dtypes derived from BatchNormBackward's)
+from mindspore_bn_grad import support_rules  # noqa: E402
+from mindspore_bn_grad.spec import load_opdef  # noqa: E402
+from mindspore_bn_grad.support_rules import combinations  # noqa: E402  (sync ops: dtypes derived from BatchNormBackward's)
 
 BNB_YAML = "batch_norm_backward.yaml"
 SYNC_YAMLS = ("batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
@@ -79,7 +79,7 @@ def _attr_line(a):
         value = f".Float({float(a.default)!r}f)"
     elif a.type == "bool_tuple":
         # MindSpore hands output_mask to custom kernels as a list of ints (a bool
-        # tuple fails in the aot Init), and mindspore_bn_grad/_reg.py declares it
+        # tuple fails in the aot Init), and mindspore_bn_grad/ascend.py declares it
         # listInt; the op definition takes the same type.
         value = ".ListInt({" + ", ".join("1" if b else "0" for b in a.default) + "})"
     else:
@@ -161,10 +161,10 @@ def render(filename=None):
             "    ge::DataType dtype[INPUT_COUNT + OUTPUT_COUNT];",
             "    ge::Format format;",
             "};", ""]
-    used = sorted({d for soc in _soc.targets(device="Ascend") for col in _columns(soc, opdef)[1] for d in col[0]},
+    used = sorted({d for soc in support_rules.targets(device="Ascend") for col in _columns(soc, opdef)[1] for d in col[0]},
                   key=list(GE_DTYPE).index)
     out += [f"constexpr ge::DataType {GE_DTYPE_SHORT[d]} = {GE_DTYPE[d]};" for d in used]
-    formats = sorted({col[1] for soc in _soc.targets(device="Ascend") for col in _columns(soc, opdef)[1]})
+    formats = sorted({col[1] for soc in support_rules.targets(device="Ascend") for col in _columns(soc, opdef)[1]})
     out += [f"constexpr ge::Format {f} = ge::FORMAT_{f};" for f in formats]
     out += ["", "// The per-tensor dtype and format lists of one SoC, built from its combinations.",
             "template <size_t N>",
@@ -191,10 +191,10 @@ def render(filename=None):
         out.append(f'    cfg.Output("{o.name}").ParamType(ops::REQUIRED)')
         out.append(f"        .DataType(dtypes[INPUT_COUNT + OUTPUT_{o.name.upper()}]).Format({fmt});")
     out += ["    def.AICore().AddConfig(soc, cfg);", "}", ""]
-    socs = _soc.targets(device="Ascend")
+    socs = support_rules.targets(device="Ascend")
     for soc in socs:
         _, cols = _columns(soc, opdef)
-        info = _soc.target_info(soc)
+        info = support_rules.target_info(soc)
         out += [f"// {soc} ({info.product_line}): {len(cols)} combinations.",
                 f"constexpr Combination {soc.upper()}[] = {{"]
         out += ["    {{" + ", ".join(GE_DTYPE_SHORT[d] for d in dts) + f"}}, {fmt}}}," for dts, fmt in cols]

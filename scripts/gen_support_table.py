@@ -21,7 +21,7 @@ README = ROOT / "README.md"
 def expected():
     """{path: wanted text} for the generated files."""
     sys.path.insert(0, str(ROOT))
-    from mindspore_bn_grad.support import arguments_markdown, replace_block, support_markdown
+    from mindspore_bn_grad.cli.support import arguments_markdown, replace_block, support_markdown
     table = support_markdown()
     readme = README.read_text(encoding="utf-8") if README.exists() else ""
     doc = "# BatchNormBackward: dtype and format support per target\n\n" + table

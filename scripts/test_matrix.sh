@@ -25,7 +25,7 @@ VERSIONS=${*:-$DEFAULT_VERSIONS}
 # attributes reaching the kernel, the version check, SyncBatchNorm (Cell bprop, msrun
 # with 2 workers, the venv's own msrun) and convert_batchnorm.
 FAST_TESTS=(tests/ut/test_op_values.py tests/ut/test_nn_parity.py tests/ut/test_dynamic_shape.py
-            tests/ut/test_kernel_direct.py tests/ut/test_op_errors.py tests/ut/test_build.py
+            tests/ut/test_kernel_direct.py tests/ut/test_errors.py tests/ut/test_build.py
             tests/ut/test_ms_compat.py tests/ut/test_sync_batchnorm.py tests/ut/test_sync_kernels.py
             tests/ut/test_nn_convert.py tests/st/syncbn/test_syncbn_msrun.py)
 

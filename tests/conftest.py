@@ -11,8 +11,8 @@ MODES = ("pynative", "graph")
 def _reset_target_soc():
     yield
     try:
-        from mindspore_bn_grad import _soc
-        _soc.set_target_soc(None)
+        from mindspore_bn_grad import target
+        target.set_target_soc(None)
     except Exception:  # pragma: no cover - only when the package is broken
         pass
 

@@ -31,10 +31,10 @@ import weakref
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import nn, ops
 
-from .._checks import check_device_target
-from .._launch import SerialCall
-from .._op import _cached_op as _backward_op  # one BatchNormBackward per attribute set
-from .._opdef import is_channel_last
+from ..launch import SerialCall
+from ..backward import backward_op  # one BatchNormBackward per attribute set
+from ..spec import is_channel_last
+from ..target import check_device_target
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
@@ -69,7 +69,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Shared state: eps, layout and where the affine flags come from.
 
     Neutral to AMP (see _amp.py); PYNATIVE calls are serialised across Python threads (see
-    _launch.py).
+    launch.py).
     """
 
     def __init__(self, eps, data_format, owner=None):
@@ -98,7 +98,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
 
     def _grad_op(self, training):
-        return _backward_op(training, self.eps, self.output_mask, self.data_format)
+        return backward_op(training, self.eps, self.output_mask, self.data_format)
 
     def _backward(self, op, dout, x, gamma, running_mean, running_var, save_mean, save_invstd):
         """BatchNormBackward on dout[0]; x is brought to dout's dtype first and dx back to x's.
@@ -110,7 +110,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         # gradients) through one ("The func graph is empty"). A Cast to the same dtype costs
         # nothing: PYNATIVE's Cast returns its input, GRAPH mode eliminates it.
         dy = dout[0]
-        # (not through _launch.launch: its mode test inside a bprop breaks MindSpore's
+        # (not through launch.launch: its mode test inside a bprop breaks MindSpore's
         # second-order graph, "The func graph is empty"; the backward runs in the one
         # thread that computes gradients, MindSpore 2.10 computes none in two at once)
         dx, dgamma, dbeta = op(dy, self.cast(x, dy.dtype), gamma, running_mean, running_var,

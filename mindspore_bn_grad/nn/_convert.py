@@ -12,7 +12,7 @@ from mindspore import nn as ms_nn
 from mindspore.common import dtype as mstype
 from mindspore.nn.layer.normalization import _BatchNorm
 
-from .._checks import check_device_target
+from ..target import check_device_target
 from ._cells import install, is_installed
 from ._layers import _OURS, OurBatchNorm, _init_format, to_ours
 

@@ -43,10 +43,10 @@ from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
 from mindspore.nn.layer import normalization as _ms_norm
 
-from .._checks import check_device_target
-from .._launch import SerialCall, launch
-from .._opdef import is_channel_last
-from .._sync_ops import BatchNormElemtBackward, BatchNormReduceBackward
+from ..launch import SerialCall, launch
+from ..spec import is_channel_last
+from ..target import check_device_target
+from ..sync_backward import BatchNormElemtBackward, BatchNormReduceBackward
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 

@@ -29,8 +29,8 @@ SHAPES = [(4, 3), (2, 3, 5), (2, 5, 7, 9), (2, 3, 4, 5, 6), (2, 3, 1, 2, 3), (2,
 
 
 def _soc_dtypes():
-    from mindspore_bn_grad import _soc
-    return _soc.load_support().targets[_soc.detected_target()].dtypes
+    from mindspore_bn_grad import support_rules, target
+    return support_rules.load_support().targets[target.detected_target()].dtypes
 
 
 def _ms_dtype(name):
@@ -81,7 +81,7 @@ def test_all_masks(mode, training, mask):
 
 @pytest.mark.parametrize("mode", ["pynative", "graph"])
 def test_channel_last_where_allowed(mode):
-    from mindspore_bn_grad import _soc
-    if "NHWC" not in _soc.accepted_formats(_soc.detected_target()):
-        pytest.skip(f"{_soc.detected_target()} does not accept NHWC")
+    from mindspore_bn_grad import support_rules, target
+    if "NHWC" not in support_rules.accepted_formats(target.detected_target()):
+        pytest.skip(f"{target.detected_target()} does not accept NHWC")
     _run(mode, "float16", (2, 7, 9, 5), True, (True, True, True), data_format="NHWC")

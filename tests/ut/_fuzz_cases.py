@@ -5,7 +5,7 @@ dtypes, which arguments are given, attributes, value regime, seed); the
 arrays are then made by NumPy from the seed, which keeps generation cheap
 and every case reproducible from its printed description.
 
-`run_direct_case` runs the compiled kernel through `_native.direct` (no
+`run_direct_case` runs the compiled kernel through `cpu_kernel.native.direct` (no
 MindSpore); `run_pynative_case` goes through the public function. Both
 compare against the float64 reference (tests/reference.py) with the
 per-dtype, per-output tolerances of `_harness.assert_close`.

@@ -7,11 +7,12 @@ the speed-ups), and that the table shows it. Small shapes keep it quick.
 """
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from mindspore_bn_grad import bench
+from mindspore_bn_grad_bench import kernel as bench
 
 SHAPES = [(4, 8, 16, 16), (64, 32)]
 
@@ -158,17 +159,32 @@ def test_result_files_go_to_the_out_directory_not_the_cwd(result):
 
 def test_default_out_dir_is_the_checkouts_bench_results(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    # the package inside a checkout (pyproject.toml and bench/ next to it): <checkout>/bench/results
+    # the benchmarks in a checkout (its bench/ folder, pyproject.toml beside it): <checkout>/bench/results
     repo = tmp_path / "repo"
-    (repo / "mindspore_bn_grad").mkdir(parents=True)
-    (repo / "bench").mkdir()
+    (repo / "bench").mkdir(parents=True)
     (repo / "pyproject.toml").write_text("")
-    monkeypatch.setattr(bench, "__file__", str(repo / "mindspore_bn_grad" / "bench.py"))
+    monkeypatch.setattr(bench, "__file__", str(repo / "bench" / "kernel.py"))
     assert bench.default_out_dir() == repo / "bench" / "results"
     # installed without a checkout around it: a new temporary directory, not the cwd
-    pkg = tmp_path / "site-packages" / "mindspore_bn_grad"
+    pkg = tmp_path / "site-packages" / "mindspore_bn_grad_bench"
     pkg.mkdir(parents=True)
-    monkeypatch.setattr(bench, "__file__", str(pkg / "bench.py"))
+    monkeypatch.setattr(bench, "__file__", str(pkg / "kernel.py"))
     got = bench.default_out_dir()
     assert got.is_dir() and got.resolve() != Path.cwd().resolve() and not list(got.iterdir())
     got.rmdir()
+
+
+def test_bench_command_without_the_benchmarks_installed(monkeypatch, capsys):
+    """`python -m mindspore_bn_grad bench` where the benchmark package is absent: a clear error, exit 2."""
+    from mindspore_bn_grad.cli import bench as command
+    for name in [m for m in sys.modules if m == "mindspore_bn_grad_bench" or m.startswith("mindspore_bn_grad_bench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mindspore_bn_grad_bench", None)  # import fails as when not installed
+    assert command.main(["--quick"]) == 2
+    assert "mindspore_bn_grad_bench" in capsys.readouterr().err
+
+
+def test_bench_command_takes_one_benchmark(capsys):
+    from mindspore_bn_grad.cli import bench as command
+    assert command.main(["--train", "--double"]) == 2
+    assert "--train and --double" in capsys.readouterr().err

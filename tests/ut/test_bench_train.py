@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mindspore_bn_grad import bench, bench_train
-from mindspore_bn_grad.bench_nets import NETS, VARIANTS
+from mindspore_bn_grad.cli import bench
+from mindspore_bn_grad_bench import train
+from mindspore_bn_grad_bench.nets import NETS, VARIANTS
 
 ROUNDS, STEPS = 2, 1
 THREADS = ("default", "1")
@@ -33,13 +34,13 @@ def result(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("bench_train_cwd")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(cwd)
-        from mindspore_bn_grad import _native
-        threads_before = _native.get_num_threads()
+        from mindspore_bn_grad.cpu_kernel import native
+        threads_before = native.get_num_threads()
         try:
             assert bench.main(["--train", "--quick", "--rounds", str(ROUNDS), "--steps", str(STEPS),
                                "--profile-steps", "1", "--threads", ",".join(THREADS), "--out", str(out)]) == 0
         finally:
-            _native.set_num_threads(threads_before)
+            native.set_num_threads(threads_before)
             import mindspore as ms
             ms.set_context(mode=ms.PYNATIVE_MODE)
         left_in_cwd = sorted(p.name for p in Path(cwd).iterdir())
@@ -50,14 +51,14 @@ def result(tmp_path_factory):
 
 def test_every_contestant_ran(result):
     data, _, _ = result
-    want = {(n, m, t) for n in NETS for m in bench_train.MODES for t in THREADS}
+    want = {(n, m, t) for n in NETS for m in train.MODES for t in THREADS}
     assert {(r["net"], r["mode"], r["threads"]) for r in data["steady"]} == want
     for r in data["steady"]:
         assert r["kernel_threads"] == (1 if r["threads"] == "1" else data["settings"]["default_threads"])
         for v in VARIANTS:
             assert len(r[f"{v}_times_ms"]) == ROUNDS * STEPS
             assert all(t > 0 for t in r[f"{v}_times_ms"])
-    assert {(r["net"], r["mode"]) for r in data["isolated"]} == {(n, m) for n in NETS for m in bench_train.MODES}
+    assert {(r["net"], r["mode"]) for r in data["isolated"]} == {(n, m) for n in NETS for m in train.MODES}
     for r in data["isolated"]:
         for v in VARIANTS:
             res = r[v]
@@ -157,12 +158,12 @@ def test_op_times_are_read_per_op_type(tmp_path):
         "Gradients/Default/net/4-BatchNorm2d/Grad_BatchNorm/BatchNormGrad-op12;HostCpuOps;30,1.0,0 \n"
         "Default/Custom-op3;HostCpuOps;40,0.125,1 \n"
         "ReluGrad;HostCpuOps;50,2.0,0 60,3.0,0 \n")
-    got = bench_train.op_times_ms(tmp_path)
+    got = train.op_times_ms(tmp_path)
     assert got == {"BatchNormGrad": 1.75, "Custom": 0.125, "ReluGrad": 5.0}
-    assert bench_train.bn_backward_ms(got, "original") == 1.75
-    assert bench_train.bn_backward_ms(got, "converted") == 0.125
+    assert train.bn_backward_ms(got, "original") == 1.75
+    assert train.bn_backward_ms(got, "converted") == 0.125
     with pytest.raises(RuntimeError, match="no cpu_op_execute_timestamp"):
-        bench_train.op_times_ms(tmp_path / "vm_1_ascend_ms" / "missing")
+        train.op_times_ms(tmp_path / "vm_1_ascend_ms" / "missing")
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -173,5 +174,5 @@ def test_op_times_are_read_per_op_type(tmp_path):
 ])
 def test_bad_options_are_refused(argv, msg):
     with pytest.raises(SystemExit, match=msg):
-        args = bench_train.parse_args(argv)
-        bench_train.thread_settings(args.threads)
+        args = train.parse_args(argv)
+        train.thread_settings(args.threads)

@@ -22,7 +22,7 @@ import os
 import numpy as np
 import pytest
 
-from mindspore_bn_grad import _native
+from mindspore_bn_grad.cpu_kernel import native
 
 BIG = os.environ.get("MS_BN_GRAD_BIG") == "1"
 
@@ -49,7 +49,7 @@ class _Raw:
         bufs = [(ctypes.c_int64 * len(s))(*s) for s in shapes]
         sp = (ctypes.POINTER(ctypes.c_int64) * n)(*[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in bufs])
         dts = (ctypes.c_char_p * n)(*[self.dtype.encode()] * n)
-        return _native.lib().MsBnGradDirect(n, params, ndims, sp, dts, int(self.training), 1e-5, 1, 1, 1,
+        return native.lib().MsBnGradDirect(n, params, ndims, sp, dts, int(self.training), 1e-5, 1, 1, 1,
                                             int(self.channel_last))
 
 
@@ -136,7 +136,7 @@ def test_tensor_over_2_31_elements(channel_last):
     weight = np.array([1.5, -0.75], np.float32)
     gi = np.full(shape, np.nan, np.float16)
     out = (gi, np.full(c, np.nan, np.float32), np.full(c, np.nan, np.float32))
-    _native.direct(dy, x, weight, None, None, mean, invstd, training=True, channel_last=channel_last,
+    native.direct(dy, x, weight, None, None, mean, invstd, training=True, channel_last=channel_last,
                    out=out)
     gw, gb = out[1], out[2]
     for k in range(c):

@@ -32,9 +32,9 @@ def test_build_is_cached_in_the_configured_dir(tmp_path):
     cache = tmp_path / "cache"
     code = """
         import time
-        from mindspore_bn_grad import _build
-        t = time.time(); a = _build.library_path(); t1 = time.time() - t
-        t = time.time(); b = _build.library_path(); t2 = time.time() - t
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
+        t = time.time(); a = cpu_build.library_path(); t1 = time.time() - t
+        t = time.time(); b = cpu_build.library_path(); t2 = time.time() - t
         print(a, b, a == b, t2 < 1.0)
     """
     r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(cache)})
@@ -54,9 +54,9 @@ def test_concurrent_first_build(tmp_path):
     cache = tmp_path / "cache"
     code = """
         import numpy as np
-        from mindspore_bn_grad import _native
+        from mindspore_bn_grad.cpu_kernel import native
         x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
-        gi, gw, gb = _native.direct(x, x, np.ones(2, np.float32), None, None,
+        gi, gw, gb = native.direct(x, x, np.ones(2, np.float32), None, None,
                                     np.zeros(2, np.float32), np.ones(2, np.float32))
         print(gw.tolist(), gb.tolist())
     """
@@ -77,10 +77,10 @@ def test_missing_compiler_is_a_clear_error(tmp_path):
     r = _py(f"""
         import sys
         sys.path.insert(0, {ROOT!r})
-        from mindspore_bn_grad import _build
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         try:
-            _build.library_path()
-        except _build.KernelBuildError as e:
+            cpu_build.library_path()
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "PATH": str(empty)},
         env_drop=("CXX", "MS_BN_GRAD_CXX"))
@@ -91,10 +91,10 @@ def test_missing_compiler_is_a_clear_error(tmp_path):
 
 def test_compile_failure_shows_the_command_and_compiler_output(tmp_path):
     r = _py("""
-        from mindspore_bn_grad import _build
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         try:
-            _build.library_path()
-        except _build.KernelBuildError as e:
+            cpu_build.library_path()
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "MS_BN_GRAD_CXXFLAGS": "--no-such-flag-xyz"})
     assert "ERR BatchNormBackward: building the CPU kernel failed" in r.stdout
@@ -105,10 +105,10 @@ def test_unwritable_cache_dir_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     r = _py("""
-        from mindspore_bn_grad import _build
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         try:
-            _build.library_path()
-        except _build.KernelBuildError as e:
+            cpu_build.library_path()
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """, {"MS_BN_GRAD_CACHE_DIR": str(blocker / "sub")})
     assert "ERR BatchNormBackward: cannot write the kernel cache directory" in r.stdout
@@ -130,8 +130,8 @@ def test_library_exports_no_process_wide_unique_symbols():
     nm = __import__("shutil").which("nm")
     if nm is None:
         pytest.skip("nm (binutils) is not installed")
-    from mindspore_bn_grad import _build
-    out = subprocess.run([nm, "-DC", "--defined-only", str(_build.library_path())],
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    out = subprocess.run([nm, "-DC", "--defined-only", str(cpu_build.library_path())],
                          capture_output=True, text=True, check=True).stdout
     # (the standard library's own, e.g. constant digit tables, are harmless)
     unique = [line for line in out.splitlines() if line.split()[1:2] == ["u"] and "bn_grad" in line]
@@ -154,10 +154,10 @@ def test_kernel_is_built_against_the_installed_mindspore_header(tmp_path):
     """The build includes the header of the MindSpore that Python finds, not a copy of ours."""
     _fake_mindspore(tmp_path / "site", "#include <the_installed_header_was_compiled.h>\n")
     code = """
-        from mindspore_bn_grad import _build
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         try:
-            _build.library_path()
-        except _build.KernelBuildError as e:
+            cpu_build.library_path()
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """
     r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(tmp_path / "site")})
@@ -169,10 +169,10 @@ def test_kernel_is_built_against_the_installed_mindspore_header(tmp_path):
 def test_missing_mindspore_header_is_a_clear_error(tmp_path):
     _fake_mindspore(tmp_path / "site")
     r = _py("""
-        from mindspore_bn_grad import _build
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         try:
-            _build.library_path()
-        except _build.KernelBuildError as e:
+            cpu_build.library_path()
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(tmp_path / "site")})
     assert "ERR BatchNormBackward: the CPU kernel is built against the installed MindSpore's " \
@@ -182,27 +182,27 @@ def test_missing_mindspore_header_is_a_clear_error(tmp_path):
 def test_default_header_is_the_installed_mindspore_one():
     import importlib.util
     from pathlib import Path
-    from mindspore_bn_grad import _build
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
     (location,) = importlib.util.find_spec("mindspore").submodule_search_locations
-    header = (Path(location) / "include" / _build.MS_AOT_HEADER).resolve()
-    flags, key = _build.mindspore_headers()
+    header = (Path(location) / "include" / cpu_build.MS_AOT_HEADER).resolve()
+    flags, key = cpu_build.mindspore_headers()
     assert f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"' in flags
     assert key.endswith(header.read_bytes()) and str(header).encode() in key
 
 
 def test_cache_key_follows_the_mindspore_header_path_and_content(tmp_path):
-    from mindspore_bn_grad import _build
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
 
     def key(root):
-        flags, ms_key = _build.mindspore_headers(root / "include")
-        return _build.build_key("g++", _build.flags() + flags, ms_key)
+        flags, ms_key = cpu_build.mindspore_headers(root / "include")
+        return cpu_build.build_key("g++", cpu_build.flags() + flags, ms_key)
 
     a = _fake_mindspore(tmp_path / "a", "// AotExtra as in one release\n")
     b = _fake_mindspore(tmp_path / "b", "// AotExtra as in one release\n")
     first = key(a)
     assert key(a) == first
     assert key(b) != first  # same content, another installation
-    (a / "include" / _build.MS_AOT_HEADER).write_text("// AotExtra as in another release\n")
+    (a / "include" / cpu_build.MS_AOT_HEADER).write_text("// AotExtra as in another release\n")
     assert key(a) != first
 
 
@@ -210,8 +210,8 @@ def test_library_loads_without_mindspore():
     """The kernel library does not depend on MindSpore's own libraries (see ms_aot_compat.h)."""
     r = _py("""
         import sys
-        from mindspore_bn_grad import _native
-        _native.lib()
+        from mindspore_bn_grad.cpu_kernel import native
+        native.lib()
         print("mindspore imported:", "mindspore" in sys.modules)
     """)
     assert r.returncode == 0, r.stderr

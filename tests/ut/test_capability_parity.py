@@ -373,11 +373,11 @@ def test_gpu_target_is_a_clear_error(monkeypatch):
     from mindspore import Tensor
 
     import mindspore_bn_grad as mbg
-    from mindspore_bn_grad import _soc
+    from mindspore_bn_grad import target
     _set_mode("pynative")
     net = _net(False)
     dy, x, w, _, _, m, iv = (Tensor(a) for a in _bnb_case())
-    monkeypatch.setattr(_soc, "_device_target", lambda: "GPU")
+    monkeypatch.setattr(target, "device_target", lambda: "GPU")
     msg = "device_target expected 'CPU' or 'Ascend', got 'GPU'"
     with pytest.raises(RuntimeError, match="convert_batchnorm: " + msg):
         mbg.convert_batchnorm(net)

@@ -1,7 +1,7 @@
 """Concurrency and the kernel cache under adverse conditions.
 
 - Several Python threads calling batch_norm_backward (PYNATIVE) at once, and
-  several calling _native.direct at once (ctypes releases the GIL, so these
+  several calling native.direct at once (ctypes releases the GIL, so these
   really run in parallel; the kernel's thread pool runs a second concurrent
   caller's job on that caller's thread) get results equal to the reference,
   and bitwise equal to the same call made alone.
@@ -58,7 +58,7 @@ THREAD_CASES = [((8, 16, 33, 17), "NCHW", "float32", True), ((16, 9, 9, 64), "NH
 
 def test_threads_direct():
     """8 threads x 6 calls on the direct entry; each result equals the same call run alone, bit for bit."""
-    from mindspore_bn_grad import _native
+    from mindspore_bn_grad.cpu_kernel import native
     jobs = []
     for k, (shape, fmt, dtype, training) in enumerate(THREAD_CASES):
         arrays = make_arrays(shape, fmt, seed=20 + k)
@@ -113,11 +113,11 @@ go = sys.argv[1]
 while not os.path.exists(go):
     time.sleep(0.001)
 import numpy as np
-from mindspore_bn_grad import _build, _native
+from mindspore_bn_grad.cpu_kernel import build as cpu_build, native
 x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
-gi, gw, gb = _native.direct(x, x, np.ones(2, np.float32), None, None,
+gi, gw, gb = native.direct(x, x, np.ones(2, np.float32), None, None,
                             np.zeros(2, np.float32), np.ones(2, np.float32))
-print(_build.library_path(), gw.tolist(), gb.tolist())
+print(cpu_build.library_path(), gw.tolist(), gb.tolist())
 """
 
 
@@ -153,10 +153,10 @@ def test_three_processes_first_build_released_together(tmp_path):
 # ----------------------------------------------------------- cache directory
 
 _BUILD = """
-from mindspore_bn_grad import _build
+from mindspore_bn_grad.cpu_kernel import build as cpu_build
 try:
-    print("OK", _build.library_path())
-except _build.KernelBuildError as e:
+    print("OK", cpu_build.library_path())
+except cpu_build.KernelBuildError as e:
     print("ERR", e)
 """
 
@@ -169,11 +169,11 @@ def _py(code, env, timeout=900):
 def _prebuilt_cache(tmp_path):
     """A cache directory holding the library this environment builds and its digest (copied from
     the default cache)."""
-    from mindspore_bn_grad import _build
-    src = _build.library_path()
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    src = cpu_build.library_path()
     cache = tmp_path / "prebuilt"
     cache.mkdir()
-    for name in (src.name, src.name + _build.DIGEST_SUFFIX):
+    for name in (src.name, src.name + cpu_build.DIGEST_SUFFIX):
         shutil.copy2(src.with_name(name), cache / name)
     return cache, src.name
 
@@ -239,11 +239,12 @@ def test_missing_compiler_public_call_is_a_clear_error(tmp_path):
     empty.mkdir()
     code = """
         import numpy as np, mindspore as ms
-        from mindspore_bn_grad import batch_norm_backward, _build
+        from mindspore_bn_grad import batch_norm_backward
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
         x = ms.Tensor(np.ones((2, 3, 4), np.float32)); c = ms.Tensor(np.ones(3, np.float32))
         try:
             batch_norm_backward(x, x, c, None, None, c, c)
-        except _build.KernelBuildError as e:
+        except cpu_build.KernelBuildError as e:
             print("ERR", e)
     """
     env = _env(MS_BN_GRAD_CACHE_DIR=str(tmp_path / "c"), PATH=str(empty), CXX=None, MS_BN_GRAD_CXX=None)
@@ -261,7 +262,7 @@ def test_missing_compiler_named_by_env_is_a_clear_error(tmp_path):
 # ------------------------------------------------- many threads, cold and warm
 #
 # MindSpore 2.10's PYNATIVE launch path fails or crashes when several threads
-# launch at once (see mindspore_bn_grad/_launch.py), so each run is a fresh
+# launch at once (see mindspore_bn_grad/launch.py), so each run is a fresh
 # process: "cold" threads make the very first launches of the process
 # together, a crash shows as a return code, and a wrong number as a failure.
 # Each thread checks its results against the float64 reference: the public

@@ -19,17 +19,14 @@ import pytest
 from mindspore import nn, ops
 
 import mindspore_bn_grad as mbg
-from _harness import bf16_bits_to_f64, encode, make_arrays, ms_tensor, quantize
-from mindspore_bn_grad import _double, _native
+from _harness import NAMES, assert_close_at_scale, bf16_bits_to_f64, encode, make_arrays, ms_tensor, quantize
+from mindspore_bn_grad import double_backward
+from mindspore_bn_grad.cpu_kernel import native
 from reference import batch_norm_backward_ref, batch_norm_double_backward_ref
 
-NAMES = ("grad_out", "input", "weight", "running_mean", "running_var", "save_mean", "save_invstd")
 UP = ("grad_grad_input", "grad_grad_weight", "grad_grad_bias")
 ALL_MASKS = list(itertools.product([True, False], repeat=3))
 MODES = {"pynative": ms.PYNATIVE_MODE, "graph": ms.GRAPH_MODE}
-
-# Rounding of the stored result (relative), per output dtype; the kernel computes in double.
-OUT_RTOL = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -22, "float64": 1e-13}
 
 
 def channel_axes(ndim, data_format):
@@ -58,17 +55,6 @@ def test_reference_ignores_masked_upstream():
     arrays["grad_grad_weight"] = np.full(2, np.nan)
     for a, b in zip(clean, reference(arrays, output_mask=(True, False, True))):
         np.testing.assert_array_equal(a, b)
-
-
-def assert_close(name, got, want, out_dtype, compute_rtol=1e-9):
-    assert got.shape == want.shape, (name, got.shape, want.shape)
-    if want.size == 0:
-        return
-    scale = np.abs(want).max()
-    tol = OUT_RTOL[out_dtype] * np.abs(want) + compute_rtol * scale + 1e-300
-    err = np.abs(got - want)
-    bad = ~(err <= tol)
-    assert not bad.any(), f"{name} ({out_dtype}): {bad.sum()} of {got.size} off; worst {err.max():.3g} (scale {scale:.3g})"
 
 
 # ------------------------------------------------ 1. the reference vs finite differences
@@ -144,7 +130,7 @@ def run_kernel(arrays, dtype="float32", param_dtype=None, data_format="NCHW", **
         full = n in ("grad_out", "input", "grad_grad_input")
         enc[n], q[n] = encode(arrays.get(n), dtype if full else pdt)
     wdt = pdt if arrays.get("weight") is not None else ("float32" if bf16 else dtype)
-    outs = _double.double_direct(*(enc[n] for n in NAMES + UP), channel_last=data_format in ("NHWC", "NDHWC"),
+    outs = native.double_direct(*(enc[n] for n in NAMES + UP), channel_last=data_format in ("NHWC", "NDHWC"),
                                  bf16=bf16, weight_grad_dtype=np.dtype(wdt), **attrs)
     dec = [bf16_bits_to_f64(o) if bf16 and i < 2 else o.astype(np.float64) for i, o in enumerate(outs)]
     want = reference(q, data_format=data_format, **attrs)
@@ -154,7 +140,7 @@ def run_kernel(arrays, dtype="float32", param_dtype=None, data_format="NCHW", **
 def check_kernel(arrays, dtype="float32", **kw):
     got, want, odt = run_kernel(arrays, dtype, **kw)
     for name, g, w, dt in zip(("grad_grad_out", "grad_input", "grad_weight"), got, want, odt):
-        assert_close(name, g, w, dt)
+        assert_close_at_scale(name, g, w, dt)
     return got
 
 
@@ -212,15 +198,15 @@ def test_kernel_empty(shape, data_format, training):
 def test_kernel_threads_bitwise_equal(data_format, shape, dtype):
     """Large enough to be split over threads; 1 and 2 threads give the same bits."""
     arrays = {k: (None if v is None else v.astype(dtype)) for k, v in make_case(shape, data_format).items()}
-    before = _native.get_num_threads()
+    before = native.get_num_threads()
     try:
         runs = []
         for threads in (1, 2, 1):
-            _native.set_num_threads(threads)
-            runs.append(_double.double_direct(*(arrays[n] for n in NAMES + UP),
+            native.set_num_threads(threads)
+            runs.append(native.double_direct(*(arrays[n] for n in NAMES + UP),
                                               channel_last=data_format == "NHWC"))
     finally:
-        _native.set_num_threads(before)
+        native.set_num_threads(before)
     for a, b, c in zip(*runs):
         assert a.tobytes() == b.tobytes() == c.tobytes()
 
@@ -236,7 +222,7 @@ def test_kernel_rejects_calls_that_do_not_fit():
     no_saved[6] = None
     for call, code in ((bad_ggi, 4), (bad_w, 4), (no_saved, 5)):
         with pytest.raises(RuntimeError, match=f"BatchNormDoubleBackward: kernel returned {code}"):
-            _double.double_direct(*call)
+            native.double_direct(*call)
 
 
 # ------------------------------------- 3. BatchNormBackward differentiated by MindSpore
@@ -289,7 +275,7 @@ def test_op_grad_both_modes(mode, training, data_format, shape):
     grads, want = op_vjp(mode, arrays, training=training, data_format=data_format)
     for name, g, w in zip(("grad_out", "input", "weight"), grads[:3], want):
         assert g.dtype == ms.float32, (name, g.dtype)
-        assert_close(name, _f64(g), w, "float32", compute_rtol=1e-6)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=1e-6)
     for name, g in zip(NAMES[3:], grads[3:]):  # statistics: zero gradients
         assert g is None or not np.any(_f64(g)), name
 
@@ -302,7 +288,7 @@ def test_op_grad_every_dtype(mode, dtype, param_dtype):
     grads, want = op_vjp(mode, arrays, dtype, param_dtype, training=True)
     for name, g, w, dt in zip(("grad_out", "input", "weight"), grads[:3], want, (dtype, dtype, param_dtype)):
         assert str(g.dtype).lower() == dt, (name, g.dtype, dt)
-        assert_close(name, _f64(g), w, dt, compute_rtol=1e-6)
+        assert_close_at_scale(name, _f64(g), w, dt, compute_rtol=1e-6)
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -312,7 +298,7 @@ def test_op_grad_masks_and_absent_weight(mode, mask, training):
     arrays = make_case((3, 4, 6), seed=10, weight=False)
     grads, want = op_vjp(mode, arrays, training=training, output_mask=mask)
     for name, g, w in zip(("grad_out", "input"), grads[:2], want):
-        assert_close(name, _f64(g), w, "float32", compute_rtol=1e-6)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=1e-6)
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -324,7 +310,7 @@ def test_composed_route_matches_reference(mode, training, data_format):
     arrays = make_case(shape, data_format, seed=11)
     arrays["grad_grad_bias"][:] = np.nan  # masked out: ignored
     attrs = dict(training=training, eps=1e-5, output_mask=(True, True, False), data_format=data_format)
-    fn = _double.composed_double_backward(attrs)
+    fn = double_backward.composed_double_backward(attrs)
 
     class Call(nn.Cell):
         def construct(self, *args):
@@ -338,7 +324,7 @@ def test_composed_route_matches_reference(mode, training, data_format):
         ms.set_context(mode=ms.PYNATIVE_MODE)
     want = reference({n: quantize(arrays.get(n), "float32") for n in NAMES + UP}, **attrs)
     for name, g, w in zip(("grad_grad_out", "grad_input", "grad_weight"), got, want):
-        assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=2e-6)
 
 
 # --------------------------------------------- 4. whole networks, second order
@@ -529,7 +515,7 @@ def test_builtin_batch_norm_grad_grad_agrees_with_reference(mode, training):
         ms.set_context(mode=ms.PYNATIVE_MODE)
     want = reference(q, training=training, eps=1e-5)
     for name, g, w in zip(("grad_grad_out", "grad_input", "grad_weight"), (ddy, dx, dscale), want):
-        assert_close(name, _f64(g), w, "float32", compute_rtol=1e-5)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=1e-5)
 
 
 def _cell_call(op, *args):
@@ -546,14 +532,15 @@ def _cell_call(op, *args):
 
 def test_bench_double_runs(monkeypatch, capsys):
     """`python -m mindspore_bn_grad bench --double` on tiny shapes prints its table (no timing asserted)."""
-    from mindspore_bn_grad import bench, bench_double
-    monkeypatch.setattr(bench_double, "SHAPES", [(4, 3, 5, 5)])
-    monkeypatch.setattr(bench_double, "PENALTY_SHAPE", (2, 3, 4, 4))
-    before = _native.get_num_threads()
+    from mindspore_bn_grad.cli import bench
+    from mindspore_bn_grad_bench import double
+    monkeypatch.setattr(double, "SHAPES", [(4, 3, 5, 5)])
+    monkeypatch.setattr(double, "PENALTY_SHAPE", (2, 3, 4, 4))
+    before = native.get_num_threads()
     try:
         assert bench.main(["--double", "--reps", "1"]) == 0
     finally:
-        _native.set_num_threads(before)
+        native.set_num_threads(before)
         ms.set_context(mode=ms.PYNATIVE_MODE)
     out = capsys.readouterr().out
     assert "BatchNormDoubleBackward vs BatchNormGradGrad" in out and "gradient penalty" in out
@@ -563,12 +550,12 @@ def test_bench_double_runs(monkeypatch, capsys):
 @pytest.mark.parametrize("training", [True, False])
 def test_bprop_takes_the_composed_route_on_ascend(mode, training, monkeypatch):
     """With the target taken for Ascend, the bprop composes MindSpore ops instead of calling the CPU kernel."""
-    monkeypatch.setattr(_double, "_on_ascend", lambda: True)
-    monkeypatch.setattr(_double, "BatchNormDoubleBackward", None)  # the kernel route would fail loudly
+    monkeypatch.setattr(double_backward, "_on_ascend", lambda: True)
+    monkeypatch.setattr(double_backward, "BatchNormDoubleBackward", None)  # the kernel route would fail loudly
     arrays = make_case((3, 4, 5), seed=14)
     grads, want = op_vjp(mode, arrays, training=training, output_mask=(True, False, True))
     for name, g, w in zip(("grad_out", "input", "weight"), grads[:3], want):
-        assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=2e-6)
 
 
 def test_primitive_rejects_bad_tensors_before_the_kernel():
@@ -596,7 +583,7 @@ def test_primitive_rejects_bad_tensors_before_the_kernel():
 @pytest.mark.parametrize("training", [True, False])
 def test_composed_route_empty_batch(training):
     arrays = make_case((0, 3, 4), seed=16)
-    fn = _double.composed_double_backward(dict(training=training, eps=1e-5, output_mask=(True, True, True),
+    fn = double_backward.composed_double_backward(dict(training=training, eps=1e-5, output_mask=(True, True, True),
                                                data_format="NCHW"))
     got = fn(*(ms_tensor(arrays.get(n), "float32") for n in NAMES + UP))
     assert [tuple(g.shape) for g in got] == [(0, 3, 4), (0, 3, 4), (3,)]
@@ -628,7 +615,7 @@ def test_public_function_is_differentiable():
     q = {n: quantize(arrays.get(n), "float32") for n in NAMES + UP}
     q["running_mean"] = q["running_var"] = None
     for name, g, w in zip(("grad_out", "input", "weight"), got, reference(q, training=True)):
-        assert_close(name, _f64(g), w, "float32", compute_rtol=2e-6)
+        assert_close_at_scale(name, _f64(g), w, "float32", compute_rtol=2e-6)
 
 
 @pytest.mark.parametrize("train", [True, False])

@@ -189,7 +189,7 @@ def test_rejects_missing_saved_stats_with_unknown_rank_at_compile(graph_mode):
     ({"grad_out": [-2], "input": [-2]}, "NHWC", [[-2], [-1], [-1]]),
 ])
 def test_python_infer_propagates_unknown(shapes, fmt, want):
-    from mindspore_bn_grad._infer import infer_shapes
+    from mindspore_bn_grad.infer import infer_shapes
     attrs = dict(training=False, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
     assert infer_shapes(shapes, attrs) == want
 
@@ -201,15 +201,15 @@ def test_python_infer_propagates_unknown(shapes, fmt, want):
     ({"grad_out": [-2], "input": [-2], "weight": [-1, 2]}, "weight expected a 1-D"),
 ])
 def test_python_infer_checks_what_is_known(shapes, msg):
-    from mindspore_bn_grad._infer import infer_shapes
+    from mindspore_bn_grad.infer import infer_shapes
     attrs = dict(training=False, eps=1e-5, output_mask=(True, True, True), data_format="NCHW")
     with pytest.raises(ValueError, match=msg):
         infer_shapes(shapes, attrs)
 
 
 def _cpp_infer(shape, channel_last):
-    from mindspore_bn_grad import _native
-    f = _native.lib().MsBnGradInferShape
+    from mindspore_bn_grad.cpu_kernel import native
+    f = native.lib().MsBnGradInferShape
     f.restype = None
     n = len(shape)
     buf = (ctypes.c_int64 * max(n, 1))(*shape)
@@ -225,7 +225,7 @@ def _cpp_infer(shape, channel_last):
 def test_cpp_infer_agrees_with_yaml_infer(shape, fmt):
     """The C++ shape rule MindSpore uses at run time gives what the YAML-built infer gives
     from grad_out's shape (the Python infer may know more when other inputs fix a dim)."""
-    from mindspore_bn_grad._infer import infer_shapes
+    from mindspore_bn_grad.infer import infer_shapes
     attrs = dict(training=False, eps=1e-5, output_mask=(True, True, True), data_format=fmt)
     py = infer_shapes({"grad_out": list(shape), "input": [-2]}, attrs)
     assert _cpp_infer(list(shape), fmt == "NHWC") == py

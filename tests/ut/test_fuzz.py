@@ -61,10 +61,10 @@ def _report():
 
 @pytest.fixture(scope="module", autouse=True)
 def _kernel_settings():
-    from mindspore_bn_grad import _native
-    threads = _native.get_num_threads()
+    from mindspore_bn_grad.cpu_kernel import native
+    threads = native.get_num_threads()
     yield
-    _native.set_num_threads(threads)
+    native.set_num_threads(threads)
 
 
 @_maybe_seed

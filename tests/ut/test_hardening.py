@@ -39,9 +39,9 @@ def _py(code, env_extra=None, env_drop=(), timeout=600):
 # A small direct call whose values are known: grad_weight = sum(dy * x) per channel, grad_bias = sum(dy).
 _DIRECT = """
 import numpy as np
-from mindspore_bn_grad import _native
+from mindspore_bn_grad.cpu_kernel import native
 x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
-gi, gw, gb = _native.direct(x, x, np.ones(2, np.float32), None, None,
+gi, gw, gb = native.direct(x, x, np.ones(2, np.float32), None, None,
                             np.zeros(2, np.float32), np.ones(2, np.float32))
 print("OK", gw.tolist(), gb.tolist())
 """
@@ -50,8 +50,8 @@ _DIRECT_OK = "OK [14.0, 126.0] [6.0, 22.0]"
 
 @pytest.fixture(scope="module")
 def real_lib():
-    from mindspore_bn_grad import _build
-    return _build.library_path()
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    return cpu_build.library_path()
 
 
 @pytest.fixture
@@ -183,10 +183,10 @@ def test_planted_library_is_never_loaded(fake_cxx, tmp_path, how):
 # ------------------------------------------------------------- cache directory
 
 _BUILD = """
-from mindspore_bn_grad import _build
+from mindspore_bn_grad.cpu_kernel import build as cpu_build
 try:
-    print("OK", _build.library_path())
-except _build.KernelBuildError as e:
+    print("OK", cpu_build.library_path())
+except cpu_build.KernelBuildError as e:
     print("ERR", e)
 """
 
@@ -272,10 +272,10 @@ def test_cache_path_with_a_colon_is_refused(fake_cxx, tmp_path):
 
 
 def test_mindspore_loads_the_library_that_was_checked():
-    from mindspore_bn_grad import _build, _native
-    path, func = _native.aot_func().rsplit(":", 1)
-    assert func == "BatchNormBackward" and path == _native.lib()._name
-    assert _build._verified(_build.Path(path))
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build, native
+    path, func = native.aot_func().rsplit(":", 1)
+    assert func == "BatchNormBackward" and path == native.lib()._name
+    assert cpu_build._verified(cpu_build.Path(path))
 
 
 # ------------------------------------------------------------- compiler
@@ -361,10 +361,10 @@ def test_stale_temp_files_of_a_build_in_progress_are_kept(fake_cxx):
 
 @pytest.fixture
 def native():
-    from mindspore_bn_grad import _native
-    before = _native.get_num_threads()
-    yield _native
-    _native.set_num_threads(before)
+    from mindspore_bn_grad.cpu_kernel import native
+    before = native.get_num_threads()
+    yield native
+    native.set_num_threads(before)
 
 
 @pytest.mark.parametrize("n", [np.int64(2), np.int32(1), np.uint8(3), 2])
@@ -392,7 +392,7 @@ def test_set_num_threads_non_integer_is_refused(native, n):
 def test_cap_agrees_between_python_and_cpp(native):
     lib = native.lib()
     assert lib.MsBnGradMaxThreads() == native.max_threads() == 4 * len(os.sched_getaffinity(0))
-    # The C++ entry checks the same range itself (code 8) for callers other than _native.
+    # The C++ entry checks the same range itself (code 8) for callers other than native.
     assert lib.MsBnGradSetNumThreads(native.max_threads() + 1) == 8
     assert lib.MsBnGradSetNumThreads(0) == 8
     assert lib.MsBnGradSetNumThreads(native.max_threads()) == 0
@@ -413,9 +413,9 @@ def test_env_thread_count_one_parser(value, want):
     cpus = len(os.sched_getaffinity(0))
     want = want.replace("CPUS", str(cpus)).replace("CAP", str(4 * cpus))
     r = _py("""
-        from mindspore_bn_grad import _native
+        from mindspore_bn_grad.cpu_kernel import native
         try:
-            print(_native.lib().MsBnGradGetNumThreads())
+            print(native.lib().MsBnGradGetNumThreads())
         except ValueError as e:
             print("ValueError:", e)
     """, {"MS_BN_GRAD_NUM_THREADS": value})
@@ -424,7 +424,7 @@ def test_env_thread_count_one_parser(value, want):
 
 
 def test_cpp_does_not_read_the_environment(real_lib):
-    """Loaded without _native, the library starts at the CPU count whatever the variable says."""
+    """Loaded without cpu_kernel.native, the library starts at the CPU count whatever the variable says."""
     r = _py(f"""
         import ctypes
         print(ctypes.CDLL({str(real_lib)!r}).MsBnGradGetNumThreads())
@@ -435,15 +435,15 @@ def test_cpp_does_not_read_the_environment(real_lib):
 
 _NO_THREADS = """
 import os, resource, numpy as np
-from mindspore_bn_grad import _native
-lib = _native.lib()
+from mindspore_bn_grad.cpu_kernel import native
+lib = native.lib()
 def limit_memory():  # no room for more thread stacks
     vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (vm + (8 << 20), resource.RLIM_INFINITY))
 x = np.random.default_rng(0).standard_normal((4, 3, 64, 64)).astype(np.float32)
 want = x.astype(np.float64).sum(axis=(0, 2, 3))
 def run():
-    gi, gw, gb = _native.direct(x, x, None, None, None, np.zeros(3, np.float32), np.ones(3, np.float32))
+    gi, gw, gb = native.direct(x, x, None, None, None, np.zeros(3, np.float32), np.ones(3, np.float32))
     return bool(np.allclose(gb, want, rtol=1e-5))
 """
 
@@ -452,10 +452,10 @@ def test_thread_the_os_refuses_is_a_python_exception(real_lib):
     r = _py(_NO_THREADS + """
 limit_memory()
 try:
-    _native.set_num_threads(_native.max_threads())
+    native.set_num_threads(native.max_threads())
 except RuntimeError as e:
     print("ERR", e)
-print(_native.get_num_threads(), lib.MsBnGradGetNumThreads(), run())
+print(native.get_num_threads(), lib.MsBnGradGetNumThreads(), run())
 """, {"MS_BN_GRAD_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-2000:]
     err, state = r.stdout.strip().splitlines()
@@ -469,7 +469,7 @@ def test_kernel_goes_on_with_the_threads_it_has():
     """A forked child starts a fresh pool; when the OS refuses its threads the call still computes
     (serially), instead of std::terminate."""
     r = _py(_NO_THREADS + """
-_native.set_num_threads(2)
+native.set_num_threads(2)
 pid = os.fork()
 if pid == 0:
     limit_memory()
@@ -517,9 +517,9 @@ def test_no_deterministic_switch():
     """The kernel is always deterministic (test_kernel_direct.py checks bitwise equality across
     thread counts): there is no switch to document or to forget."""
     import mindspore_bn_grad as mbg
-    from mindspore_bn_grad import _native
+    from mindspore_bn_grad.cpu_kernel import native
     for name in ("set_deterministic", "get_deterministic"):
-        assert name not in mbg.__all__ and not hasattr(_native, name)
+        assert name not in mbg.__all__ and not hasattr(native, name)
         with pytest.raises(AttributeError):
             getattr(mbg, name)
-    assert not hasattr(_native.lib(), "MsBnGradSetDeterministic")
+    assert not hasattr(native.lib(), "MsBnGradSetDeterministic")

@@ -14,16 +14,16 @@ import pytest
 
 from _harness import check_direct, direct_outputs, encode, make_arrays
 
-from mindspore_bn_grad import _native
+from mindspore_bn_grad.cpu_kernel import native
 
 ALL_MASKS = list(itertools.product([True, False], repeat=3))
 
 
 @pytest.fixture(autouse=True)
 def _restore_settings():
-    threads = _native.get_num_threads()
+    threads = native.get_num_threads()
     yield
-    _native.set_num_threads(threads)
+    native.set_num_threads(threads)
 
 
 # Shapes that reach each path: row path (inner >= 32) with vector tails and
@@ -103,7 +103,7 @@ def test_deterministic_across_threads(shape, fmt, dtype):
     arrays = make_arrays(shape, fmt, seed=11)
     results = []
     for threads in (1, 2, 3, 1):
-        _native.set_num_threads(threads)
+        native.set_num_threads(threads)
         for _ in range(2):
             raw = direct_outputs(arrays, {"grad_out": dtype}, dict(data_format=fmt, training=True))[3]
             results.append([np.array(r, copy=True).view(np.uint8) for r in raw])
@@ -137,12 +137,12 @@ def test_masked_grad_input_zeroed_in_the_sums_sweep(shape, channel_last, dtype, 
     bf16, gi_dtype = (("grad_out",), np.uint16) if dtype == "bfloat16" else ((), np.dtype(dtype))
     gi = np.full(shape, 0xFFFF if dtype == "bfloat16" else np.nan, gi_dtype)  # NaN in every dtype
     out = (gi, np.full(c, np.nan, np.float32), np.full(c, np.nan, np.float32))
-    _native.set_num_threads(threads)
+    native.set_num_threads(threads)
     try:
-        _native.direct(dy, x, None, None, None, mean, invstd, output_mask=mask, channel_last=channel_last,
+        native.direct(dy, x, None, None, None, mean, invstd, output_mask=mask, channel_last=channel_last,
                        param_grad_dtype=np.float32, bf16=bf16, out=out)
     finally:
-        _native.set_num_threads(_native._default_threads())
+        native.set_num_threads(native._default_threads())
     assert not gi.view(np.uint8).any(), "a masked grad_input must come back all zero bits"
     axes = tuple(range(len(shape) - 1)) if channel_last else (0,) + tuple(range(2, len(shape)))
     cshape = (1,) * (len(shape) - 1) + (c,) if channel_last else (1, c) + (1,) * (len(shape) - 2)
@@ -164,12 +164,12 @@ def test_large_masked_grad_input_is_zero_filled(threads):
     x = rng.standard_normal(shape).astype(np.float32)
     c = np.ones(3, np.float32)
     out = (np.full(shape, np.nan, np.float32), np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32))
-    _native.set_num_threads(threads)
+    native.set_num_threads(threads)
     try:
-        gi, gw, gb = _native.direct(dy, x, c, None, None, np.zeros(3, np.float32), c,
+        gi, gw, gb = native.direct(dy, x, c, None, None, np.zeros(3, np.float32), c,
                                     output_mask=(False, True, True), out=out)
     finally:
-        _native.set_num_threads(_native._default_threads())
+        native.set_num_threads(native._default_threads())
     assert not np.any(gi) and not np.isnan(gi).any()
     np.testing.assert_allclose(gb, dy.sum(axis=(0, 2, 3), dtype=np.float64), rtol=1e-5)
     np.testing.assert_allclose(gw, (dy.astype(np.float64) * x).sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-2)

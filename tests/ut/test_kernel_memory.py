@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 _PRELUDE = """
 import numpy as np
-from mindspore_bn_grad import _native
+from mindspore_bn_grad.cpu_kernel import native
 
 def rss_mb():
     with open("/proc/self/statm") as f:
@@ -48,9 +48,9 @@ def test_a_huge_call_leaves_no_huge_scratch():
     # column (about 17 MB of doubles) for the duration of the call.
     out = _run("""
         dy, x, w, m, s, out = arrays((1024, 2**17), np.float16)
-        _native.direct(dy[:2, :8], x[:2, :8], w[:8], None, None, m[:8], s[:8])  # library loaded
+        native.direct(dy[:2, :8], x[:2, :8], w[:8], None, None, m[:8], s[:8])  # library loaded
         before = rss_mb()
-        _native.direct(dy, x, w, None, None, m, s, out=out)
+        native.direct(dy, x, w, None, None, m, s, out=out)
         print("kept MB", rss_mb() - before)
         # the call computed something real (one channel, in float64)
         c = 5
@@ -68,9 +68,9 @@ def test_huge_channel_count_with_one_row(dtype):
     out = _run(f"""
         shape = (1, 2**22)
         dy, x, w, m, s, out = arrays(shape, np.{dtype})
-        _native.direct(dy[:, :8], x[:, :8], w[:8], None, None, m[:8], s[:8])
+        native.direct(dy[:, :8], x[:, :8], w[:8], None, None, m[:8], s[:8])
         before = rss_mb()
-        _native.direct(dy, x, w, None, None, m, s, out=out)
+        native.direct(dy, x, w, None, None, m, s, out=out)
         print("kept MB", rss_mb() - before)
         # N = 1, in float64: the formulas of the contract (float32 arithmetic inside:
         # x - mean is rounded, hence the absolute tolerances)
@@ -93,7 +93,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import ops
 import mindspore_bn_grad as mbg
-from mindspore_bn_grad import _native
+from mindspore_bn_grad.cpu_kernel import native
 ms.set_context(mode=ms.PYNATIVE_MODE)
 variant = sys.argv[1]
 
@@ -102,8 +102,8 @@ def rss_kb():
         return int(f.read().split()[1]) * 4
 
 if variant == "trivial":  # a plain aot op of the same signature, through the same kernel
-    _native.lib()
-    triv = ops.Custom(_native.aot_func(), out_shape=lambda *s: (s[0], [s[0][1]], [s[0][1]]),
+    native.lib()
+    triv = ops.Custom(native.aot_func(), out_shape=lambda *s: (s[0], [s[0][1]], [s[0][1]]),
                       out_dtype=lambda *t: (t[0], t[0], t[0]), func_type="aot")
     for name, value in (("training", True), ("eps", 1e-5), ("output_mask", [1, 1, 1]), ("layout", "NCHW")):
         triv.add_prim_attr(name, value)

@@ -215,12 +215,12 @@ def test_output_mask_follows_requires_grad():
     ms.set_context(mode=ms.PYNATIVE_MODE)
     bn = mbg.nn.BatchNorm2d(3, affine=False)
     assert bn.bn_train.output_mask == (True, False, False)
-    assert bn.bn_train.grad_op.bn_attrs["output_mask"] == (True, False, False)
-    assert bn.bn_infer.grad_op.bn_attrs["output_mask"] == (True, False, False)
+    assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, False, False)
+    assert bn.bn_infer.grad_op.op_attrs["output_mask"] == (True, False, False)
     bn = mbg.nn.BatchNorm2d(3)
-    assert bn.bn_train.grad_op.bn_attrs["output_mask"] == (True, True, True)
+    assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, True, True)
     bn.gamma.requires_grad = False  # PYNATIVE re-reads the flags at every backward
-    assert bn.bn_train.grad_op.bn_attrs["output_mask"] == (True, False, True)
+    assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, False, True)
     # with gamma frozen, beta's and the input's gradients are still right
     rs = np.random.RandomState(2)
     x, w = rs.randn(4, 3, 2, 2).astype(np.float32), rs.randn(4, 3, 2, 2).astype(np.float32)

@@ -16,8 +16,8 @@ import pytest
 import _soc_oracle as oracle
 from _harness import NAMES, check, make_arrays, ms_tensor
 
-from mindspore_bn_grad import _infer, _soc, get_target_soc, set_target_soc
-from mindspore_bn_grad._checks import normalize_attrs
+from mindspore_bn_grad import infer, support_rules, target, get_target_soc, set_target_soc
+from mindspore_bn_grad.checks import normalize_attrs
 
 MSG = re.compile(r"^BatchNormBackward: (?P<arg>[\w ]+?) expected .+, got (?P<got>.+) on (?P<soc>\w+)$")
 
@@ -65,14 +65,14 @@ def test_every_dtype_combination_matches_spec(soc):
     for case in _dtype_cases():
         want = oracle.verdict(soc, case)
         if want is None:
-            got = _infer.infer_dtypes(dict(case), attrs)
+            got = infer.infer_dtypes(dict(case), attrs)
             outs = oracle.output_dtypes(case)
             assert got == [outs[o] for o in oracle.OUTPUTS], (soc, case, got)
             n_accepted += 1
             continue
         exc_type, blamed = want
         with pytest.raises(Exception) as info:
-            _infer.infer_dtypes(dict(case), attrs)
+            infer.infer_dtypes(dict(case), attrs)
         assert info.type is exc_type, (soc, case, info.value)
         _assert_rejection(info.value, soc, blamed)
         m = MSG.match(str(info.value))
@@ -95,10 +95,10 @@ def test_every_format_matches_spec(soc, data_format, rank):
               "running_var": None, "save_mean": [-1], "save_invstd": [-1]}
     want = oracle.verdict(soc, {"grad_out": "float32", "input": "float32"}, data_format, rank)
     if want is None:
-        _infer.infer_shapes(shapes, attrs)
+        infer.infer_shapes(shapes, attrs)
         return
     with pytest.raises(ValueError) as info:
-        _infer.infer_shapes(shapes, attrs)
+        infer.infer_shapes(shapes, attrs)
     _assert_rejection(info.value, soc, want[1], given=oracle.format_name(data_format, rank))
 
 
@@ -106,7 +106,7 @@ def test_every_format_matches_spec(soc, data_format, rank):
 def test_enumerated_combinations_are_the_specs(soc):
     """accepted_combinations() (source of the CustomRegOp / AddConfig rows) == the oracle's set."""
     names = oracle.INPUTS + oracle.OUTPUTS
-    got = {tuple(c[n] for n in names) for c in _soc.dtype_combinations(soc)}
+    got = {tuple(c[n] for n in names) for c in support_rules.dtype_combinations(soc)}
     want = set()
     for dts in itertools.product(oracle.FLOATS, repeat=len(oracle.INPUTS)):
         case = dict(zip(oracle.INPUTS, dts))
@@ -114,23 +114,23 @@ def test_enumerated_combinations_are_the_specs(soc):
             want.add(dts + tuple(oracle.output_dtypes(case)[o] for o in oracle.OUTPUTS))
     assert got == want
     formats = {oracle.format_name(f, r) for f, r in FORMAT_CASES}
-    assert set(_soc.accepted_formats(soc)) == {f for f in formats if oracle.format_ok(soc, f)}
-    combos = list(_soc.accepted_combinations(soc))
-    assert len(combos) == len(got) * len(_soc.accepted_formats(soc))
+    assert set(support_rules.accepted_formats(soc)) == {f for f in formats if oracle.format_ok(soc, f)}
+    combos = list(support_rules.accepted_combinations(soc))
+    assert len(combos) == len(got) * len(support_rules.accepted_formats(soc))
     assert all(set(c) == set(names) | {"format"} for c in combos)
 
 
 def test_combinations_with_absent_inputs():
     """Absent optional inputs: None in their slot, and outputs follow grad_out when weight is absent."""
-    combos = _soc.dtype_combinations("ascend950", absent=("weight", "running_mean", "running_var"))
+    combos = support_rules.dtype_combinations("ascend950", absent=("weight", "running_mean", "running_var"))
     assert combos and all(c["weight"] is None and c["running_var"] is None for c in combos)
     assert all(c["grad_weight"] == c["grad_out"] for c in combos)
     # save_mean f16/f32 x save_invstd like it, for grad_out f16 and bf16; f32 only for f32
     assert len(combos) == 2 + 2 + 1
-    full = _soc.dtype_combinations("ascend950", derived_outputs=False)
+    full = support_rules.dtype_combinations("ascend950", derived_outputs=False)
     assert any(c["weight"] == "float16" and c["grad_weight"] == "float32" for c in full)
     with pytest.raises(ValueError):
-        _soc.dtype_combinations("ascend950", absent=("grad_out",))
+        support_rules.dtype_combinations("ascend950", absent=("grad_out",))
 
 
 # --------------------------------------------------------------------------- through MindSpore
@@ -262,16 +262,16 @@ def test_same_graph_accepted_on_cpu(mode):
 # --------------------------------------------------------------------------- target resolution
 
 def test_known_targets():
-    assert _soc.targets() == list(oracle.SOCS)
-    assert _soc.targets(device="Ascend") == [s for s in oracle.SOCS if s != "cpu"]
+    assert support_rules.targets() == list(oracle.SOCS)
+    assert support_rules.targets(device="Ascend") == [s for s in oracle.SOCS if s != "cpu"]
 
 
 def test_set_get_round_trip():
     assert get_target_soc() is None
-    assert _soc.active_target() == "cpu"
+    assert target.active_target() == "cpu"
     for soc in oracle.SOCS:
         set_target_soc(soc)
-        assert get_target_soc() == soc == _soc.active_target()
+        assert get_target_soc() == soc == target.active_target()
     set_target_soc("  Ascend910B3 ")
     assert get_target_soc() == "ascend910b"
     set_target_soc("ASCEND910_9391")
@@ -282,7 +282,7 @@ def test_set_get_round_trip():
 
 def test_context_manager_restores():
     set_target_soc("ascend910")
-    with _soc.target_soc("ascend950") as name:
+    with target.target_soc("ascend950") as name:
         assert name == "ascend950" == get_target_soc()
     assert get_target_soc() == "ascend910"
 
@@ -298,7 +298,7 @@ def test_unknown_name_lists_known_ones(name):
 
 def test_environment_variable(monkeypatch):
     monkeypatch.setenv("MS_BN_GRAD_SOC", "Ascend910B")
-    assert get_target_soc() == "ascend910b" == _soc.active_target()
+    assert get_target_soc() == "ascend910b" == target.active_target()
     set_target_soc("ascend950")                       # the override wins
     assert get_target_soc() == "ascend950"
     set_target_soc(None)
@@ -338,22 +338,22 @@ def test_detection_on_an_ascend_device(monkeypatch, reported, want):
     assert get_target_soc() is None
     if want is None:
         with pytest.raises(ValueError, match="ascend910b.*got 'ascend310b'"):
-            _soc.active_target()
+            target.active_target()
     else:
-        assert _soc.active_target() == want
+        assert target.active_target() == want
     set_target_soc("cpu")
-    assert _soc.active_target() == "cpu"
+    assert target.active_target() == "cpu"
 
 
 def test_cpu_detected_on_cpu():
-    assert _soc.detected_target() == "cpu"
+    assert target.detected_target() == "cpu"
 
 
 # --------------------------------------------------------------------------- CustomRegOp rows
 
 @pytest.mark.parametrize("soc", [s for s in oracle.SOCS if s != "cpu"])
 def test_ascend_reg_info(soc):
-    from mindspore_bn_grad._reg import ascend_reg_info
+    from mindspore_bn_grad.ascend import ascend_reg_info
     info = ascend_reg_info(soc)
     assert info["op_name"] == "BatchNormBackward" and info["target"] == "Ascend"
     assert [i["name"] for i in info["inputs"]] == list(oracle.INPUTS)
@@ -361,7 +361,7 @@ def test_ascend_reg_info(soc):
     assert [i["paramType"] for i in info["inputs"]][:2] == ["required", "required"]
     rows = info["dtype_format"]
     assert len(rows) == len(set(map(str, rows)))
-    combos = {tuple(c.values()) for c in _soc.dtype_combinations(soc)}
+    combos = {tuple(c.values()) for c in support_rules.dtype_combinations(soc)}
     assert {tuple(d for d, _ in row) for row in rows} == combos
     channel_last = any(fmt in ("NHWC", "NDHWC") for row in rows for _, fmt in row)
     assert channel_last == (soc == "ascend950")
@@ -369,7 +369,7 @@ def test_ascend_reg_info(soc):
 
 
 def test_ascend_reg_info_absent_inputs_and_cpu():
-    from mindspore_bn_grad._reg import ascend_reg_info
+    from mindspore_bn_grad.ascend import ascend_reg_info
     rows = ascend_reg_info("ascend910b", absent=("weight",))["dtype_format"]
     assert all(row[2] == ("", "") for row in rows)
     with pytest.raises(ValueError, match="Ascend SoC"):

@@ -1,12 +1,12 @@
 """op_def/ is the single source of truth: every YAML key is read by something,
 and the facts it states are not written again by hand in the C++ / Ascend C /
-Python sources (they come from the generated headers or from _opdef)."""
+Python sources (they come from the generated headers or from spec.py)."""
 import re
 from pathlib import Path
 
 import pytest
 
-from mindspore_bn_grad._opdef import load_opdef, load_yaml
+from mindspore_bn_grad.spec import load_opdef, load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
@@ -14,48 +14,48 @@ OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_nor
 # Every key of the three prototypes -> (file, pattern) where it is used beyond loading.
 CONSUMERS = {
     "op_name": ("scripts/gen_ascend_op_def.py", r"opdef\.op_name"),
-    "aclnn": ("mindspore_bn_grad/support.py", r"o\.aclnn|i\.aclnn|x\.aclnn"),
-    "support": ("mindspore_bn_grad/_soc.py", r"load_opdef\(\)\.support"),
-    "description": ("mindspore_bn_grad/support.py", r"o\.description"),
-    "layouts_from": ("mindspore_bn_grad/_opdef.py", r'raw\["layouts_from"\]'),
-    "inputs": ("mindspore_bn_grad/_infer.py", r"opdef\.inputs"),
-    "inputs.name": ("mindspore_bn_grad/_infer.py", r"arg\.name"),
-    "inputs.aclnn": ("mindspore_bn_grad/support.py", r"i\.aclnn"),
-    "inputs.optional": ("mindspore_bn_grad/_infer.py", r"arg\.optional"),
-    "inputs.shape": ("mindspore_bn_grad/_infer.py", r'arg\.shape == "full"'),
-    "inputs.like": ("mindspore_bn_grad/_infer.py", r"arg\.like"),
+    "aclnn": ("mindspore_bn_grad/cli/support.py", r"o\.aclnn|i\.aclnn|x\.aclnn"),
+    "support": ("mindspore_bn_grad/support_rules.py", r"load_opdef\(\)\.support"),
+    "description": ("mindspore_bn_grad/cli/support.py", r"o\.description"),
+    "layouts_from": ("mindspore_bn_grad/spec.py", r'raw\["layouts_from"\]'),
+    "inputs": ("mindspore_bn_grad/infer.py", r"opdef\.inputs"),
+    "inputs.name": ("mindspore_bn_grad/infer.py", r"arg\.name"),
+    "inputs.aclnn": ("mindspore_bn_grad/cli/support.py", r"i\.aclnn"),
+    "inputs.optional": ("mindspore_bn_grad/infer.py", r"arg\.optional"),
+    "inputs.shape": ("mindspore_bn_grad/infer.py", r'arg\.shape == "full"'),
+    "inputs.like": ("mindspore_bn_grad/infer.py", r"arg\.like"),
     "inputs.default_value": ("scripts/gen_ascend_op_def.py", r"i\.default_value"),
-    "inputs.used_when": ("mindspore_bn_grad/support.py", r"i\.used_when"),
-    "inputs.required_when": ("mindspore_bn_grad/_infer.py", r"arg\.required\(attrs\)"),
-    "inputs.empty_allowed_when": ("mindspore_bn_grad/_infer.py", r"arg\.empty_allowed\(attrs\)"),
-    "inputs.dtypes": ("mindspore_bn_grad/_infer.py", r"arg\.allowed_dtypes\("),
-    "attrs": ("mindspore_bn_grad/_checks.py", r"opdef\.attrs"),
-    "attrs.name": ("mindspore_bn_grad/_checks.py", r"a\.name"),
-    "attrs.type": ("mindspore_bn_grad/_checks.py", r"a\.type =="),
-    "attrs.default": ("mindspore_bn_grad/_checks.py", r"a\.default"),
-    "attrs.min": ("mindspore_bn_grad/_checks.py", r"a\.min"),
-    "attrs.length": ("mindspore_bn_grad/_checks.py", r"a\.length"),
-    "attrs.values": ("mindspore_bn_grad/_checks.py", r"a\.values"),
+    "inputs.used_when": ("mindspore_bn_grad/cli/support.py", r"i\.used_when"),
+    "inputs.required_when": ("mindspore_bn_grad/infer.py", r"arg\.required\(attrs\)"),
+    "inputs.empty_allowed_when": ("mindspore_bn_grad/infer.py", r"arg\.empty_allowed\(attrs\)"),
+    "inputs.dtypes": ("mindspore_bn_grad/infer.py", r"arg\.allowed_dtypes\("),
+    "attrs": ("mindspore_bn_grad/checks.py", r"opdef\.attrs"),
+    "attrs.name": ("mindspore_bn_grad/checks.py", r"a\.name"),
+    "attrs.type": ("mindspore_bn_grad/checks.py", r"a\.type =="),
+    "attrs.default": ("mindspore_bn_grad/checks.py", r"a\.default"),
+    "attrs.min": ("mindspore_bn_grad/checks.py", r"a\.min"),
+    "attrs.length": ("mindspore_bn_grad/checks.py", r"a\.length"),
+    "attrs.values": ("mindspore_bn_grad/checks.py", r"a\.values"),
     "attrs.kernel_name": ("scripts/gen_ascend_op_def.py", r"a\.kernel_attr"),
     "attrs.kernel_bits_name": ("scripts/gen_ascend_op_def.py", r"a\.kernel_bits_name"),
-    "outputs": ("mindspore_bn_grad/_infer.py", r"opdef\.outputs"),
+    "outputs": ("mindspore_bn_grad/infer.py", r"opdef\.outputs"),
     "outputs.name": ("scripts/gen_ascend_op_def.py", r"o\.name"),
-    "outputs.aclnn": ("mindspore_bn_grad/support.py", r"x\.aclnn"),
-    "outputs.shape": ("mindspore_bn_grad/_infer.py", r'o\.shape == "full"'),
-    "outputs.like": ("mindspore_bn_grad/support.py", r"x\.like"),
-    "outputs.dtype_from": ("mindspore_bn_grad/_infer.py", r"o\.dtype_from"),
+    "outputs.aclnn": ("mindspore_bn_grad/cli/support.py", r"x\.aclnn"),
+    "outputs.shape": ("mindspore_bn_grad/infer.py", r'o\.shape == "full"'),
+    "outputs.like": ("mindspore_bn_grad/cli/support.py", r"x\.like"),
+    "outputs.dtype_from": ("mindspore_bn_grad/infer.py", r"o\.dtype_from"),
     "outputs.mask_bit": ("scripts/gen_ascend_op_def.py", r"o\.mask_bit"),
     "mask_attrs": ("scripts/gen_ascend_op_def.py", r"opdef\.mask_attrs"),
-    "ranks": ("mindspore_bn_grad/_checks.py", r"opdef\.min_rank <= rank <= opdef\.max_rank"),
-    "data_formats": ("mindspore_bn_grad/_infer.py", r"opdef\.data_formats"),
+    "ranks": ("mindspore_bn_grad/checks.py", r"opdef\.min_rank <= rank <= opdef\.max_rank"),
+    "data_formats": ("mindspore_bn_grad/infer.py", r"opdef\.data_formats"),
     "data_formats.channel_axis": ("scripts/gen_ascend_op_def.py", r"f\.channel_last"),
-    "data_formats.ranks": ("mindspore_bn_grad/_checks.py", r"fmt\.ranks"),
-    "data_formats.names": ("mindspore_bn_grad/_infer.py", r"fmt\.names"),
+    "data_formats.ranks": ("mindspore_bn_grad/checks.py", r"fmt\.ranks"),
+    "data_formats.names": ("mindspore_bn_grad/infer.py", r"fmt\.names"),
     "dtypes": ("scripts/gen_ascend_op_def.py", r"opdef\.dtypes"),
     "kernel_errors": ("scripts/gen_ascend_op_def.py", r"opdef\.kernel_errors"),
     "kernel_errors.name": ("scripts/gen_ascend_op_def.py", r"e\.name"),
-    "kernel_errors.code": ("mindspore_bn_grad/_opdef.py", r"e\.code"),
-    "kernel_errors.message": ("mindspore_bn_grad/_opdef.py", r"e\.message"),
+    "kernel_errors.code": ("mindspore_bn_grad/spec.py", r"e\.code"),
+    "kernel_errors.message": ("mindspore_bn_grad/spec.py", r"e\.message"),
 }
 
 
@@ -88,7 +88,7 @@ def _sources(patterns):
 CPP = ("mindspore_bn_grad/csrc/*.h", "mindspore_bn_grad/csrc/*.cpp", "ascend_impl/op_host/*.h",
        "ascend_impl/op_host/*.cpp", "ascend_impl/op_kernel/*.h", "ascend_impl/op_kernel/*.cpp")
 # The operator modules (nn/ and the benchmark are outside this rule for now).
-PY = ("mindspore_bn_grad/_*.py", "mindspore_bn_grad/support.py")
+PY = ("mindspore_bn_grad/_*.py", "mindspore_bn_grad/cli/support.py")
 
 
 def _cpp_facts():
@@ -130,7 +130,7 @@ def _py_facts():
 def test_python_sources_do_not_restate_the_spec(what, pattern):
     for path, text in _sources(PY).items():
         m = re.search(pattern, text)
-        assert m is None, f"{path.relative_to(ROOT)} restates {what} by hand ({m.group(0)!r}): read it from _opdef"
+        assert m is None, f"{path.relative_to(ROOT)} restates {what} by hand ({m.group(0)!r}): read it from spec.py"
 
 
 def test_the_checks_fail_on_a_restated_fact():
@@ -153,7 +153,7 @@ def test_the_checks_fail_on_a_restated_fact():
 
 
 def test_kernel_error_messages_come_from_the_yaml():
-    from mindspore_bn_grad import _native
-    assert _native.ERRORS == {e.code: e.message for e in load_opdef().kernel_errors}
+    from mindspore_bn_grad.cpu_kernel import native
+    assert native.ERRORS == {e.code: e.message for e in load_opdef().kernel_errors}
     with pytest.raises(RuntimeError, match=re.escape(load_opdef().kernel_errors[2].message)):
-        _native.check_rc(load_opdef().kernel_errors[2].code)
+        native.check_rc(load_opdef().kernel_errors[2].code)

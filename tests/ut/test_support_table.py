@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from mindspore_bn_grad import support
+from mindspore_bn_grad.cli import support
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,9 @@ import pytest
 
 from _harness import bf16_bits_to_f64, to_bf16_bits
 from reference import sync_elemt_ref, sync_reduce_ref
-from mindspore_bn_grad import _native
-from mindspore_bn_grad import _sync_ops as so
+from mindspore_bn_grad.cpu_kernel import native
+from mindspore_bn_grad import sync_backward as so
+from mindspore_bn_grad.cpu_kernel import native
 
 
 def layout(channel_last):
@@ -42,14 +43,14 @@ SHAPES = [((4, 3), False), ((3, 5, 7), False), ((2, 4, 3, 5), False), ((2, 3, 2,
 def test_direct_values(shape, cl, dt, tol):
     dy, x, mean, invstd, w = make(shape, cl)
     dy, x = dy.astype(dt), x.astype(dt)
-    out = so.reduce_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), channel_last=cl)
+    out = native.reduce_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), channel_last=cl)
     want = sync_reduce_ref(dy, x, mean.astype(dt), invstd.astype(dt), layout(cl))
     n = max(1, dy.size // (shape[-1] if cl else shape[1]))
     for got, exp in zip(out, want):
         assert got.dtype == dt
         assert np.all(np.abs(got - exp) <= tol * n ** 0.5 * scale(exp) * 4), (got, exp)
     count = np.array([n, 7], np.int32)
-    gi = so.elemt_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
+    gi = native.elemt_direct(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
                          want[1].astype(dt), count, channel_last=cl)
     exp = sync_elemt_ref(dy, x, mean.astype(dt), invstd.astype(dt), w.astype(dt), want[0].astype(dt),
                          want[1].astype(dt), count, layout(cl))
@@ -63,12 +64,12 @@ def test_direct_bfloat16(cl):
     bdy, bx = to_bf16_bits(dy), to_bf16_bits(x)
     qdy, qx = bf16_bits_to_f64(bdy), bf16_bits_to_f64(bx)
     m32, i32, w32 = mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32)
-    out = so.reduce_direct(bdy, bx, m32, i32, w32, channel_last=cl, bf16=True)
+    out = native.reduce_direct(bdy, bx, m32, i32, w32, channel_last=cl, bf16=True)
     want = sync_reduce_ref(qdy, qx, m32, i32, layout(cl))
     for got, exp in zip(out, want):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-4)
     count = np.array([90.0], np.float32)
-    gi = so.elemt_direct(bdy, bx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
+    gi = native.elemt_direct(bdy, bx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
                          channel_last=cl, bf16=True)
     exp = sync_elemt_ref(qdy, qx, m32, i32, w32, want[0].astype(np.float32), want[1].astype(np.float32), count,
                          layout(cl))
@@ -79,7 +80,7 @@ def test_direct_bfloat16(cl):
                                    (False, False, False)])
 def test_direct_flags_zero_fill(flags):
     dy, x, mean, invstd, w = make((2, 3, 4), False)
-    out = so.reduce_direct(dy, x, mean, invstd, w, input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
+    out = native.reduce_direct(dy, x, mean, invstd, w, input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
     want = sync_reduce_ref(dy, x, mean, invstd)
     on = [flags[0], flags[0], flags[1], flags[2]]
     for got, exp, keep in zip(out, want, on):
@@ -88,11 +89,11 @@ def test_direct_flags_zero_fill(flags):
 
 def test_direct_without_weight_and_float_counter():
     dy, x, mean, invstd, _ = make((4, 3, 5), False)
-    out = so.reduce_direct(dy, x, mean, invstd, None)
+    out = native.reduce_direct(dy, x, mean, invstd, None)
     want = sync_reduce_ref(dy, x, mean, invstd)
     np.testing.assert_allclose(out[2], want[2], rtol=1e-12)
     count = np.array([20.0, 13.0, 0.0])
-    gi = so.elemt_direct(dy, x, mean, invstd, None, want[0], want[1], count)
+    gi = native.elemt_direct(dy, x, mean, invstd, None, want[0], want[1], count)
     np.testing.assert_allclose(gi, sync_elemt_ref(dy, x, mean, invstd, None, want[0], want[1], count), rtol=1e-12,
                                atol=1e-14)
 
@@ -102,17 +103,17 @@ def test_direct_deterministic_for_any_thread_count(cl):
     dy, x, mean, invstd, w = make((16, 8, 64, 40) if not cl else (16, 64, 40, 8), cl, seed=3)
     dy, x = dy.astype(np.float32), x.astype(np.float32)
     args = (dy, x, mean.astype(np.float32), invstd.astype(np.float32), w.astype(np.float32))
-    before = _native.get_num_threads()
+    before = native.get_num_threads()
     try:
         results = []
         for n in (1, 2, 3):
-            _native.set_num_threads(n)
-            r = so.reduce_direct(*args, channel_last=cl)
-            gi = so.elemt_direct(*args, r[0], r[1], np.array([dy.size // 8], np.int64), channel_last=cl)
+            native.set_num_threads(n)
+            r = native.reduce_direct(*args, channel_last=cl)
+            gi = native.elemt_direct(*args, r[0], r[1], np.array([dy.size // 8], np.int64), channel_last=cl)
             results.append([a.tobytes() for a in r] + [gi.tobytes()])
         assert results[0] == results[1] == results[2]
     finally:
-        _native.set_num_threads(before)
+        native.set_num_threads(before)
     want = sync_reduce_ref(*args[:4], layout(cl))
     np.testing.assert_allclose(np.frombuffer(results[0][0], np.float32), want[0], rtol=1e-5, atol=1e-2)
 
@@ -120,9 +121,9 @@ def test_direct_deterministic_for_any_thread_count(cl):
 def test_direct_rejects_mismatched_shapes():
     dy, x, mean, invstd, w = make((2, 3, 4), False)
     with pytest.raises(RuntimeError, match="shapes do not fit"):
-        so.reduce_direct(dy, x[:, :, :3], mean, invstd, w)
+        native.reduce_direct(dy, x[:, :, :3], mean, invstd, w)
     with pytest.raises(RuntimeError, match="shapes do not fit"):
-        so.elemt_direct(dy, x, mean[:2], invstd, w, mean, mean, np.array([8]))
+        native.elemt_direct(dy, x, mean[:2], invstd, w, mean, mean, np.array([8]))
 
 
 # --- through MindSpore --------------------------------------------------------------------
@@ -198,14 +199,14 @@ def test_counter_dtypes_are_the_yaml_ones_on_every_target():
     and the Ascend registration rows agree (float16 / bfloat16 counters are rejected everywhere,
     float64 only off the CPU)."""
     from mindspore import Tensor
-    from mindspore_bn_grad import _soc
-    from mindspore_bn_grad._opdef import load_opdef
-    from mindspore_bn_grad._reg import combinations
+    from mindspore_bn_grad import support_rules, target
+    from mindspore_bn_grad.spec import load_opdef
+    from mindspore_bn_grad.support_rules import combinations
     counter = load_opdef("batch_norm_elemt_backward.yaml").input("counter")
     assert counter.allowed_dtypes("Ascend") == ("float32", "int32", "int64")
     assert counter.allowed_dtypes("CPU") == ("float32", "float64", "int32", "int64")
     elemt = load_opdef("batch_norm_elemt_backward.yaml")
-    for soc in _soc.targets(device="Ascend"):
+    for soc in support_rules.targets(device="Ascend"):
         assert {c["counter"] for c in combinations(soc, elemt)} == set(counter.allowed_dtypes("Ascend"))
     dy, x, mean, invstd, w = make((2, 3, 4), False)
     f = lambda a: Tensor(a.astype(np.float32))  # noqa: E731
@@ -219,7 +220,7 @@ def test_counter_dtypes_are_the_yaml_ones_on_every_target():
             with pytest.raises(TypeError, match=r"BatchNormElemtBackward: counter expected a float or integer "
                                                 r"dtype \(float32, float64, int32, int64\), got float16 on cpu"):
                 so.batch_norm_elemt_backward(*args, cnt)
-    with _soc.target_soc("ascend910b"):
+    with target.target_soc("ascend910b"):
         with pytest.raises(TypeError, match=r"counter expected a float or integer dtype \(float32, int32, int64\), "
                                             r"got float64 on ascend910b"):
             so.batch_norm_elemt_backward(*args, Tensor(np.array([8, 0], np.float64)))

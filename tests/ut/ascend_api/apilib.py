@@ -11,16 +11,15 @@ import hashlib
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+import simlib  # dtype helpers: to_device / from_device / quantize (tests/ut/ascend_sim is on pytest's pythonpath)
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "check_ascend_api.sh"
-sys.path.insert(0, str(ROOT / "tests" / "ut" / "ascend_sim"))
-import simlib  # noqa: E402  (dtype helpers: to_device / from_device / quantize)
 
 ENV_VARS = ("ASCEND_DEVKIT_PATH", "ASCEND_HOME_PATH", "ASCEND_METADEF_PATH", "ASCEND_GE_PATH", "ASCEND_OPBASE_PATH")
 TESTED_COMMIT = "82b89a1"

@@ -1,11 +1,6 @@
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-import apilib  # noqa: E402
+import apilib  # this folder is on pytest's pythonpath (setup.cfg)
 
 
 @pytest.fixture(scope="session")

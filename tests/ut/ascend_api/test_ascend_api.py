@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import apilib
-from reference import batch_norm_backward_ref
-from mindspore_bn_grad import _soc
+from reference import batch_norm_backward_ref, sync_elemt_ref, sync_reduce_ref
+from mindspore_bn_grad import support_rules
 
 pytestmark = pytest.mark.ascend_api
 
-SOCS = _soc.targets(device="Ascend")
+SOCS = support_rules.targets(device="Ascend")
 RUN_SOCS = ("ascend910b", "ascend910_93", "ascend910", "ascend310p")
 LEGACY = ("ascend910", "ascend310p")  # no DataCopyPad, no SyncAll, no bfloat16 kernels
 TOL = {"float32": (1e-4, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
@@ -179,20 +179,7 @@ def test_bfloat16_refused_where_not_built(launcher, soc):
         apilib.run(launcher(soc), "full", args["grad_out"], args["x"], args["params"], dtype="bfloat16")
 
 
-# ---- SyncBatchNorm steps against the reference ----
-def sync_reference(dy, x, mean, invstd, weight, channel_last, n):
-    axis = dy.ndim - 1 if channel_last else 1
-    axes = tuple(i for i in range(dy.ndim) if i != axis)
-    bshape = [1] * dy.ndim
-    bshape[axis] = dy.shape[axis]
-    xmu = x - mean.reshape(bshape)
-    sum_dy, sum_dy_xmu = dy.sum(axis=axes), (dy * xmu).sum(axis=axes)
-    w = np.ones_like(mean) if weight is None else weight
-    gi = (dy - sum_dy.reshape(bshape) / n - xmu * (invstd ** 2 * sum_dy_xmu / n).reshape(bshape)) * \
-        (invstd * w).reshape(bshape)
-    return sum_dy, sum_dy_xmu, sum_dy_xmu * invstd, sum_dy, gi
-
-
+# ---- SyncBatchNorm steps against the reference (tests/reference.py) ----
 @pytest.mark.parametrize("shape,channel_last", [((4, 3, 5, 7), False), ((3, 4, 5, 6), True), ((2, 70, 9), False)])
 @pytest.mark.parametrize("soc", RUN_SOCS)
 def test_reduce_and_elemt(launcher, soc, shape, channel_last):
@@ -204,22 +191,17 @@ def test_reduce_and_elemt(launcher, soc, shape, channel_last):
         c = shape[-1] if channel_last else shape[1]
         local = int(np.prod(shape)) // c
         counter = [local, 2 * local + 1]  # this rank's count plus another rank's
-        n = sum(counter)
-        ref = sync_reference(dy, x, mean, invstd, weight, channel_last, n)
+        fmt = "NHWC" if channel_last else "NCHW"
+        ref = sync_reduce_ref(dy, x, mean, invstd, fmt)
         rtol, atol = TOL[dtype]
         red_atol = atol + 2e-6 * local * (1 + np.abs(x).max())
         params = dict(weight=weight, save_mean=mean, save_invstd=invstd)
         outs, _ = apilib.run(launcher(soc), "reduce", dy, x, params, channel_last=channel_last, dtype=dtype, cores=3)
-        for i, (got, want) in enumerate(zip(outs, ref[:4])):
+        for i, (got, want) in enumerate(zip(outs, ref)):
             np.testing.assert_allclose(got, want, rtol=rtol, atol=red_atol, err_msg=f"{soc} reduce output {i}")
         sums = (apilib.simlib.quantize(ref[0], dtype), apilib.simlib.quantize(ref[1], dtype))
         (gi,), _ = apilib.run(launcher(soc), "elemt", dy, x, params, channel_last=channel_last, dtype=dtype,
                               cores=3, sums=sums, counter=counter)
         # the sums travel in the dtype: the reference takes the same rounded sums
-        axis = dy.ndim - 1 if channel_last else 1
-        bshape = [1] * dy.ndim
-        bshape[axis] = c
-        xmu = x - mean.reshape(bshape)
-        want = (dy - sums[0].reshape(bshape) / n - xmu * (invstd ** 2 * sums[1] / n).reshape(bshape)) * \
-            (invstd * weight).reshape(bshape)
+        want = sync_elemt_ref(dy, x, mean, invstd, weight, sums[0], sums[1], counter, fmt)
         np.testing.assert_allclose(gi, want, rtol=rtol, atol=atol, err_msg=f"{soc} elemt")

@@ -30,23 +30,23 @@ def rows(text, soc):
 
 
 def test_generated_op_definition_has_one_config_per_ascend_soc():
-    from mindspore_bn_grad import _soc
+    from mindspore_bn_grad import support_rules
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_backward_def.gen.h").read_text()
-    for soc in _soc.targets(device="Ascend"):
+    for soc in support_rules.targets(device="Ascend"):
         assert text.count(f'AddConfig(def, "{soc}", {soc.upper()});') == 1
     assert all("BF16" not in dts for dts, _ in rows(text, "ascend910"))
     assert any("BF16" in dts for dts, _ in rows(text, "ascend910b"))
 
 
 def test_generated_rows_are_the_accepted_combinations():
-    """Each row is one accepted combination of _soc (dtype per tensor, format); none missing, none extra."""
-    from mindspore_bn_grad import _soc
+    """Each row is one accepted combination of support_rules (dtype per tensor, format); none missing, none extra."""
+    from mindspore_bn_grad import support_rules
     import gen_ascend_op_def as gen
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_backward_def.gen.h").read_text()
-    for soc in _soc.targets(device="Ascend"):
+    for soc in support_rules.targets(device="Ascend"):
         want = {(tuple(gen.GE_DTYPE_SHORT[d] for d in combo[:-1]), combo[-1])
                 for combo in (tuple(c[n] for n in gen.load_opdef().input_names + gen.load_opdef().output_names)
-                              + (c["format"],) for c in _soc.accepted_combinations(soc, derived_outputs=False))}
+                              + (c["format"],) for c in support_rules.accepted_combinations(soc, derived_outputs=False))}
         got = rows(text, soc)
         assert len(got) == len(set(got)) and set(got) == want, soc
 
@@ -89,18 +89,18 @@ def test_build_script_rejects_unknown_soc():
 
 
 def test_missing_op_package_error_says_how_to_build(monkeypatch):
-    from mindspore_bn_grad import _ascend
+    from mindspore_bn_grad import ascend
     monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
     monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
     with pytest.raises(RuntimeError, match="build_ascend.sh") as e:
-        _ascend.ascend_custom_kwargs({})
+        ascend.custom_kwargs()
     assert "ASCEND_CUSTOM_OPP_PATH" in str(e.value)
 
 
 def test_installed_op_package_is_found(tmp_path, monkeypatch):
-    from mindspore_bn_grad import _ascend
+    from mindspore_bn_grad import ascend
     cfg = tmp_path / "op_impl" / "ai_core" / "tbe" / "config" / "ascend910b"
     cfg.mkdir(parents=True)
     (cfg / "aic-ascend910b-ops-info.json").write_text('{"BatchNormBackward": {}}')
     monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", str(tmp_path))
-    assert _ascend.installed_package() == str(tmp_path)
+    assert ascend.installed_package() == str(tmp_path)

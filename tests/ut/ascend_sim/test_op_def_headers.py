@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import gen_ascend_op_def as gen
-from mindspore_bn_grad import _soc
-from mindspore_bn_grad._opdef import load_opdef
+from mindspore_bn_grad import support_rules
+from mindspore_bn_grad.spec import load_opdef
 
 pytestmark = pytest.mark.ascend_sim
 
@@ -73,7 +73,7 @@ def test_signature_and_attributes(op):
 
 def test_one_config_per_soc_with_every_combination(op):
     opdef, d = op
-    socs = _soc.targets(device="Ascend")
+    socs = support_rules.targets(device="Ascend")
     assert [c["soc"] for c in d["configs"]] == socs
     for cfg, soc in zip(d["configs"], socs):
         assert cfg["flags"] == 3  # dynamic compile / rank / shape

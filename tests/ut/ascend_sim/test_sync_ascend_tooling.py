@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mindspore_bn_grad._opdef import load_opdef
+from mindspore_bn_grad.spec import load_opdef
 
 ROOT = Path(__file__).resolve().parents[3]
 OPS = {"batch_norm_reduce_backward.yaml": "batch_norm_reduce_backward",
@@ -25,8 +25,8 @@ def test_generated_signature_matches_yaml(yaml_name, stem):
     assert re.findall(r'def\.Attr\("(\w+)"\)', text) == [a.kernel_attr for a in opdef.attrs]
     optional = re.findall(r'def\.Input\("(\w+)"\)\.ParamType\(ops::OPTIONAL\)', text)
     assert optional == [i.name for i in opdef.inputs if i.optional]
-    from mindspore_bn_grad import _soc
-    for soc in _soc.targets(device="Ascend"):
+    from mindspore_bn_grad import support_rules
+    for soc in support_rules.targets(device="Ascend"):
         assert text.count(f'AddConfig(def, "{soc}", {soc.upper()});') == 1
 
 
@@ -42,7 +42,7 @@ def test_kernel_entry_takes_yaml_names_in_order(yaml_name, stem):
 def test_elemt_counter_columns_are_the_yaml_counter_dtypes():
     """Every SoC's rows give `counter` exactly its Ascend dtypes (float32, int32, int64), each with every
     combination of the other tensors."""
-    from mindspore_bn_grad import _soc
+    from mindspore_bn_grad import support_rules
     from test_ascend_tooling import rows
     opdef = load_opdef("batch_norm_elemt_backward.yaml")
     short = {"float32": "F32", "int32": "I32", "int64": "I64"}
@@ -50,7 +50,7 @@ def test_elemt_counter_columns_are_the_yaml_counter_dtypes():
     assert want == {"F32", "I32", "I64"}
     text = (ROOT / "ascend_impl" / "op_host" / "batch_norm_elemt_backward_def.gen.h").read_text()
     k = opdef.input_names.index("counter")
-    for soc in _soc.targets(device="Ascend"):
+    for soc in support_rules.targets(device="Ascend"):
         got = rows(text, soc)
         assert {dts[k] for dts, _ in got} == want
         others = {(dts[:k] + dts[k + 1:], fmt) for dts, fmt in got}
@@ -60,7 +60,7 @@ def test_elemt_counter_columns_are_the_yaml_counter_dtypes():
 @pytest.mark.parametrize("yaml_name", OPS)
 def test_reg_info_from_yaml(yaml_name):
     pytest.importorskip("mindspore")
-    from mindspore_bn_grad._reg import ascend_reg_info
+    from mindspore_bn_grad.ascend import ascend_reg_info
     info = ascend_reg_info("ascend910b", filename=yaml_name)
     info = json.loads(info) if isinstance(info, str) else info
     opdef = load_opdef(yaml_name)
@@ -74,15 +74,15 @@ def test_reg_info_from_yaml(yaml_name):
 @pytest.mark.parametrize("yaml_name", OPS)
 def test_ascend_kwargs(yaml_name, tmp_path, monkeypatch):
     pytest.importorskip("mindspore")
-    from mindspore_bn_grad import _soc, _sync_ops
+    from mindspore_bn_grad import ascend, target
     op_type = load_opdef(yaml_name).op_name
     monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
     monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="build_ascend.sh"):
-        _sync_ops._ascend_kwargs(yaml_name)
+        ascend.custom_kwargs(yaml_name)
     cfg = tmp_path / "op_impl" / "ai_core" / "tbe" / "config" / "ascend910b"
     cfg.mkdir(parents=True)
     (cfg / "aic-ascend910b-ops-info.json").write_text(json.dumps({op_type: {}}))
-    with _soc.target_soc("ascend910b"):
-        kw = _sync_ops._ascend_kwargs(yaml_name)
+    with target.target_soc("ascend910b"):
+        kw = ascend.custom_kwargs(yaml_name)
     assert kw["func"] == op_type and kw["reg_info"]

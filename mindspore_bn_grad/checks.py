@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from ._opdef import load_opdef
+from .spec import load_opdef
 
 PREFIX = "BatchNormBackward"
 
@@ -90,15 +90,3 @@ def check_rank(rank, attrs, opdef=None):
              repr(fmt.name), op=opdef.op_name)
     return fmt
 
-
-def check_device_target(op=PREFIX):
-    """Our kernels run on CPU (aot) and Ascend; anywhere else refuse before anything runs.
-
-    On GPU, MindSpore's BatchNorm forward also returns the inverse std (cuDNN's saved
-    inverse variance) where our cells expect the variance: a clear error, never wrong numbers.
-    """
-    from ._soc import _device_target  # the one device-target lookup (tests monkeypatch it)
-    target = _device_target()
-    if target not in ("CPU", "Ascend"):
-        raise RuntimeError(f"{op}: device_target expected 'CPU' or 'Ascend', got {target!r} "
-                           "(mindspore_bn_grad has no kernels for it)")

@@ -11,6 +11,11 @@ from typing import Dict, List, Optional, Tuple
 
 import yaml
 
+# The prototypes under op_def/ (shipped as mindspore_bn_grad.op_def).
+BACKWARD_YAML = "batch_norm_backward.yaml"
+DOUBLE_YAML = "batch_norm_double_backward.yaml"
+REDUCE_YAML = "batch_norm_reduce_backward.yaml"
+ELEMT_YAML = "batch_norm_elemt_backward.yaml"
 
 @dataclass(frozen=True)
 class TensorArg:
@@ -139,7 +144,7 @@ def load_yaml(filename: str) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def load_opdef(filename: str = "batch_norm_backward.yaml") -> OpDef:
+def load_opdef(filename: str = BACKWARD_YAML) -> OpDef:
     (key, raw), = load_yaml(filename).items()
     base = {}
     if "layouts_from" in raw:  # ranks, data_formats, dtypes shared with another prototype

@@ -7,9 +7,9 @@ only what is known is checked.
 """
 import functools
 
-from . import _soc
-from ._checks import check_rank, fail
-from ._opdef import load_opdef
+from . import support_rules, target
+from .checks import check_rank, fail
+from .spec import load_opdef
 
 UNKNOWN_DIM = -1
 UNKNOWN_RANK = -2
@@ -74,7 +74,7 @@ def infer_shapes(shapes: dict, attrs: dict, opdef=None):
             full, first = shape, arg.name
             fmt = check_rank(len(full), attrs, opdef)
             if opdef.support:
-                _soc.check_format(fmt.names[len(full)])
+                support_rules.check_format(fmt.names[len(full)], target.active_target())
             continue
         if len(shape) != len(full):
             fail(ValueError, arg.name, f"the shape of {first} {_fmt_shape(full)}", _fmt_shape(shape), op=op)
@@ -111,15 +111,15 @@ def infer_dtypes(dtypes: dict, attrs: dict, opdef=None):
            for o in opdef.outputs]
     if opdef.support:
         # The target's rules first: their messages name the SoC.
-        _soc.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))})
+        support_rules.check_dtypes({**dtypes, **dict(zip(opdef.output_names, out))}, target.active_target())
     floats = list(opdef.dtypes)
     for arg in opdef.inputs:
         d = dtypes.get(arg.name)
         if d is None:
             continue
         if arg.dtypes is not None:  # the input's own per-device list (counter)
-            soc = _soc.active_target()
-            allowed = arg.allowed_dtypes(_soc.target_info(soc).device)
+            soc = target.active_target()
+            allowed = arg.allowed_dtypes(support_rules.target_info(soc).device)
             if d not in allowed:
                 fail(TypeError, arg.name, f"a float or integer dtype ({', '.join(allowed)})", d, soc=soc, op=op)
         elif d not in floats:
@@ -142,8 +142,8 @@ def make_infer(attrs: dict, opdef=None):
 
     by_target = bool(opdef.support) or any(a.dtypes is not None for a in opdef.inputs)
 
-    def target():  # results depend on the target when it has rules or an input has per-device dtypes
-        return _soc.active_target() if by_target else None
+    def target_key():  # results depend on the target when it has rules or an input has per-device dtypes
+        return target.active_target() if by_target else None
 
     @functools.lru_cache(maxsize=256)
     def shapes_for(key, _target):
@@ -162,15 +162,15 @@ def make_infer(attrs: dict, opdef=None):
 
     def infer_shape(*shapes):
         key = tuple(None if s is None else tuple(int(d) for d in s) for s in shapes)
-        return unwrap([list(s) for s in shapes_for(key, target())])
+        return unwrap([list(s) for s in shapes_for(key, target_key())])
 
     def infer_dtype(*types):
         try:
-            out = dtypes_by_type(types, target())
+            out = dtypes_by_type(types, target_key())
         except TypeError as e:  # an unhashable type object: the uncached way (which raises
             if "unhashable" not in str(e):  # the clear error for a bad dtype)
                 raise
-            out = ms_dtypes(types, target())
+            out = ms_dtypes(types, target_key())
         return unwrap(list(out))
 
     return infer_shape, infer_dtype

@@ -1,13 +1,11 @@
-"""Active target (SoC) and its dtype/format rules, from op_def/batch_norm_backward_support.yaml.
+"""The per-SoC dtype and format rules, from op_def/batch_norm_backward_support.yaml.
 
-The YAML states each rule once; everything else is derived here:
+The YAML states each rule once; everything else is derived here (which SoC
+is active is target.py's business: every function here takes the SoC):
 
-* ``set_target_soc(name)`` / ``get_target_soc()``: a dry-run override (None =
-  detect). ``active_target()``: the override, else ``MS_BN_GRAD_SOC``, else
-  the SoC MindSpore reports on an Ascend device, else ``"cpu"``. Names are
-  canonical target names or their aliases; unknown names raise ValueError.
-* ``check_dtypes(dtypes)`` / ``check_format(format_name)``: called by the
-  infer functions at graph build time; TypeError / ValueError reading
+* ``resolve(name)``: canonical target name for a name or alias.
+* ``check_dtypes(dtypes, soc)`` / ``check_format(format_name, soc)``: called
+  by the infer functions at graph build time; TypeError / ValueError reading
   ``BatchNormBackward: <arg> expected <allowed>, got <given> on <soc>``.
 * For generators (CustomRegOp rows, the Ascend C ``AddConfig`` blocks, docs):
 
@@ -24,32 +22,26 @@ The YAML states each rule once; everything else is derived here:
   - ``accepted_combinations(soc, absent=(), derived_outputs=True)``: yields
     ``{tensor name: dtype, ..., "format": format name}`` for every dtype
     combination times every accepted format.
+  - ``combinations(soc, opdef=None, ...)``: the same for a SyncBatchNorm step,
+    whose dtypes follow BatchNormBackward's (``SYNC_SOURCE``).
 
 Nothing is read at import; the YAML is loaded (and validated) on first use.
-
-Set the target before building a graph: MindSpore caches a compiled graph
-per Cell instance and argument types, so a Cell already compiled under one
-target is not re-validated when the target changes (PYNATIVE calls are).
 """
-import contextlib
 import functools
 import itertools
-import os
 import re
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ._checks import fail
-from ._opdef import load_opdef, load_yaml
-
+from .checks import fail
+from .spec import load_opdef, load_yaml
 
 
 def _support_file() -> str:
     return load_opdef().support
-ENV_VAR = "MS_BN_GRAD_SOC"
-SAME = "same"
 
-_override: Optional[str] = None
+
+SAME = "same"
 
 
 @dataclass(frozen=True)
@@ -148,7 +140,7 @@ def load_support() -> Support:
     return Support(relations=relations, targets=targets, names=names)
 
 
-# ---------------------------------------------------------------- target resolution
+# ---------------------------------------------------------------- target names
 
 def targets(device: Optional[str] = None) -> List[str]:
     """Canonical target names in YAML order; device='Ascend' or 'CPU' filters."""
@@ -163,70 +155,8 @@ def resolve(name, source="target SoC") -> str:
     return found
 
 
-def target_info(soc=None) -> Target:
-    return load_support().targets[resolve(soc) if soc is not None else active_target()]
-
-
-def set_target_soc(name) -> Optional[str]:
-    """Validate against `name`'s rules from now on (None: detect). Returns the previous override."""
-    global _override
-    previous = _override
-    _override = None if name is None else resolve(name)
-    return previous
-
-
-def get_target_soc() -> Optional[str]:
-    """The override, else MS_BN_GRAD_SOC (canonical name), else None (= detect)."""
-    if _override is not None:
-        return _override
-    env = os.environ.get(ENV_VAR, "").strip()
-    return _resolve_env(env) if env else None
-
-
-@functools.lru_cache(maxsize=16)
-def _resolve_env(env) -> str:  # an invalid value is not cached: it raises every time
-    return resolve(env, source=ENV_VAR)
-
-
-@contextlib.contextmanager
-def target_soc(name):
-    """Temporarily set the target: ``with target_soc("ascend910b"): ...``."""
-    previous = set_target_soc(name)
-    try:
-        yield resolve(name) if name is not None else None
-    finally:
-        set_target_soc(previous)
-
-
-def _device_target() -> str:
-    # PYNATIVE infers at every call: MSContext's getter costs ~1 us where
-    # mindspore.get_context costs ~30 us. The public call is the fallback.
-    try:
-        from mindspore._c_expression import MSContext, ms_ctx_param
-        value = MSContext.get_instance().get_param(ms_ctx_param.device_target)
-        if value:
-            return value
-    except (ImportError, AttributeError, RuntimeError, TypeError):
-        pass
-    import mindspore as ms
-    return ms.get_context("device_target")
-
-
-@functools.lru_cache(maxsize=16)
-def _resolve_reported(reported) -> str:
-    return resolve(reported, source="Ascend SoC reported by MindSpore")
-
-
-def detected_target() -> str:
-    """The SoC MindSpore reports on an Ascend device, else 'cpu'."""
-    if _device_target() != "Ascend":
-        return "cpu"
-    from mindspore._c_expression import MSContext
-    return _resolve_reported(MSContext.get_instance().get_ascend_soc_version())
-
-
-def active_target() -> str:
-    return get_target_soc() or detected_target()
+def target_info(soc) -> Target:
+    return load_support().targets[resolve(soc)]
 
 
 # ---------------------------------------------------------------- checks
@@ -268,17 +198,15 @@ def dtype_violation(dtypes, soc) -> Optional[Tuple[str, str, str]]:
     return None
 
 
-def check_dtypes(dtypes) -> None:
+def check_dtypes(dtypes, soc) -> None:
     """dtypes: tensor name -> dtype name ('float16', ...) or None when absent. TypeError on a broken rule."""
-    soc = active_target()
     bad = dtype_violation(dtypes, soc)
     if bad is not None:
         fail(TypeError, *bad, soc=soc)
 
 
-def check_format(format_name: str) -> None:
+def check_format(format_name: str, soc) -> None:
     """format_name: the ACLNN format name of the call (NCHW, NHWC, ND, ...). ValueError if not allowed."""
-    soc = active_target()
     allowed = load_support().targets[soc].formats
     if format_name not in allowed:
         fail(ValueError, "grad_out format", f"one of {', '.join(allowed)}", format_name, soc=soc)
@@ -336,3 +264,30 @@ def accepted_combinations(soc, absent=(), derived_outputs=True) -> Iterator[Dict
     for dtypes in dtype_combinations(soc, absent, derived_outputs):
         for fmt in formats:
             yield {**dtypes, "format": fmt}
+
+
+# ---------------------------------------------------------------- SyncBatchNorm steps
+
+# op_def/batch_norm_{reduce,elemt}_backward.yaml (`layouts_from` BatchNormBackward):
+# each tensor takes the dtype of the BatchNormBackward tensor named here (mean /
+# invstd are save_mean / save_invstd, the sums mean's dtype); `counter` takes each
+# of its own Ascend dtypes (`dtypes` of the counter input).
+SYNC_SOURCE = {"grad_out": "grad_out", "input": "input", "mean": "save_mean", "invstd": "save_invstd",
+               "weight": "weight", "sum_dy": "save_mean", "sum_dy_xmu": "save_mean", "grad_input": "grad_input",
+               "grad_weight": "grad_weight", "grad_bias": "grad_bias"}
+
+
+def combinations(soc, opdef=None, absent=(), derived_outputs=True):
+    """BatchNormBackward's accepted combinations, or a sync op's derived from them."""
+    base = load_opdef()
+    opdef = opdef or base
+    for combo in accepted_combinations(soc, absent, derived_outputs):
+        if opdef.op_name == base.op_name:
+            yield combo
+            continue
+        names = opdef.input_names + opdef.output_names
+        for counter in (opdef.input("counter").allowed_dtypes("Ascend") if "counter" in names else (None,)):
+            out = {"format": combo["format"]}
+            for n in names:
+                out[n] = counter if n == "counter" else combo[SYNC_SOURCE[n]]
+            yield out

@@ -1,7 +1,7 @@
 """`python -m mindspore_bn_grad support [--soc NAME] [--combinations] [--markdown]`: the support matrix.
 
 Everything printed is derived from op_def/batch_norm_backward_support.yaml
-through _soc.py; it prints plain text, or Markdown with --markdown.
+through support_rules.py; it prints plain text, or Markdown with --markdown.
 ``support_markdown()`` is also what scripts/gen_support_table.py writes to
 docs/support_table.md and into the README's marked block, and
 ``arguments_markdown()`` (the arguments of the three operators, from their
@@ -10,8 +10,8 @@ prototypes) what it writes to docs/arguments.md (a test fails when they drift).
 import argparse
 import sys
 
-from . import _soc
-from ._opdef import load_opdef
+from .. import support_rules
+from ..spec import BACKWARD_YAML, ELEMT_YAML, REDUCE_YAML, load_opdef
 
 README_START = "<!-- support-table:start -->"
 README_END = "<!-- support-table:end -->"
@@ -28,7 +28,7 @@ def _table(header, rows):
 
 def _constraint_text(c, relations):
     src = c.by[0] + (f" (or {', '.join(c.by[1:])} when {c.by[0]} is absent)" if len(c.by) > 1 else "")
-    if c.relation == _soc.SAME:
+    if c.relation == support_rules.SAME:
         return f"the dtype of {src}"
     pairs = "; ".join(f"{k} → {', '.join(v)}" for k, v in relations[c.relation].items())
     return f"by {src}: {pairs}"
@@ -37,7 +37,7 @@ def _constraint_text(c, relations):
 def summary_lines(socs):
     rows = []
     for soc in socs:
-        t = _soc.target_info(soc)
+        t = support_rules.target_info(soc)
         rows.append([f"`{t.name}`", t.product_line, ", ".join(t.dtypes), t.rule_summary,
                      ", ".join(t.formats)])
     return _table(["target", "product line", "dtypes (grad_out, input, grad_input)",
@@ -46,20 +46,20 @@ def summary_lines(socs):
 
 
 def _has_relations(t):
-    return any(c.relation != _soc.SAME for cons in t.rules.values() for c in cons)
+    return any(c.relation != support_rules.SAME for cons in t.rules.values() for c in cons)
 
 
 def detail_lines(soc):
     """Per grad_out dtype, the dtypes each tensor may have, and the rules behind them."""
-    t = _soc.target_info(soc)
+    t = support_rules.target_info(soc)
     opdef = load_opdef()
     names = [n for n in opdef.input_names + opdef.output_names if n != "grad_out"]
-    combos = _soc.dtype_combinations(t.name, derived_outputs=False)
+    combos = support_rules.dtype_combinations(t.name, derived_outputs=False)
     rows = []
     for g in t.dtypes:
         mine = [c for c in combos if c["grad_out"] == g]
         rows.append([g] + [", ".join(d for d in t.dtypes if any(c[n] == d for c in mine)) for n in names])
-    support = _soc.load_support()
+    support = support_rules.load_support()
     lines = [f"### `{t.name}` ({t.rule_set}): dtypes per grad_out dtype", ""]
     lines += _table(["grad_out"] + names, rows)
     lines += ["", "Each tensor must also meet every rule of its line:", ""]
@@ -72,7 +72,7 @@ def detail_lines(soc):
 
 def support_markdown(socs=None) -> str:
     """The support matrix as Markdown (all targets by default)."""
-    socs = [_soc.resolve(s) for s in socs] if socs else _soc.targets()
+    socs = [support_rules.resolve(s) for s in socs] if socs else support_rules.targets()
     lines = ["<!-- Generated from op_def/batch_norm_backward_support.yaml by "
              "scripts/gen_support_table.py; do not edit by hand. -->", ""]
     lines += summary_lines(socs)
@@ -81,11 +81,11 @@ def support_markdown(socs=None) -> str:
               "gradients of an absent weight take grad_out's dtype.", ""]
     lines += ["Names accepted by `set_target_soc()` and `MS_BN_GRAD_SOC` (case-insensitive):", ""]
     for soc in socs:
-        t = _soc.target_info(soc)
+        t = support_rules.target_info(soc)
         lines.append(f"- `{t.name}`" + (f": also {', '.join(t.aliases)}" if t.aliases else ""))
     lines.append("")
     for soc in socs:
-        if _has_relations(_soc.target_info(soc)):
+        if _has_relations(support_rules.target_info(soc)):
             lines += detail_lines(soc) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -100,11 +100,9 @@ def _when(cond):
 
 def arguments_markdown() -> str:
     """The arguments of the three operators, from their prototypes (docs/arguments.md)."""
-    from ._opdef import load_opdef
     lines = ["<!-- Generated from op_def/*.yaml by scripts/gen_support_table.py; do not edit by hand. -->", "",
              "# Arguments of the operators", ""]
-    for filename in ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml",
-                     "batch_norm_elemt_backward.yaml"):
+    for filename in (BACKWARD_YAML, REDUCE_YAML, ELEMT_YAML):
         o = load_opdef(filename)
         lines += [f"## {o.op_name} (`{o.aclnn}`)", "", o.description, "", "Inputs (in call order):", ""]
         rows = []
@@ -184,13 +182,13 @@ def main(argv=None) -> int:
                                 description="Per-SoC dtype/format support of BatchNormBackward "
                                             "(from op_def/batch_norm_backward_support.yaml).")
     p.add_argument("--soc", action="append", metavar="NAME",
-                   help=f"target or alias (repeatable; default: all of {', '.join(_soc.targets())})")
+                   help=f"target or alias (repeatable; default: all of {', '.join(support_rules.targets())})")
     p.add_argument("--combinations", action="store_true",
                    help="also list every accepted dtype combination (inputs, then outputs)")
     p.add_argument("--markdown", action="store_true", help="print Markdown (the docs/ form) instead of plain text")
     args = p.parse_args(argv)
     try:
-        socs = [_soc.resolve(s) for s in args.soc] if args.soc else _soc.targets()
+        socs = [support_rules.resolve(s) for s in args.soc] if args.soc else support_rules.targets()
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -199,9 +197,9 @@ def main(argv=None) -> int:
         opdef = load_opdef()
         names = opdef.input_names + opdef.output_names
         for soc in socs:
-            combos = _soc.dtype_combinations(soc, derived_outputs=False)
+            combos = support_rules.dtype_combinations(soc, derived_outputs=False)
             out.append(f"### `{soc}`: {len(combos)} dtype combinations x "
-                       f"{len(_soc.accepted_formats(soc))} formats\n")
+                       f"{len(support_rules.accepted_formats(soc))} formats\n")
             if len(combos) > MAX_LISTED:
                 out.append(f"(more than {MAX_LISTED}: not listed)\n")
                 continue

@@ -14,33 +14,34 @@ Routes:
 - CPU: the fused aot kernel of csrc/bn_double_backward_*.cpp.
 - Ascend: composed from MindSpore ops (`composed_double_backward`); there is
   no Ascend C kernel of the double backward.
-`double_direct` runs the CPU kernel on NumPy arrays without MindSpore.
+cpu_kernel.native.double_direct runs the CPU kernel on NumPy arrays without MindSpore.
 """
-import ctypes
 import functools
 
-import numpy as np
-
-from ._opdef import is_channel_last, load_opdef
-from ._sync_ops import _make_primitive, normalize_attrs
-
-DOUBLE_YAML = "batch_norm_double_backward.yaml"
+from . import target
+from .checks import normalize_op_attrs
+from .primitives import Primitive
+from .spec import DOUBLE_YAML, is_channel_last, load_opdef
 
 
 def _on_ascend() -> bool:
-    import mindspore as ms
-    return ms.get_context("device_target") == "Ascend"
+    return target.device_target() == "Ascend"
 
 
-def BatchNormDoubleBackward(training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW"):
-    """Primitive of the fused CPU double backward (on Ascend: use composed_double_backward)."""
-    attrs = normalize_attrs(DOUBLE_YAML, training=training, eps=eps, output_mask=output_mask,
-                            data_format=data_format)
-    if _on_ascend():
-        raise RuntimeError(f"{load_opdef(DOUBLE_YAML).op_name}: no Ascend kernel; on Ascend the double "
-                           "backward of BatchNormBackward is composed from MindSpore ops "
-                           "(mindspore_bn_grad._double.composed_double_backward)")
-    return _make_primitive(DOUBLE_YAML, attrs)
+class BatchNormDoubleBackward(Primitive):
+    """Primitive of the fused CPU double backward (on Ascend: use composed_double_backward).
+
+    Not differentiable itself (third-order gradients of BatchNorm are not supported).
+    """
+
+    def __init__(self, training=True, eps=1e-5, output_mask=(True, True, True), data_format="NCHW"):
+        attrs = normalize_op_attrs(load_opdef(DOUBLE_YAML), dict(training=training, eps=eps,
+                                                                 output_mask=output_mask, data_format=data_format))
+        if _on_ascend():
+            raise RuntimeError(f"{load_opdef(DOUBLE_YAML).op_name}: no Ascend kernel; on Ascend the double "
+                               "backward of BatchNormBackward is composed from MindSpore ops "
+                               "(mindspore_bn_grad.double_backward.composed_double_backward)")
+        super().__init__(DOUBLE_YAML, attrs)
 
 
 @functools.lru_cache(maxsize=128)
@@ -148,57 +149,3 @@ def _reduce_axes(rank, axis):
 
 def _bcast_shape(rank, axis, c):
     return tuple(c if i == axis else 1 for i in range(rank))
-
-
-# --- direct call (NumPy, no MindSpore) ------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _lib():
-    from . import _native
-    handle = _native.lib()
-    handle.MsBnDoubleBackwardDirect.restype = ctypes.c_int
-    handle.MsBnDoubleBackwardDirect.argtypes = [
-        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
-        ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    return handle
-
-
-def prepare_double_direct(grad_out, input, weight=None, running_mean=None, running_var=None, save_mean=None,
-                          save_invstd=None, grad_grad_input=None, grad_grad_weight=None, grad_grad_bias=None,
-                          *, training=True, eps=1e-5, output_mask=(True, True, True), channel_last=False,
-                          bf16=False, weight_grad_dtype=None):
-    """Marshals once; returns (call, (grad_grad_out, grad_input, grad_weight)); call() runs the kernel.
-
-    bf16=True: the activations (grad_out, input, grad_grad_input and the two
-    full-size outputs) are uint16 bfloat16 bit patterns; per-channel tensors
-    are float16/float32/float64 arrays. Absent grad_grad_* count as zero.
-    """
-    from ._native import check_rc, marshal
-    from ._sync_ops import _name
-    ins = [None if a is None else np.ascontiguousarray(a)
-           for a in (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
-                     grad_grad_input, grad_grad_weight, grad_grad_bias)]
-    c = ins[0].shape[-1 if channel_last else 1]
-    wdt = weight_grad_dtype or (ins[2].dtype if ins[2] is not None else ins[0].dtype)
-    fill = 0x7fff if bf16 else np.nan
-    outs = (np.full_like(ins[0], fill), np.full_like(ins[0], fill), np.full(c, np.nan, wdt))
-    full = {0, 1, 7, 10, 11}
-    arrays = ins + list(outs)
-    names = [_name(a, bf16 and i in full) for i, a in enumerate(arrays)]
-    marshalled = marshal(arrays, names)
-    args = (*marshalled.args, int(training), float(eps), *[int(bool(m)) for m in output_mask],
-            int(channel_last))
-    fn = _lib().MsBnDoubleBackwardDirect
-
-    def call(_keep=(arrays, marshalled)):  # the buffers behind the pointers live as long as call
-        check_rc(fn(*args), op=load_opdef(DOUBLE_YAML).op_name)
-
-    return call, outs
-
-
-def double_direct(*arrays, **kwargs):
-    """The CPU double-backward kernel on NumPy arrays; returns (grad_grad_out, grad_input, grad_weight)."""
-    call, outs = prepare_double_direct(*arrays, **kwargs)
-    call()
-    return outs

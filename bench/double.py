@@ -12,9 +12,12 @@ one process (see bench.interleaved_medians):
     PYNATIVE on CPU, see penalty_contestants).
 Ratios are MindSpore's time / ours (> 1: ours faster). Prints a Markdown table.
 """
+import argparse
+import sys
+
 import numpy as np
 
-from .bench import Timed, _ms_sync, interleaved_medians, log
+from .kernel import Timed, _ms_sync, interleaved_medians, log
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (256, 1024)]
 PENALTY_SHAPE = (16, 64, 28, 28)
@@ -57,7 +60,8 @@ def op_contestants(shape):
     import mindspore as ms
     from mindspore.ops.operations import _grad_ops
 
-    from ._double import BatchNormDoubleBackward, prepare_double_direct
+    from mindspore_bn_grad.cpu_kernel.native import prepare_double_direct
+    from mindspore_bn_grad.double_backward import BatchNormDoubleBackward
     a = _arrays(shape)
     call, _ = prepare_double_direct(a["dy"], a["x"], a["w"], None, None, a["mean"], a["invstd"], a["ggi"],
                                     a["ggw"], a["ggb"])
@@ -126,9 +130,9 @@ def _ratio_rows(name, shape, med, modes=("PYNATIVE", "GRAPH")):
 
 
 def run_double(reps=15, threads=None):
-    from . import _native
-    _native.set_num_threads(threads or _native.get_num_threads())
-    lines = [f"threads: {_native.get_num_threads()}; float32, NCHW, training; medians of interleaved rounds "
+    from mindspore_bn_grad.cpu_kernel import native
+    native.set_num_threads(threads or native.get_num_threads())
+    lines = [f"threads: {native.get_num_threads()}; float32, NCHW, training; medians of interleaved rounds "
              "(shared machine: figures are noisy)", "",
              "| what | shape | mode | ours ms | MindSpore ms | MindSpore / ours |", "|---|---|---|---|---|---|"]
     direct = []
@@ -144,3 +148,13 @@ def run_double(reps=15, threads=None):
     table = "\n".join(lines)
     print(table)
     return table
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench --double",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    p.add_argument("--threads", type=int, default=None, help="kernel threads (default: all CPUs)")
+    args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
+    run_double(args.reps, args.threads)
+    return 0

@@ -3,7 +3,7 @@
     python -m mindspore_bn_grad bench --train [--nets resnet18,stack,mlp] [--modes GRAPH,PYNATIVE]
         [--threads default,1] [--rounds N] [--steps K] [--quick] [--out DIR]
 
-For each network (bench_nets.py) and mode there are two variants: "original"
+For each network (nets.py) and mode there are two variants: "original"
 (MindSpore's nn.BatchNorm) and "converted" (convert_batchnorm on a deep copy
 of the original: the same initial parameters, the same batch).
 
@@ -45,8 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import bench
-from .bench_nets import NETS, VARIANTS, build, describe, train_step, variant_of
+from . import kernel as bench
+from .nets import NETS, VARIANTS, build, describe, train_step, variant_of
 
 MODES = ("GRAPH", "PYNATIVE")
 RESULT_TAG = "BENCH_TRAIN_RESULT "
@@ -161,9 +161,10 @@ def child(spec):
 def run_child(spec, timeout):
     """Runs child(spec) in a fresh interpreter (working directory: a temporary one); its result dict."""
     cwd = tempfile.mkdtemp(prefix="mindspore_bn_grad_bench_")
-    cmd = [sys.executable, "-m", "mindspore_bn_grad.bench_train", "--child", json.dumps(spec)]
+    cmd = [sys.executable, "-m", "mindspore_bn_grad_bench.train", "--child", json.dumps(spec)]
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)  # the same package, wherever we were started
+    import mindspore_bn_grad  # the child imports the same package, wherever we were started
+    pkg_parent = str(Path(mindspore_bn_grad.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
@@ -221,12 +222,12 @@ def derive_isolated(row):
 
 def thread_settings(spec):
     """'default,1' -> [('default', n_default), ('1', 1)]."""
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native
     out = []
     for item in spec.split(","):
         item = item.strip()
         if item == "default":
-            out.append(("default", _native.get_num_threads()))
+            out.append(("default", native.get_num_threads()))
         else:
             try:
                 n = int(item)
@@ -240,12 +241,12 @@ def thread_settings(spec):
 
 def steady_rows(net_name, mode, settings, args):
     """One row per thread setting for (net, mode), both variants in this process."""
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native
     _set_mode(mode)
     net, inputs, kind = build(net_name, args.quick)
     nets_ = {v: variant_of(net, v) for v in VARIANTS}  # converted: a deep copy, made before any step
     steps = {v: train_step(net_name, n, inputs, kind, graph=mode == "GRAPH") for v, n in nets_.items()}
-    _native.set_num_threads(settings[0][1])
+    native.set_num_threads(settings[0][1])
     losses = {}
     for v in VARIANTS:
         log(f"[steady] {net_name} {mode} {v}: first steps (compile in GRAPH mode)")
@@ -262,8 +263,8 @@ def steady_rows(net_name, mode, settings, args):
 
 
 def steady_row(net_name, mode, label, threads, steps, args):
-    from . import _native
-    _native.set_num_threads(threads)
+    from mindspore_bn_grad.cpu_kernel import native
+    native.set_num_threads(threads)
     for v in VARIANTS:  # one untimed step under this setting
         _timed_step(steps[v])
     times = {v: [] for v in VARIANTS}
@@ -402,8 +403,8 @@ def run(args, save=None):
     """Network by network: its isolated processes, then its steady-state rounds here.
 
     save(result) is called after every row with the result so far ("complete": False until the end)."""
-    from . import _native
-    default_threads = _native.get_num_threads()
+    from mindspore_bn_grad.cpu_kernel import native
+    default_threads = native.get_num_threads()
     settings = thread_settings(args.threads)
     result = {"machine": bench.machine_info(settings[0][1]), "quick": bool(args.quick), "complete": False,
               "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
@@ -425,7 +426,7 @@ def run(args, save=None):
                 result["steady"] += steady_rows(net, mode, settings, args)
                 saved()
     finally:
-        _native.set_num_threads(default_threads)
+        native.set_num_threads(default_threads)
         if "mindspore" in sys.modules:
             import mindspore as ms
             ms.set_context(mode=ms.PYNATIVE_MODE)

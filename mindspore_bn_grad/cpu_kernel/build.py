@@ -45,7 +45,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-CSRC = Path(__file__).resolve().parent / "csrc"
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
 LIB_STEM = "libms_bn_grad"
 DIGEST_SUFFIX = ".sha256"
 

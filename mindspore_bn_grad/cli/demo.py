@@ -89,7 +89,7 @@ def gradient_parity(trained, x, y):
     """Max relative difference between our gradients and the built-in BatchNorm's on one batch."""
     import mindspore as ms
     from mindspore import nn
-    from .nn import convert_batchnorm
+    from ..nn import convert_batchnorm
 
     values = {p.name: p.data.copy() for p in trained.get_parameters()}
     nets = []
@@ -115,7 +115,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     import mindspore as ms
     import mindspore_bn_grad as mbg
-    from .nn import convert_batchnorm
+    from ..nn import convert_batchnorm
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)

@@ -1,8 +1,14 @@
-"""The CPU kernel library: loading it, runtime settings, and a direct call.
+"""The CPU kernel library: loading it, the thread count, and direct calls on NumPy arrays.
 
-The library is loaded (built on first use, see _build.py) by ctypes in the
+The library is loaded (built on first use, see build.py) by ctypes in the
 same process where MindSpore dlopens it for ops.Custom; the same path gives
 the same library instance, so settings made here apply to MindSpore's calls.
+
+Direct calls run the kernels without MindSpore, for tests and benchmarks:
+``direct`` / ``prepare_direct`` (BatchNormBackward), ``double_direct`` /
+``prepare_double_direct`` (BatchNormDoubleBackward), ``reduce_direct`` /
+``elemt_direct`` (the SyncBatchNorm pair). bfloat16 arrays travel as uint16
+bit patterns.
 """
 import ctypes
 import functools
@@ -12,8 +18,8 @@ import re
 
 import numpy as np
 
-from ._build import KernelBuildError, library_path
-from ._opdef import kernel_errors, load_opdef
+from .build import KernelBuildError, library_path
+from ..spec import DOUBLE_YAML, ELEMT_YAML, REDUCE_YAML, kernel_errors, load_opdef
 
 ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 
@@ -87,10 +93,15 @@ def lib():
     return handle
 
 
-def aot_func() -> str:
-    """`func` argument of ops.Custom for the CPU kernel: the library lib() checked and loaded
-    (MindSpore's dlopen of the same path gets that same instance)."""
-    return f"{lib()._name}:BatchNormBackward"
+def aot_func(op_name=None) -> str:
+    """`func` argument of ops.Custom for the CPU kernel of `op_name` (default BatchNormBackward's):
+    the library lib() checked and loaded (MindSpore's dlopen of the same path gets that same instance)."""
+    return f"{lib()._name}:{op_name or load_opdef().op_name}"
+
+
+def has_symbol(name: str) -> bool:
+    """Whether the kernel library exports `name` (e.g. an operator's C++ infer, <op_name>InferShape)."""
+    return hasattr(lib(), name)
 
 
 def set_num_threads(n: int) -> None:
@@ -197,3 +208,113 @@ def marshal(arrays, dtype_names) -> Marshalled:
 def check_rc(rc, op="BatchNormBackward"):
     if rc != 0:
         raise RuntimeError(f"{op}: kernel returned {rc} ({ERRORS.get(rc, 'unknown')})")
+
+
+# --- the double backward and the SyncBatchNorm pair ---------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _counter_dtypes():
+    """NumPy dtype -> name of the integer dtypes a `counter` may have on CPU (beyond the float ones)."""
+    return {np.dtype(n): n for n in load_opdef(ELEMT_YAML).input("counter").allowed_dtypes("CPU")
+            if n not in load_opdef().dtypes}
+
+
+@functools.lru_cache(maxsize=None)
+def _sync_lib():
+    handle = lib()
+    common = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+              ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p)]
+    handle.MsBnSyncReduceDirect.restype = ctypes.c_int
+    handle.MsBnSyncReduceDirect.argtypes = common + [ctypes.c_int] * 4
+    handle.MsBnSyncElemtDirect.restype = ctypes.c_int
+    handle.MsBnSyncElemtDirect.argtypes = common + [ctypes.c_int]
+    return handle
+
+
+def _call(fn, arrays, names, *extra):
+    check_rc(fn(*marshal(arrays, names).args, *extra), op="BatchNormSync")
+
+
+def _sync_dtype_name(a, bf16=False):
+    if a is not None and a.dtype in _counter_dtypes():
+        return _counter_dtypes()[a.dtype]
+    return _dtype_name(a, bf16)
+
+
+def reduce_direct(grad_out, input, mean, invstd, weight=None, *, input_g=True, weight_g=True, bias_g=True,
+                  channel_last=False, bf16=False):
+    """Reduce kernel on NumPy arrays (bf16=True: activations are uint16 bfloat16 bits)."""
+    opdef = load_opdef(REDUCE_YAML)
+    given = dict(zip(opdef.input_names, (grad_out, input, mean, invstd, weight)))
+    ins = [None if given[n] is None else np.ascontiguousarray(given[n]) for n in opdef.input_names]
+    c = given["grad_out"].shape[-1 if channel_last else 1]
+    # each output in the dtype of the first present input of its dtype_from
+    outs = [np.full(c, np.nan, next(given[s].dtype for s in o.dtype_from if given[s] is not None))
+            for o in opdef.outputs]
+    full = {a.name for a in opdef.inputs if a.shape == "full"}
+    names = [_sync_dtype_name(a, bf16 and n in full) for n, a in zip(opdef.input_names, ins)] + [_sync_dtype_name(o) for o in outs]
+    _call(_sync_lib().MsBnSyncReduceDirect, ins + outs, names, int(input_g), int(weight_g), int(bias_g),
+          int(channel_last))
+    return tuple(outs)
+
+
+def elemt_direct(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter, *, channel_last=False,
+                 bf16=False):
+    """Elementwise kernel on NumPy arrays; returns grad_input (grad_out's dtype)."""
+    opdef = load_opdef(ELEMT_YAML)
+    given = dict(zip(opdef.input_names, (grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter)))
+    ins = [None if given[n] is None else np.ascontiguousarray(given[n]) for n in opdef.input_names]
+    out = np.full_like(ins[opdef.input_names.index("grad_out")], 0x7fff if bf16 else np.nan)
+    full = {a.name for a in opdef.inputs if a.shape == "full"}
+    names = [_sync_dtype_name(a, bf16 and n in full) for n, a in zip(opdef.input_names, ins)] + [_sync_dtype_name(out, bf16)]
+    _call(_sync_lib().MsBnSyncElemtDirect, ins + [out], names, int(channel_last))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _double_lib():
+    handle = lib()
+    handle.MsBnDoubleBackwardDirect.restype = ctypes.c_int
+    handle.MsBnDoubleBackwardDirect.argtypes = [
+        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
+        ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    return handle
+
+
+def prepare_double_direct(grad_out, input, weight=None, running_mean=None, running_var=None, save_mean=None,
+                          save_invstd=None, grad_grad_input=None, grad_grad_weight=None, grad_grad_bias=None,
+                          *, training=True, eps=1e-5, output_mask=(True, True, True), channel_last=False,
+                          bf16=False, weight_grad_dtype=None):
+    """Marshals once; returns (call, (grad_grad_out, grad_input, grad_weight)); call() runs the kernel.
+
+    bf16=True: the activations (grad_out, input, grad_grad_input and the two
+    full-size outputs) are uint16 bfloat16 bit patterns; per-channel tensors
+    are float16/float32/float64 arrays. Absent grad_grad_* count as zero.
+    """
+    ins = [None if a is None else np.ascontiguousarray(a)
+           for a in (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+                     grad_grad_input, grad_grad_weight, grad_grad_bias)]
+    c = ins[0].shape[-1 if channel_last else 1]
+    wdt = weight_grad_dtype or (ins[2].dtype if ins[2] is not None else ins[0].dtype)
+    fill = 0x7fff if bf16 else np.nan
+    outs = (np.full_like(ins[0], fill), np.full_like(ins[0], fill), np.full(c, np.nan, wdt))
+    full = {0, 1, 7, 10, 11}
+    arrays = ins + list(outs)
+    names = [_sync_dtype_name(a, bf16 and i in full) for i, a in enumerate(arrays)]
+    marshalled = marshal(arrays, names)
+    args = (*marshalled.args, int(training), float(eps), *[int(bool(m)) for m in output_mask],
+            int(channel_last))
+    fn = _double_lib().MsBnDoubleBackwardDirect
+
+    def call(_keep=(arrays, marshalled)):  # the buffers behind the pointers live as long as call
+        check_rc(fn(*args), op=load_opdef(DOUBLE_YAML).op_name)
+
+    return call, outs
+
+
+def double_direct(*arrays, **kwargs):
+    """The CPU double-backward kernel on NumPy arrays; returns (grad_grad_out, grad_input, grad_weight)."""
+    call, outs = prepare_double_direct(*arrays, **kwargs)
+    call()
+    return outs

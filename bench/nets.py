@@ -136,7 +136,7 @@ def variant_of(net, variant, copy_original=False):
     if variant == "original":
         return copy.deepcopy(net) if copy_original else net
     if variant == "converted":
-        from .nn._convert import convert_batchnorm
+        from mindspore_bn_grad import convert_batchnorm
         return convert_batchnorm(copy.deepcopy(net))
     raise ValueError(f"bench --train: variant expected one of {', '.join(VARIANTS)}, got {variant!r}")
 

@@ -1,9 +1,9 @@
 """Side-by-side benchmark of the CPU BatchNormBackward kernel.
 
     python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
-    python -m mindspore_bn_grad bench --double    (the double backward; bench_double.py)
+    python -m mindspore_bn_grad bench --double    (the double backward; double.py)
     python bench/bench_cpu.py [same options]
-    python -m mindspore_bn_grad bench --train [...]   (whole networks: see bench_train.py)
+    python -m mindspore_bn_grad bench --train [...]   (whole networks: see train.py)
 
 In one run: the machine's copy bandwidth (NumPy copy of a 256 MiB array,
 read + write bytes), then for every case (shape x dtype x layout), as medians
@@ -184,13 +184,13 @@ def to_bf16_bits(a):
 # ----------------------------------------------------------- contestants
 
 def direct_contestant(case, mask=(True, True, True)):
-    from . import _native
+    from mindspore_bn_grad.cpu_kernel import native
     x, dy, p = case.arrays()
     if case.dtype == "bfloat16":
         x, dy, bf16 = to_bf16_bits(x), to_bf16_bits(dy), ("grad_out",)
     else:
         x, dy, bf16 = x.astype(case.dtype), dy.astype(case.dtype), ()
-    call, _ = _native.prepare_direct(dy, x, p["weight"], p["running_mean"], p["running_var"],
+    call, _ = native.prepare_direct(dy, x, p["weight"], p["running_mean"], p["running_var"],
                                      p["save_mean"], p["save_invstd"], training=True,
                                      output_mask=mask, channel_last=case.channel_last,
                                      param_grad_dtype=np.float32, bf16=bf16)
@@ -244,7 +244,7 @@ def _ms_inputs(case):
 
 def _ms_sync():
     """Waits for MindSpore's queued launches (PYNATIVE runs kernels asynchronously)."""
-    from .ms_compat import pynative_sync
+    from mindspore_bn_grad.ms_compat import pynative_sync
     pynative_sync()
 
 
@@ -331,9 +331,9 @@ def ratio(a, b):
 
 
 def run(args):
-    from . import _native
-    threads = args.threads or _native.get_num_threads()
-    _native.set_num_threads(threads)
+    from mindspore_bn_grad.cpu_kernel import native
+    threads = args.threads or native.get_num_threads()
+    native.set_num_threads(threads)
     reps = 5 if args.quick else args.reps
     try:
         import torch  # noqa: F401
@@ -477,7 +477,8 @@ def mindspore_pages(m):
 
 
 def default_out_dir():
-    """bench/results/ of the checkout this package sits in; outside a checkout a new temporary directory."""
+    """bench/results/ of the checkout (this module is its bench/kernel.py); when installed elsewhere a new
+    temporary directory."""
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "bench").is_dir():
         return root / "bench" / "results"
@@ -588,13 +589,11 @@ def chart(result, path):
 
 
 def main(argv=None):
+    """The kernel benchmark (`bench`; `bench --train` and `bench --double` are train.py and double.py)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "--train" in argv:
-        from . import bench_train
-        return bench_train.main([a for a in argv if a != "--train"])
-    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--train", action="store_true",
-                   help="the end-to-end training benchmark instead (see: bench --train --help)")
+    p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench", description=__doc__.split("\n\n")[0],
+                                epilog="bench --train: whole networks training (see bench --train --help); "
+                                       "bench --double: the double backward (see bench --double --help)")
     p.add_argument("--quick", action="store_true", help="three shapes, 5 runs each")
     p.add_argument("--threads", type=int, default=None, help="kernel and torch threads (default: all CPUs)")
     p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
@@ -602,13 +601,7 @@ def main(argv=None):
                    "of the checkout, else a new temporary directory)")
     p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch")
-    p.add_argument("--double", action="store_true",
-                   help="only the double backward vs MindSpore's BatchNormGradGrad (prints a table; see bench_double.py)")
     args = p.parse_args(argv)
-    if args.double:
-        from .bench_double import run_double
-        run_double(args.reps, args.threads)
-        return 0
     out = Path(args.out) if args.out else default_out_dir()
     result = run(args)
     out.mkdir(parents=True, exist_ok=True)

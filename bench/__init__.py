@@ -1,0 +1,10 @@
+"""Benchmarks of mindspore-bn-grad (import package ``mindspore_bn_grad_bench``), kept out of the runtime package.
+
+    kernel.py   the CPU kernel against MindSpore's built-in and PyTorch   (bench)
+    double.py   the double backward                                    (bench --double)
+    train.py    whole networks training, original vs converted         (bench --train)
+    nets.py     the networks train.py trains
+
+Run them through ``python -m mindspore_bn_grad bench`` (or bench/bench_cpu.py);
+results go to bench/results/ of the checkout, or --out.
+"""
