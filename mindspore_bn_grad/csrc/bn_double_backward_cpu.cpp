@@ -13,39 +13,18 @@
 // bfloat16 data go through float buffers (vectorised conversions).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_double_backward.h"
+#include "bn_spec.gen.h"
+#include "element_io.h"
 #include "scalar_kernel.h"
-#include "half.h"
-#include "thread_pool.h"
 
 namespace bn_grad {
 namespace dbl {
 namespace {
-
-// Element types, scalar I/O, chunking and the parallel loop: scalar_kernel.h.
-using elem::BF16;
-using elem::FromDouble;
-using elem::Half;
-using elem::LoadAny;
-using elem::StoreAny;
-using elem::ToDouble;
-using elem::kChunkElems;
-using elem::ParallelFor;
-using elem::RowsPerChunk;
-
-std::vector<double> LoadChannel(const ConstTensor &t, int64_t C, double dflt) {
-  std::vector<double> v(C, dflt);
-  if (t.data != nullptr) for (int64_t c = 0; c < C; ++c) v[c] = LoadAny(t.data, t.dtype, c);
-  return v;
-}
-
-// --- work split ----------------------------------------------------------
-
 
 // --- sweep 1: per-channel sums -------------------------------------------
 enum Sum { kDy, kDyXmu, kG, kGXmu, kGDy, kNumSums };
@@ -263,7 +242,7 @@ void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, s
   const int64_t work = outer * C * inner;
   sums->assign(C * kNumSums, 0.0);
   if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`; part [chunk][C][sum]
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
+    ParallelTasks(nchunks * C, work, [&](int64_t t) {
       const int64_t k = t / C, c = t % C;
       double *acc = &part[t * kNumSums];
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
@@ -275,7 +254,7 @@ void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, s
       for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
     }
   } else {  // channel-last: a task is a chunk of rows, each row holds the C channels; part [chunk][sum][C]
-    ParallelFor(nchunks, work, [&](int64_t k) {
+    ParallelTasks(nchunks, work, [&](int64_t k) {
       double *p = &part[k * kNumSums * C];
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t base = o * C;
@@ -302,7 +281,7 @@ void Elementwise(const DoubleBackwardArgs &a, const Coefs &coefs) {
   const int64_t nchunks = (outer + rows - 1) / rows;
   const int64_t work = outer * C * inner;
   if (inner > 1 || C == 1) {
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
+    ParallelTasks(nchunks * C, work, [&](int64_t t) {
       const int64_t k = t / C, c = t % C;
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t b = (o * C + c) * inner;
@@ -310,7 +289,7 @@ void Elementwise(const DoubleBackwardArgs &a, const Coefs &coefs) {
       }
     });
   } else {
-    ParallelFor(nchunks, work, [&](int64_t k) {
+    ParallelTasks(nchunks, work, [&](int64_t k) {
       for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
         const int64_t b = o * C;
         RowElemAny<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, C, coefs);
@@ -323,16 +302,20 @@ template <typename T>
 int Compute(const DoubleBackwardArgs &a, bool ggi) {
   const int64_t C = a.channels;
   const int64_t n = a.outer * a.inner;
-  const std::vector<double> w = LoadChannel(a.weight, C, 1.0);
-  const std::vector<double> ggw = a.mask[1] ? LoadChannel(a.grad_grad_weight, C, 0.0) : std::vector<double>(C, 0.0);
-  const std::vector<double> ggb = a.mask[2] ? LoadChannel(a.grad_grad_bias, C, 0.0) : std::vector<double>(C, 0.0);
+  namespace dbs = spec::batch_norm_double_backward;
+  namespace bnb = spec::batch_norm_backward;  // the mask bits of the BatchNormBackward differentiated
+  const std::vector<double> w = LoadChannel(a.weight, C, dbs::kAbsentWeight);
+  const std::vector<double> ggw =
+      a.mask[bnb::kMaskBitGradWeight] ? LoadChannel(a.grad_grad_weight, C, 0.0) : std::vector<double>(C, 0.0);
+  const std::vector<double> ggb =
+      a.mask[bnb::kMaskBitGradBias] ? LoadChannel(a.grad_grad_bias, C, 0.0) : std::vector<double>(C, 0.0);
   std::vector<double> mean, s;
   if (a.training) {
     mean = LoadChannel(a.save_mean, C, 0.0);
     s = LoadChannel(a.save_invstd, C, 1.0);
   } else {
-    mean = LoadChannel(a.running_mean, C, 0.0);
-    s = LoadChannel(a.running_var, C, 1.0);
+    mean = LoadChannel(a.running_mean, C, dbs::kAbsentRunningMean);
+    s = LoadChannel(a.running_var, C, dbs::kAbsentRunningVar);
     for (double &v : s) v = 1.0 / std::sqrt(v + a.eps);
   }
   std::vector<double> sums(C * kNumSums, 0.0);
@@ -382,7 +365,7 @@ int Compute(const DoubleBackwardArgs &a, bool ggi) {
 
 int DoubleBackward(const DoubleBackwardArgs &a) {
   if (a.channels == 0) return 0;
-  const bool ggi = a.mask[0] && a.grad_grad_input.data != nullptr;
+  const bool ggi = a.mask[spec::batch_norm_backward::kMaskBitGradInput] && a.grad_grad_input.data != nullptr;
   switch (a.grad_out.dtype) {
     case DType::kFloat16: return Compute<Half>(a, ggi);
     case DType::kBFloat16: return Compute<BF16>(a, ggi);
