@@ -55,11 +55,13 @@ struct Call {
   DType Dtype(int slot) const { return ParseDtype(dtypes[slot]); }
 };
 
-// The activation tensors at `slots` (the first sets the shape and the dtype;
-// the others must match it) as [outer, C, inner]: *g, their dtype and
-// element count.
-inline Error ParseActivations(const Call &call, std::initializer_list<int> slots, bool channel_last,
-                              Geometry *g, DType *dtype, int64_t *numel) {
+// The start of every entry: the call has its num_slots tensors, and those at
+// `slots` (activations: the first sets the shape and the dtype, the others
+// must match it) are [outer, C, inner]: *g, their dtype, their element count.
+inline Error ParseActivations(const Call &call, int num_slots, std::initializer_list<int> slots,
+                              bool channel_last, Geometry *g, DType *dtype, int64_t *numel) {
+  const Error checked = call.Check(num_slots);
+  if (checked != kOk) return checked;
   const int first = *slots.begin();
   const int rank = call.ndims[first];
   if (!RankSupported(rank)) return kBadRank;

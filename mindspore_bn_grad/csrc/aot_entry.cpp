@@ -33,10 +33,8 @@ using namespace spec::batch_norm_backward;  // NOLINT
 static_assert(sizeof(BnBackwardArgs::mask) == sizeof(Attrs::output_mask), "one mask entry per mask bit");
 
 int ParseCall(const Call &call, const Attrs &attrs, BnBackwardArgs *a, int64_t *numel) {
-  Error rc = call.Check(NUM_SLOTS);
-  if (rc != kOk) return rc;
   DType dt = DType::kNone;
-  rc = ParseActivations(call, {GRAD_OUT, INPUT, GRAD_INPUT}, attrs.channel_last, a, &dt, numel);
+  Error rc = ParseActivations(call, NUM_SLOTS, {GRAD_OUT, INPUT, GRAD_INPUT}, attrs.channel_last, a, &dt, numel);
   if (rc != kOk) return rc;
   a->grad_out = ConstTensor{call.params[GRAD_OUT], dt};
   a->input = ConstTensor{call.params[INPUT], dt};

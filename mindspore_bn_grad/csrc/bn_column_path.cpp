@@ -251,15 +251,7 @@ struct ColPath {
 
 }  // namespace
 
-template <DType D>
-void RunColumnPath(const BnBackwardArgs &a, const Plan &plan, Scratch *scratch) {
-  ColPath<D>(a, plan).Run(plan.nthreads, scratch);
-}
-
-template void RunColumnPath<DType::kFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunColumnPath<DType::kBFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunColumnPath<DType::kFloat32>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunColumnPath<DType::kFloat64>(const BnBackwardArgs &, const Plan &, Scratch *);
+BN_GRAD_DEFINE_WALK(RunColumnPath, ColPath);
 
 }  // namespace bwd
 }  // namespace bn_grad

@@ -29,16 +29,15 @@ using namespace spec::batch_norm_double_backward;  // NOLINT
 static_assert(sizeof(DoubleBackwardArgs::mask) == sizeof(Attrs::output_mask), "one mask entry per mask bit");
 
 int Run(const Call &call, const Attrs &at) {
-  Error rc = call.Check(NUM_SLOTS);
-  if (rc != kOk) return rc;
+  if (call.Check(NUM_SLOTS) != kOk) return kBadParamCount;
   DoubleBackwardArgs a;
   DType dt = DType::kNone;
   int64_t numel = 0;
-  const bool has_ggi = !call.Absent(GRAD_GRAD_INPUT);
-  rc = has_ggi ? ParseActivations(call, {GRAD_OUT, INPUT, GRAD_GRAD_OUT, GRAD_INPUT, GRAD_GRAD_INPUT},
-                                  at.channel_last, &a, &dt, &numel)
-               : ParseActivations(call, {GRAD_OUT, INPUT, GRAD_GRAD_OUT, GRAD_INPUT}, at.channel_last, &a,
-                                  &dt, &numel);
+  const bool has_ggi = !call.Absent(GRAD_GRAD_INPUT);  // checked, like the other activations, when given
+  Error rc = has_ggi ? ParseActivations(call, NUM_SLOTS, {GRAD_OUT, INPUT, GRAD_GRAD_OUT, GRAD_INPUT, GRAD_GRAD_INPUT},
+                                        at.channel_last, &a, &dt, &numel)
+                     : ParseActivations(call, NUM_SLOTS, {GRAD_OUT, INPUT, GRAD_GRAD_OUT, GRAD_INPUT},
+                                        at.channel_last, &a, &dt, &numel);
   if (rc != kOk) return rc;
   const int64_t C = a.channels;
   a.grad_out = ConstTensor{call.params[GRAD_OUT], dt};

@@ -298,15 +298,7 @@ struct RowPath {
 
 }  // namespace
 
-template <DType D>
-void RunRowPath(const BnBackwardArgs &a, const Plan &plan, Scratch *scratch) {
-  RowPath<D>(a, plan).Run(plan.nthreads, scratch);
-}
-
-template void RunRowPath<DType::kFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunRowPath<DType::kBFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunRowPath<DType::kFloat32>(const BnBackwardArgs &, const Plan &, Scratch *);
-template void RunRowPath<DType::kFloat64>(const BnBackwardArgs &, const Plan &, Scratch *);
+BN_GRAD_DEFINE_WALK(RunRowPath, RowPath);
 
 }  // namespace bwd
 }  // namespace bn_grad

@@ -24,12 +24,11 @@ namespace R = spec::batch_norm_reduce_backward;  // tensor slots R::GRAD_OUT ...
 namespace E = spec::batch_norm_elemt_backward;
 
 int RunReduce(const Call &call, const R::Attrs &at) {
-  Error rc = call.Check(R::NUM_SLOTS);
-  if (rc != kOk) return rc;
   ReduceArgs a;
   DType dt = DType::kNone;
   int64_t numel = 0;
-  if ((rc = ParseActivations(call, {R::GRAD_OUT, R::INPUT}, at.channel_last, &a, &dt, &numel)) != kOk) return rc;
+  Error rc = ParseActivations(call, R::NUM_SLOTS, {R::GRAD_OUT, R::INPUT}, at.channel_last, &a, &dt, &numel);
+  if (rc != kOk) return rc;
   a.grad_out = ConstTensor{call.params[R::GRAD_OUT], dt};
   a.input = ConstTensor{call.params[R::INPUT], dt};
   const int64_t C = a.channels;
@@ -65,12 +64,11 @@ bool ParseCounterDtype(const char *name, ElemtArgs *a) {
 }
 
 int RunElemt(const Call &call, const E::Attrs &at) {
-  Error rc = call.Check(E::NUM_SLOTS);
-  if (rc != kOk) return rc;
   ElemtArgs a;
   DType dt = DType::kNone;
   int64_t numel = 0;
-  rc = ParseActivations(call, {E::GRAD_OUT, E::INPUT, E::GRAD_INPUT}, at.channel_last, &a, &dt, &numel);
+  Error rc = ParseActivations(call, E::NUM_SLOTS, {E::GRAD_OUT, E::INPUT, E::GRAD_INPUT}, at.channel_last, &a,
+                              &dt, &numel);
   if (rc != kOk) return rc;
   a.grad_out = ConstTensor{call.params[E::GRAD_OUT], dt};
   a.input = ConstTensor{call.params[E::INPUT], dt};

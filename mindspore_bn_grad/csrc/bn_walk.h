@@ -80,6 +80,19 @@ void RunRowPath(const BnBackwardArgs &a, const Plan &plan, Scratch *scratch);
 template <DType D>
 void RunColumnPath(const BnBackwardArgs &a, const Plan &plan, Scratch *scratch);
 
+// In a walk's .cpp file, after its struct (constructed from the arguments
+// and the Plan, with a Run(nthreads, scratch)): the walk function, and its
+// instances for the four dtypes.
+#define BN_GRAD_DEFINE_WALK(Walk, Struct)                                                    \
+  template <DType D>                                                                         \
+  void Walk(const BnBackwardArgs &a, const Plan &plan, Scratch *scratch) {                   \
+    Struct<D>(a, plan).Run(plan.nthreads, scratch);                                          \
+  }                                                                                          \
+  template void Walk<DType::kFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);      \
+  template void Walk<DType::kBFloat16>(const BnBackwardArgs &, const Plan &, Scratch *);     \
+  template void Walk<DType::kFloat32>(const BnBackwardArgs &, const Plan &, Scratch *);      \
+  template void Walk<DType::kFloat64>(const BnBackwardArgs &, const Plan &, Scratch *)
+
 }  // namespace bwd
 }  // namespace bn_grad
 

@@ -38,6 +38,33 @@ void ParallelTasks(int64_t ntasks, int64_t work, Fn fn) {
   ThreadPool::Global().Run(ntasks, threads, fn);
 }
 
+// How the scalar kernels split [outer, C, inner] into tasks: the outer axis
+// in chunks of RowsPerChunk(C * inner) rows (boundaries depend on the shape
+// only). Channel-first (inner > 1, or one channel): task t = (chunk k,
+// channel c), t = k * C + c, whose runs of `inner` elements ForRuns visits.
+// Channel-last: task t = chunk t, whose rows of C channels ForRows visits.
+struct OuterChunks {
+  explicit OuterChunks(const Geometry &g)
+      : outer(g.outer), C(g.channels), inner(g.inner), rows(RowsPerChunk(g.channels * g.inner)),
+        nchunks((g.outer + rows - 1) / rows) {}
+  bool by_channel() const { return inner > 1 || C == 1; }
+  int64_t tasks() const { return by_channel() ? nchunks * C : nchunks; }
+  int64_t work() const { return outer * C * inner; }  // elements
+  // run(c, offset) for each run of task t (channel-first).
+  template <class F>
+  void ForRuns(int64_t t, F &&run) const {
+    const int64_t k = t / C, c = t % C;
+    for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) run(c, (o * C + c) * inner);
+  }
+  // row(offset) for each row of task t (channel-last).
+  template <class F>
+  void ForRows(int64_t t, F &&row) const {
+    for (int64_t o = t * rows, end = std::min(outer, o + rows); o < end; ++o) row(o * C);
+  }
+
+  int64_t outer, C, inner, rows, nchunks;
+};
+
 // A (C,) tensor as doubles; `dflt` everywhere when it is absent.
 inline std::vector<double> LoadChannel(const ConstTensor &t, int64_t C, double dflt) {
   std::vector<double> v(C, dflt);
