@@ -11,7 +11,7 @@
 // call that does not fit returns a nonzero code instead of reading out of
 // bounds. Attributes: aot_attrs.h.
 #include <algorithm>
-#include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
