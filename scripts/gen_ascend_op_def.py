@@ -240,14 +240,31 @@ def render_kernel_spec():
     return "\n".join(out)
 
 
-def _cpp_value(a):
-    if a.type == "bool":
-        return "bool", _cpp_bool(a.default)
-    if a.type == "float":
-        return "double", repr(float(a.default))
-    if a.type == "str":
-        return "const char *", f'"{a.default}"'
-    raise NotImplementedError(a.type)  # bool_tuple is written by _op_namespace
+def _attrs_struct(opdef):
+    """struct Attrs (the attributes as the kernel holds them, with their defaults) and
+    VisitAttrs, which hands each one by name to a reader (csrc/aot_attrs.h)."""
+    members, reads = [], []
+    for a in opdef.attrs:
+        c = _camel(a.kernel_attr)
+        if a.type == "bool":
+            members.append(f"  bool {a.name} = {_cpp_bool(a.default)};")
+            reads.append(f"  r.Bool(kAttr{c}, &a->{a.name});")
+        elif a.type == "float":
+            members.append(f"  double {a.name} = {float(a.default)!r};")
+            bits = f"kAttr{_camel(a.kernel_bits_name)}" if a.kernel_bits_name else "nullptr"
+            reads.append(f"  r.Float(kAttr{c}, {bits}, &a->{a.name});")
+        elif a.type == "bool_tuple":
+            members.append(f"  bool {a.name}[k{c}Length] = {{" + ", ".join(_cpp_bool(b) for b in a.default) + "};")
+            reads.append(f"  r.BoolList(kAttr{c}, a->{a.name}, k{c}Length);")
+        elif a.name == "data_format":
+            last = opdef.data_formats[a.default].channel_last
+            members.append(f"  bool channel_last = {_cpp_bool(last)};  // {a.name} {a.default}")
+            reads.append(f"  r.ChannelLast(kAttr{c}, &a->channel_last);")
+        else:
+            raise NotImplementedError(f"{a.name}: {a.type}")
+    return (["", "// The attributes as the kernel holds them, with their defaults (attrs).", "struct Attrs {"]
+            + members + ["};", "// Hands each attribute, by name, to a reader (csrc/aot_attrs.h).",
+                         "template <class Reader>", "void VisitAttrs(Attrs *a, Reader &r) {"] + reads + ["}"])
 
 
 def _op_namespace(filename):
@@ -261,20 +278,16 @@ def _op_namespace(filename):
             "// Names of the inputs, by slot (for error messages).",
             "constexpr const char *kInputNames[kNumInputs] = {"]
     out += [f'  "{n}",' for n in opdef.input_names]
-    out += ["};", "", "// Attributes, by the name the kernel reads, and their defaults."]
+    out += ["};", "", "// Attributes, by the name the kernel reads."]
     for a in opdef.attrs:
         c = _camel(a.kernel_attr)
         out.append(f'constexpr const char *kAttr{c} = "{a.kernel_attr}";')
         if a.type == "bool_tuple":
             out.append(f"constexpr int k{c}Length = {a.length};  // passed as a list of ints, nonzero = true")
-            out.append(f"constexpr bool kDefault{c}[k{c}Length] = {{"
-                       + ", ".join(_cpp_bool(b) for b in a.default) + "};")
-        else:
-            ctype, value = _cpp_value(a)
-            out.append(f"constexpr {ctype}{'' if ctype.endswith('*') else ' '}kDefault{c} = {value};")
         if a.kernel_bits_name:
             out.append(f'constexpr const char *kAttr{_camel(a.kernel_bits_name)} = "{a.kernel_bits_name}";'
                        f"  // {a.name} exactly: the int64 bits of the double")
+    out += _attrs_struct(opdef)
     defaults = [i for i in opdef.inputs if i.default_value is not None]
     if defaults:
         out += ["", "// The value the kernel uses for an absent optional input (default_value)."]
@@ -303,10 +316,10 @@ def _dtype_ident(name):
 
 
 def render_cpu_spec():
-    """mindspore_bn_grad/csrc/bn_spec.gen.h (included by csrc/aot_common.h)."""
+    """mindspore_bn_grad/csrc/bn_spec.gen.h (included by the kernels' interface headers)."""
     opdef = load_opdef()
     src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml"
-    out = _header(src, "MS_BN_GRAD_BN_SPEC_GEN_H_", ['"bn_backward.h"', '"bn_sync.h"'])
+    out = _header(src, "MS_BN_GRAD_BN_SPEC_GEN_H_", ['"bn_sync.h"', '"tensor.h"'])
     out += ["namespace bn_grad {", "namespace spec {", "",
             "// Codes the kernel entries return (kernel_errors); 0 is success.", "enum Error : int {", "  kOk = 0,"]
     out += [f"  k{_camel(e.name)} = {e.code}," for e in opdef.kernel_errors]

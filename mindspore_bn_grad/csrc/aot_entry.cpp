@@ -7,90 +7,41 @@
 //   MsBnGrad{Set,Get}NumThreads                : the thread count (set by _native.py)
 //
 // Both kernel entries share ParseCall, which checks every shape and dtype it
-// is handed against the others before any memory is touched: a call that
-// does not fit returns a nonzero code instead of reading out of bounds.
+// is handed against the others (aot_args.h) before any memory is touched: a
+// call that does not fit returns a nonzero code instead of reading out of
+// bounds. Attributes: aot_attrs.h.
 #include <algorithm>
-#include <cstring>
 #include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "aot_common.h"
-#include "ms_aot_compat.h"
+#include "aot_args.h"
+#include "aot_attrs.h"
 #include "bn_backward.h"
+#include "geometry.h"
+#include "ms_aot_compat.h"
+#include "num_threads.h"
 
 namespace bn_grad {
 namespace {
 
 using namespace aot;  // NOLINT: the shared entry-point helpers
-// Tensor slots (GRAD_OUT ... GRAD_BIAS), input names, attribute names and defaults: the prototype.
+// Tensor slots (GRAD_OUT ... GRAD_BIAS), input names, attribute names and Attrs: the prototype.
 using namespace spec::batch_norm_backward;  // NOLINT
 
-struct Attrs {
-  Attrs() { std::copy(std::begin(kDefaultOutputMask), std::end(kDefaultOutputMask), mask); }
-  bool training = kDefaultTraining;
-  double eps = kDefaultEps;
-  bool mask[kOutputMaskLength];  // by mask bit (kMaskBitGradInput, ...)
-  bool channel_last = ChannelLast(kDefaultLayout);
-};
+static_assert(sizeof(BnBackwardArgs::mask) == sizeof(Attrs::output_mask), "one mask entry per mask bit");
 
-static_assert(sizeof(BnBackwardArgs::mask) == kOutputMaskLength * sizeof(bool), "one mask entry per mask bit");
+int ParseCall(const Call &call, const Attrs &attrs, BnBackwardArgs *a, int64_t *numel) {
+  DType dt = DType::kNone;
+  Error rc = ParseActivations(call, NUM_SLOTS, {GRAD_OUT, INPUT, GRAD_INPUT}, attrs.channel_last, a, &dt, numel);
+  if (rc != kOk) return rc;
+  a->grad_out = ConstTensor{call.params[GRAD_OUT], dt};
+  a->input = ConstTensor{call.params[INPUT], dt};
+  a->grad_input = MutTensor{call.params[GRAD_INPUT], dt};
 
-struct AttrsData : public mindspore::AotKernelData {
-  Attrs attrs;
-};
-
-// A per-channel tensor: absent, (C,), or, when `empty_ok`, (0,) meaning absent.
-int ParseChannelTensor(void *data, int ndim, const int64_t *shape, const char *dtype,
-                       int64_t channels, bool empty_ok, ConstTensor *out) {
-  *out = ConstTensor{};
-  if (IsNoneDtype(dtype) || (data == nullptr && ndim == 0)) return kOk;
-  DType d = ParseDtype(dtype);
-  if (d == DType::kNone) return kBadDtype;
-  if (ndim != 1) return kBadRank;
-  if (shape[0] == 0 && empty_ok && channels != 0) return kOk;
-  if (shape[0] != channels) return kBadShape;
-  if (data == nullptr && channels > 0) return kMissingTensor;
-  out->data = data;
-  out->dtype = d;
-  return kOk;
-}
-
-int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-              const Attrs &attrs, BnBackwardArgs *a, int64_t *numel) {
-  if (nparam != NUM_SLOTS) return kBadParamCount;
-  const int rank = ndims[GRAD_OUT];
-  if (!RankSupported(rank)) return kBadRank;
-  const int64_t *shape = shapes[GRAD_OUT];
-  if (!SameShape(rank, shape, ndims[INPUT], shapes[INPUT]) ||
-      !SameShape(rank, shape, ndims[GRAD_INPUT], shapes[GRAD_INPUT])) {
-    return kBadShape;
-  }
-  DType dy = ParseDtype(dtypes[GRAD_OUT]);
-  if (dy == DType::kNone || ParseDtype(dtypes[INPUT]) != dy || ParseDtype(dtypes[GRAD_INPUT]) != dy) {
-    return kBadDtype;
-  }
-  bool ok = true;
-  *numel = NumElements(rank, shape, &ok);
-  if (!ok) return kOverflow;
-  a->channels = attrs.channel_last ? shape[rank - 1] : shape[1];
-  if (attrs.channel_last) {
-    a->outer = NumElements(rank - 1, shape, &ok);
-    a->inner = 1;
-  } else {
-    a->outer = shape[0];
-    a->inner = NumElements(rank - 2, shape + 2, &ok);
-  }
-  if (!ok) return kOverflow;
-  if (*numel > 0 && (params[GRAD_OUT] == nullptr || params[INPUT] == nullptr ||
-                     params[GRAD_INPUT] == nullptr)) {
-    return kMissingTensor;
-  }
-  a->grad_out = ConstTensor{params[GRAD_OUT], dy};
-  a->input = ConstTensor{params[INPUT], dy};
-  a->grad_input = MutTensor{params[GRAD_INPUT], dy};
-
+  // Absent per-channel inputs take their defaults; without training the
+  // saved statistics may also come as (0,).
   struct { Slot slot; bool empty_ok; ConstTensor *dst; } chan[] = {
       {WEIGHT, false, &a->weight},
       {RUNNING_MEAN, false, &a->running_mean},
@@ -99,25 +50,19 @@ int ParseCall(int nparam, void **params, int *ndims, int64_t **shapes, const cha
       {SAVE_INVSTD, !attrs.training, &a->save_invstd},
   };
   for (auto &c : chan) {
-    int rc = ParseChannelTensor(params[c.slot], ndims[c.slot], shapes[c.slot], dtypes[c.slot],
-                                a->channels, c.empty_ok, c.dst);
+    rc = ParseChannelInput(call, c.slot, a->channels, /*optional=*/true, c.empty_ok, c.dst);
     if (rc != kOk) return rc;
   }
   if (attrs.training && (a->save_mean.data == nullptr || a->save_invstd.data == nullptr) &&
       a->channels > 0) {
     return kMissingTensor;
   }
-  DType dparam = ParseDtype(dtypes[GRAD_WEIGHT]);
-  if (dparam == DType::kNone || ParseDtype(dtypes[GRAD_BIAS]) != dparam) return kBadDtype;
-  for (Slot s : {GRAD_WEIGHT, GRAD_BIAS}) {
-    if (ndims[s] != 1 || shapes[s][0] != a->channels) return kBadShape;
-    if (params[s] == nullptr && a->channels > 0) return kMissingTensor;
-  }
-  a->grad_weight = MutTensor{params[GRAD_WEIGHT], dparam};
-  a->grad_bias = MutTensor{params[GRAD_BIAS], dparam};
+  if ((rc = ParseChannelOutput(call, GRAD_WEIGHT, a->channels, &a->grad_weight)) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, GRAD_BIAS, a->channels, &a->grad_bias)) != kOk) return rc;
+  if (a->grad_bias.dtype != a->grad_weight.dtype) return kBadDtype;
   a->training = attrs.training;
   a->eps = attrs.eps;
-  for (int i = 0; i < kOutputMaskLength; ++i) a->mask[i] = attrs.mask[i];
+  std::copy(std::begin(attrs.output_mask), std::end(attrs.output_mask), a->mask);
   return kOk;
 }
 
@@ -129,24 +74,18 @@ int Compute(BnBackwardArgs &a, int64_t numel) {
   const bool want_db = a.mask[kMaskBitGradBias];
   if (!want_dx && numel > 0) {
     a.zero_grad_input = want_dw || want_db;
-    if (!a.zero_grad_input) ZeroFill(a.grad_input.data, numel * ElemSize(a.grad_input.dtype));
+    if (!a.zero_grad_input) ZeroFill(a.grad_input, numel);
   }
-  if (a.channels > 0) {
-    if (!want_dw) std::memset(a.grad_weight.data, 0, a.channels * ElemSize(a.grad_weight.dtype));
-    if (!want_db) std::memset(a.grad_bias.data, 0, a.channels * ElemSize(a.grad_bias.dtype));
-  }
+  if (!want_dw) ZeroFill(a.grad_weight, a.channels);
+  if (!want_db) ZeroFill(a.grad_bias, a.channels);
   if (!(want_dx || want_dw || want_db) || a.channels == 0) return kOk;
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
-int Run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-        const Attrs &attrs) {
-  if (params == nullptr || ndims == nullptr || shapes == nullptr || dtypes == nullptr) {
-    return kBadParamCount;
-  }
+int Run(const Call &call, const Attrs &attrs) {
   BnBackwardArgs a;
   int64_t numel = 0;
-  int rc = ParseCall(nparam, params, ndims, shapes, dtypes, attrs, &a, &numel);
+  int rc = ParseCall(call, attrs, &a, &numel);
   if (rc != kOk) return rc;
   try {
     return Compute(a, numel);
@@ -173,7 +112,7 @@ std::vector<std::vector<int64_t>> InferShapes(int ndim, const int64_t *shape, bo
     if (unknown_rank) {
       full = {kUnknownRank};
     } else if (ndim >= 2) {
-      channels = full[channel_last ? ndim - 1 : 1];
+      channels = full[ChannelAxis(ndim, channel_last)];
     }
   } else {
     full = {kUnknownRank};
@@ -211,7 +150,7 @@ std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_l
   const int rank = ndims[0];
   const int64_t *full = shapes[0];
   if (!KnownRank(rank, full)) return "";
-  if (rank < kMinRank || rank > kMaxRank) {
+  if (!RankSupported(rank)) {
     return op + "grad_out expected rank " + std::to_string(kMinRank) + ".." + std::to_string(kMaxRank) +
            ", got rank " + std::to_string(rank);
   }
@@ -226,7 +165,7 @@ std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_l
     }
   }
   if (present.size() != kNumInputs || present[GRAD_OUT] == 0 || present[INPUT] == 0) return "";
-  const int caxis = channel_last ? rank - 1 : 1;
+  const int caxis = ChannelAxis(rank, channel_last);
   int64_t channels = full[caxis];
   if (channels == kUnknownDim && ndims[1] == rank && KnownRank(ndims[1], shapes[1])) channels = shapes[1][caxis];
   int entry = 2;
@@ -258,26 +197,7 @@ extern "C" {
 
 int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** /*dtypes*/,
                           mindspore::AotExtra *extra) {
-  auto *data = new bn_grad::AttrsData();
-  bn_grad::Attrs &at = data->attrs;
-  namespace bnb = bn_grad::spec::batch_norm_backward;
-  if (extra->HasAttr(bnb::kAttrTraining)) at.training = extra->Attr<bool>(bnb::kAttrTraining);
-  if (extra->HasAttr(bnb::kAttrEps)) at.eps = static_cast<double>(extra->Attr<float>(bnb::kAttrEps));
-  if (extra->HasAttr(bnb::kAttrEpsBits)) {  // eps exactly (the float attribute is float32): _op.py
-    const int64_t bits = extra->Attr<int64_t>(bnb::kAttrEpsBits);
-    std::memcpy(&at.eps, &bits, sizeof(at.eps));
-  }
-  if (extra->HasAttr(bnb::kAttrOutputMask)) {  // a list of ints (nonzero = computed)
-    std::vector<int64_t> m = extra->Attr<std::vector<int64_t>>(bnb::kAttrOutputMask);
-    if (m.size() != bnb::kOutputMaskLength) { delete data; return bn_grad::aot::kBadParamCount; }
-    for (int i = 0; i < bnb::kOutputMaskLength; ++i) at.mask[i] = m[i] != 0;
-  }
-  // data_format arrives as `layout` (see op_def/batch_norm_backward.yaml).
-  if (extra->HasAttr(bnb::kAttrLayout)) {
-    at.channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>(bnb::kAttrLayout));
-  }
-  extra->SetKernelData(data);
-  return 0;
+  return bn_grad::aot::InitAttrs<bn_grad::spec::batch_norm_backward::Attrs>(extra);
 }
 
 // MindSpore calls this (func name + "InferShape") when the primitive has the
@@ -292,14 +212,14 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
 std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_t **shapes,
                                                               mindspore::AotExtra *extra) {
   namespace bnb = bn_grad::spec::batch_norm_backward;
-  bool channel_last = bn_grad::aot::ChannelLast(bnb::kDefaultLayout), training = bnb::kDefaultTraining;
+  bnb::Attrs defaults;
+  bool channel_last = defaults.channel_last, training = defaults.training;
   std::vector<int64_t> present;
   if (extra != nullptr) {
-    if (extra->HasAttr(bnb::kAttrLayout)) {
-      channel_last = bn_grad::aot::ChannelLast(extra->Attr<std::string>(bnb::kAttrLayout));
-    }
-    if (extra->HasAttr(bnb::kAttrTraining)) training = extra->Attr<bool>(bnb::kAttrTraining);
-    if (extra->HasAttr("input_present")) present = extra->Attr<std::vector<int64_t>>("input_present");
+    bn_grad::aot::AttrReader reader(extra);
+    reader.ChannelLast(bnb::kAttrLayout, &channel_last);
+    reader.Bool(bnb::kAttrTraining, &training);
+    reader.Ints("input_present", &present);  // set by _op.py, not a prototype attribute
   }
   if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
   const std::string error = bn_grad::CheckShapes(ndims, shapes, channel_last, training, present);
@@ -320,32 +240,27 @@ void MsBnGradInferShape(int ndim, const int64_t *shape, int channel_last, int64_
 
 int BatchNormBackward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                       void * /*stream*/, void *extra) {
-  bn_grad::Attrs defaults;
-  const bn_grad::Attrs *attrs = &defaults;
-  if (extra != nullptr) {
-    auto *kd = static_cast<mindspore::AotExtra *>(extra)->KernelData();
-    if (kd != nullptr) attrs = &static_cast<const bn_grad::AttrsData *>(kd)->attrs;
-  }
-  return bn_grad::Run(nparam, params, ndims, shapes, dtypes, *attrs);
+  using bn_grad::spec::batch_norm_backward::Attrs;
+  return bn_grad::Run({nparam, params, ndims, shapes, dtypes}, bn_grad::aot::AttrsOf<Attrs>(extra));
 }
 
 int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                    int training, double eps, int mask_input, int mask_weight, int mask_bias,
                    int channel_last) {
-  bn_grad::Attrs at;
+  namespace bnb = bn_grad::spec::batch_norm_backward;
+  bnb::Attrs at;
   at.training = training != 0;
   at.eps = eps;
-  namespace bnb = bn_grad::spec::batch_norm_backward;
-  at.mask[bnb::kMaskBitGradInput] = mask_input != 0;
-  at.mask[bnb::kMaskBitGradWeight] = mask_weight != 0;
-  at.mask[bnb::kMaskBitGradBias] = mask_bias != 0;
+  at.output_mask[bnb::kMaskBitGradInput] = mask_input != 0;
+  at.output_mask[bnb::kMaskBitGradWeight] = mask_weight != 0;
+  at.output_mask[bnb::kMaskBitGradBias] = mask_bias != 0;
   at.channel_last = channel_last != 0;
-  return bn_grad::Run(nparam, params, ndims, shapes, dtypes, at);
+  return bn_grad::Run({nparam, params, ndims, shapes, dtypes}, at);
 }
 
 // n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by _native.py.
 int MsBnGradSetNumThreads(int n) {
-  using namespace bn_grad::aot;  // NOLINT
+  using namespace bn_grad::spec;  // NOLINT: the error codes
   if (n < 1 || n > bn_grad::MaxThreads()) return kBadThreadCount;
   return bn_grad::SetNumThreads(n) ? kOk : kThreadStartFailed;
 }

@@ -1,19 +1,19 @@
 // BatchNormDoubleBackward on CPU: the interface between the entry points
 // (bn_double_backward_entry.cpp) and the compute (bn_double_backward_cpu.cpp).
 // Prototype and formulas: op_def/batch_norm_double_backward.yaml.
-// Activations are [outer, channels, inner], as in bn_backward.h.
+// Activations are [outer, channels, inner] (tensor.h).
 #ifndef MS_BN_GRAD_BN_DOUBLE_BACKWARD_H_
 #define MS_BN_GRAD_BN_DOUBLE_BACKWARD_H_
 
 #include <cstdint>
 
-#include "bn_backward.h"
+#include "bn_spec.gen.h"
+#include "tensor.h"
 
 namespace bn_grad {
 namespace dbl {
 
-struct DoubleBackwardArgs {
-  int64_t outer = 0, channels = 0, inner = 0;
+struct DoubleBackwardArgs : Geometry {
   ConstTensor grad_out, input;              // [outer, channels, inner], same dtype
   ConstTensor grad_grad_input;              // same as grad_out, or absent (0)
   ConstTensor weight;                       // (C,) or absent (1)
@@ -22,9 +22,11 @@ struct DoubleBackwardArgs {
   ConstTensor grad_grad_weight, grad_grad_bias;  // (C,) or absent (0)
   MutTensor grad_grad_out, grad_input;      // [outer, channels, inner], grad_out's dtype
   MutTensor grad_weight;                    // (C,)
-  bool training = true;
-  double eps = 1e-5;
-  bool mask[3] = {true, true, true};        // output_mask of the BatchNormBackward differentiated
+  // The attributes (set by the entry points from spec::batch_norm_double_backward::Attrs).
+  bool training = false;
+  double eps = 0.0;
+  bool mask[spec::batch_norm_double_backward::kOutputMaskLength] = {};  // output_mask of the
+                                            // BatchNormBackward differentiated
 };
 
 // Compute only; shapes and dtypes were checked by the entry points. Writes

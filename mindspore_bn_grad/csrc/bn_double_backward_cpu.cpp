@@ -13,39 +13,18 @@
 // bfloat16 data go through float buffers (vectorised conversions).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_double_backward.h"
+#include "bn_spec.gen.h"
+#include "element_io.h"
 #include "scalar_kernel.h"
-#include "half.h"
-#include "thread_pool.h"
 
 namespace bn_grad {
 namespace dbl {
 namespace {
-
-// Element types, scalar I/O, chunking and the parallel loop: scalar_kernel.h.
-using elem::BF16;
-using elem::FromDouble;
-using elem::Half;
-using elem::LoadAny;
-using elem::StoreAny;
-using elem::ToDouble;
-using elem::kChunkElems;
-using elem::ParallelFor;
-using elem::RowsPerChunk;
-
-std::vector<double> LoadChannel(const ConstTensor &t, int64_t C, double dflt) {
-  std::vector<double> v(C, dflt);
-  if (t.data != nullptr) for (int64_t c = 0; c < C; ++c) v[c] = LoadAny(t.data, t.dtype, c);
-  return v;
-}
-
-// --- work split ----------------------------------------------------------
-
 
 // --- sweep 1: per-channel sums -------------------------------------------
 enum Sum { kDy, kDyXmu, kG, kGXmu, kGDy, kNumSums };
@@ -180,8 +159,11 @@ inline void FromFloat(const float *v, int64_t n, T *p) {
   for (; i < n; ++i) u[i] = std::is_same<T, Half>::value ? FloatToHalf(v[i]) : FloatToBf16(v[i]);
 }
 
-template <typename T, bool kGgi>
-inline void RunSumsAny(const T *dy, const T *x, const T *g, int64_t n, double mean, double *acc) {
+// f(b, m, dy, x, g) for the blocks [b, b + m) of a run of n elements, in
+// the type the sweeps compute on: float16 / bfloat16 converted into float
+// buffers of kBlock elements, float and double as they are (one block).
+template <typename T, bool kGgi, class F>
+inline void InBlocks(const T *dy, const T *x, const T *g, int64_t n, F &&f) {
   if constexpr (kIs16<T>) {
     float bd[kBlock], bx[kBlock], bg[kBlock];
     for (int64_t b = 0; b < n; b += kBlock) {
@@ -189,100 +171,67 @@ inline void RunSumsAny(const T *dy, const T *x, const T *g, int64_t n, double me
       ToFloat(dy + b, m, bd);
       ToFloat(x + b, m, bx);
       if (kGgi) ToFloat(g + b, m, bg);
-      RunSums<float, kGgi>(bd, bx, bg, m, mean, acc);
+      f(b, m, bd, bx, bg);
     }
   } else {
-    RunSums<T, kGgi>(dy, x, g, n, mean, acc);
+    f(int64_t{0}, n, dy, x, g);
   }
 }
 
-template <typename T, bool kGgi>
-inline void RowSumsAny(const T *dy, const T *x, const T *g, const double *mean, int64_t C, double *p) {
+// f(gdy, gx) writes a block's m outputs: float16 / bfloat16 into float
+// buffers then converted into gdy / gx, float and double there directly.
+template <typename T, class F>
+inline void OutBlock(T *gdy, T *gx, int64_t m, F &&f) {
   if constexpr (kIs16<T>) {
-    float bd[kBlock], bx[kBlock], bg[kBlock];
-    for (int64_t b = 0; b < C; b += kBlock) {
-      const int64_t m = std::min(kBlock, C - b);
-      ToFloat(dy + b, m, bd);
-      ToFloat(x + b, m, bx);
-      if (kGgi) ToFloat(g + b, m, bg);
-      RowSums<float, kGgi>(bd, bx, bg, mean + b, m, p + kDy * C + b, p + kDyXmu * C + b, p + kG * C + b,
-                           p + kGXmu * C + b, p + kGDy * C + b);
-    }
+    float od[kBlock], ox[kBlock];
+    f(od, ox);
+    FromFloat(od, m, gdy);
+    FromFloat(ox, m, gx);
   } else {
-    RowSums<T, kGgi>(dy, x, g, mean, C, p + kDy * C, p + kDyXmu * C, p + kG * C, p + kGXmu * C, p + kGDy * C);
+    f(gdy, gx);
   }
 }
 
-template <typename T, bool kGgi>
-inline void RunElemAny(const T *dy, const T *x, const T *g, T *gdy, T *gx, int64_t n, const Coefs &k, int64_t c) {
-  if constexpr (kIs16<T>) {
-    float bd[kBlock], bx[kBlock], bg[kBlock], od[kBlock], ox[kBlock];
-    for (int64_t b = 0; b < n; b += kBlock) {
-      const int64_t m = std::min(kBlock, n - b);
-      ToFloat(dy + b, m, bd);
-      ToFloat(x + b, m, bx);
-      if (kGgi) ToFloat(g + b, m, bg);
-      RunElem<float, kGgi>(bd, bx, bg, od, ox, m, k, c);
-      FromFloat(od, m, gdy + b);
-      FromFloat(ox, m, gx + b);
-    }
-  } else {
-    RunElem<T, kGgi>(dy, x, g, gdy, gx, n, k, c);
-  }
-}
-
-template <typename T, bool kGgi>
-inline void RowElemAny(const T *dy, const T *x, const T *g, T *gdy, T *gx, int64_t C, const Coefs &k) {
-  if constexpr (kIs16<T>) {
-    float bd[kBlock], bx[kBlock], bg[kBlock], od[kBlock], ox[kBlock];
-    for (int64_t b = 0; b < C; b += kBlock) {
-      const int64_t m = std::min(kBlock, C - b);
-      ToFloat(dy + b, m, bd);
-      ToFloat(x + b, m, bx);
-      if (kGgi) ToFloat(g + b, m, bg);
-      RowElem<float, kGgi>(bd, bx, bg, od, ox, m, k, b);
-      FromFloat(od, m, gdy + b);
-      FromFloat(ox, m, gx + b);
-    }
-  } else {
-    RowElem<T, kGgi>(dy, x, g, gdy, gx, C, k);
-  }
-}
+template <class P>
+using Pointee = std::remove_const_t<std::remove_pointer_t<P>>;
 
 // --- the two sweeps -------------------------------------------------------
 // sums[c * kNumSums + k]: the five sums of channel c.
 template <typename T, bool kGgi>
 void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, std::vector<double> *sums) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const int64_t C = a.channels;
   const T *dy = static_cast<const T *>(a.grad_out.data);
   const T *x = static_cast<const T *>(a.input.data);
   const T *g = static_cast<const T *>(a.grad_grad_input.data);
-  const int64_t rows = RowsPerChunk(C * inner);
-  const int64_t nchunks = (outer + rows - 1) / rows;
-  std::vector<double> part(nchunks * C * kNumSums, 0.0);
-  const int64_t work = outer * C * inner;
+  const OuterChunks split(a);
+  std::vector<double> part(split.nchunks * C * kNumSums, 0.0);
   sums->assign(C * kNumSums, 0.0);
-  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`; part [chunk][C][sum]
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
-      const int64_t k = t / C, c = t % C;
+  if (split.by_channel()) {  // part [chunk][C][sum]
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t t) {
       double *acc = &part[t * kNumSums];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        RunSumsAny<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, inner, mean[c], acc);
-      }
+      split.ForRuns(t, [&](int64_t c, int64_t o) {
+        InBlocks<T, kGgi>(dy + o, x + o, kGgi ? g + o : nullptr, a.inner,
+                          [&](int64_t, int64_t m, const auto *d, const auto *xs, const auto *gs) {
+                            RunSums<Pointee<decltype(d)>, kGgi>(d, xs, gs, m, mean[c], acc);
+                          });
+      });
     });
-    for (int64_t k = 0; k < nchunks; ++k) {
+    for (int64_t k = 0; k < split.nchunks; ++k) {
       for (int64_t j = 0; j < C * kNumSums; ++j) (*sums)[j] += part[k * C * kNumSums + j];
     }
-  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels; part [chunk][sum][C]
-    ParallelFor(nchunks, work, [&](int64_t k) {
+  } else {  // part [chunk][sum][C]
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t k) {
       double *p = &part[k * kNumSums * C];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = o * C;
-        RowSumsAny<T, kGgi>(dy + base, x + base, kGgi ? g + base : nullptr, mean.data(), C, p);
-      }
+      split.ForRows(k, [&](int64_t o) {
+        InBlocks<T, kGgi>(dy + o, x + o, kGgi ? g + o : nullptr, C,
+                          [&](int64_t b, int64_t m, const auto *d, const auto *xs, const auto *gs) {
+                            RowSums<Pointee<decltype(d)>, kGgi>(d, xs, gs, mean.data() + b, m, p + kDy * C + b,
+                                                                p + kDyXmu * C + b, p + kG * C + b,
+                                                                p + kGXmu * C + b, p + kGDy * C + b);
+                          });
+      });
     });
-    for (int64_t k = 0; k < nchunks; ++k) {
+    for (int64_t k = 0; k < split.nchunks; ++k) {
       for (int64_t j = 0; j < kNumSums; ++j) {
         for (int64_t c = 0; c < C; ++c) (*sums)[c * kNumSums + j] += part[(k * kNumSums + j) * C + c];
       }
@@ -292,29 +241,34 @@ void ChannelSums(const DoubleBackwardArgs &a, const std::vector<double> &mean, s
 
 template <typename T, bool kGgi>
 void Elementwise(const DoubleBackwardArgs &a, const Coefs &coefs) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const int64_t C = a.channels;
   const T *dy = static_cast<const T *>(a.grad_out.data);
   const T *x = static_cast<const T *>(a.input.data);
   const T *g = static_cast<const T *>(a.grad_grad_input.data);
   T *gdy = static_cast<T *>(a.grad_grad_out.data);
   T *gx = static_cast<T *>(a.grad_input.data);
-  const int64_t rows = RowsPerChunk(C * inner);
-  const int64_t nchunks = (outer + rows - 1) / rows;
-  const int64_t work = outer * C * inner;
-  if (inner > 1 || C == 1) {
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
-      const int64_t k = t / C, c = t % C;
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t b = (o * C + c) * inner;
-        RunElemAny<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, inner, coefs, c);
-      }
+  const OuterChunks split(a);
+  if (split.by_channel()) {
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t t) {
+      split.ForRuns(t, [&](int64_t c, int64_t o) {
+        InBlocks<T, kGgi>(dy + o, x + o, kGgi ? g + o : nullptr, a.inner,
+                          [&](int64_t b, int64_t m, const auto *d, const auto *xs, const auto *gs) {
+                            OutBlock(gdy + o + b, gx + o + b, m, [&](auto *od, auto *ox) {
+                              RunElem<Pointee<decltype(d)>, kGgi>(d, xs, gs, od, ox, m, coefs, c);
+                            });
+                          });
+      });
     });
   } else {
-    ParallelFor(nchunks, work, [&](int64_t k) {
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t b = o * C;
-        RowElemAny<T, kGgi>(dy + b, x + b, kGgi ? g + b : nullptr, gdy + b, gx + b, C, coefs);
-      }
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t k) {
+      split.ForRows(k, [&](int64_t o) {
+        InBlocks<T, kGgi>(dy + o, x + o, kGgi ? g + o : nullptr, C,
+                          [&](int64_t b, int64_t m, const auto *d, const auto *xs, const auto *gs) {
+                            OutBlock(gdy + o + b, gx + o + b, m, [&](auto *od, auto *ox) {
+                              RowElem<Pointee<decltype(d)>, kGgi>(d, xs, gs, od, ox, m, coefs, b);
+                            });
+                          });
+      });
     });
   }
 }
@@ -323,16 +277,20 @@ template <typename T>
 int Compute(const DoubleBackwardArgs &a, bool ggi) {
   const int64_t C = a.channels;
   const int64_t n = a.outer * a.inner;
-  const std::vector<double> w = LoadChannel(a.weight, C, 1.0);
-  const std::vector<double> ggw = a.mask[1] ? LoadChannel(a.grad_grad_weight, C, 0.0) : std::vector<double>(C, 0.0);
-  const std::vector<double> ggb = a.mask[2] ? LoadChannel(a.grad_grad_bias, C, 0.0) : std::vector<double>(C, 0.0);
+  namespace dbs = spec::batch_norm_double_backward;
+  namespace bnb = spec::batch_norm_backward;  // the mask bits of the BatchNormBackward differentiated
+  const std::vector<double> w = LoadChannel(a.weight, C, dbs::kAbsentWeight);
+  const std::vector<double> ggw =
+      a.mask[bnb::kMaskBitGradWeight] ? LoadChannel(a.grad_grad_weight, C, 0.0) : std::vector<double>(C, 0.0);
+  const std::vector<double> ggb =
+      a.mask[bnb::kMaskBitGradBias] ? LoadChannel(a.grad_grad_bias, C, 0.0) : std::vector<double>(C, 0.0);
   std::vector<double> mean, s;
   if (a.training) {
     mean = LoadChannel(a.save_mean, C, 0.0);
     s = LoadChannel(a.save_invstd, C, 1.0);
   } else {
-    mean = LoadChannel(a.running_mean, C, 0.0);
-    s = LoadChannel(a.running_var, C, 1.0);
+    mean = LoadChannel(a.running_mean, C, dbs::kAbsentRunningMean);
+    s = LoadChannel(a.running_var, C, dbs::kAbsentRunningVar);
     for (double &v : s) v = 1.0 / std::sqrt(v + a.eps);
   }
   std::vector<double> sums(C * kNumSums, 0.0);
@@ -382,7 +340,7 @@ int Compute(const DoubleBackwardArgs &a, bool ggi) {
 
 int DoubleBackward(const DoubleBackwardArgs &a) {
   if (a.channels == 0) return 0;
-  const bool ggi = a.mask[0] && a.grad_grad_input.data != nullptr;
+  const bool ggi = a.mask[spec::batch_norm_backward::kMaskBitGradInput] && a.grad_grad_input.data != nullptr;
   switch (a.grad_out.dtype) {
     case DType::kFloat16: return Compute<Half>(a, ggi);
     case DType::kBFloat16: return Compute<BF16>(a, ggi);

@@ -3,8 +3,8 @@
 #ifndef MS_BN_GRAD_BN_SPEC_GEN_H_
 #define MS_BN_GRAD_BN_SPEC_GEN_H_
 
-#include "bn_backward.h"
 #include "bn_sync.h"
+#include "tensor.h"
 
 namespace bn_grad {
 namespace spec {
@@ -82,17 +82,29 @@ constexpr const char *kInputNames[kNumInputs] = {
   "save_invstd",
 };
 
-// Attributes, by the name the kernel reads, and their defaults.
+// Attributes, by the name the kernel reads.
 constexpr const char *kAttrTraining = "training";
-constexpr bool kDefaultTraining = true;
 constexpr const char *kAttrEps = "eps";
-constexpr double kDefaultEps = 1e-05;
 constexpr const char *kAttrEpsBits = "eps_bits";  // eps exactly: the int64 bits of the double
 constexpr const char *kAttrOutputMask = "output_mask";
 constexpr int kOutputMaskLength = 3;  // passed as a list of ints, nonzero = true
-constexpr bool kDefaultOutputMask[kOutputMaskLength] = {true, true, true};
 constexpr const char *kAttrLayout = "layout";
-constexpr const char *kDefaultLayout = "NCHW";
+
+// The attributes as the kernel holds them, with their defaults (attrs).
+struct Attrs {
+  bool training = true;
+  double eps = 1e-05;
+  bool output_mask[kOutputMaskLength] = {true, true, true};
+  bool channel_last = false;  // data_format NCHW
+};
+// Hands each attribute, by name, to a reader (csrc/aot_attrs.h).
+template <class Reader>
+void VisitAttrs(Attrs *a, Reader &r) {
+  r.Bool(kAttrTraining, &a->training);
+  r.Float(kAttrEps, kAttrEpsBits, &a->eps);
+  r.BoolList(kAttrOutputMask, a->output_mask, kOutputMaskLength);
+  r.ChannelLast(kAttrLayout, &a->channel_last);
+}
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
@@ -132,15 +144,27 @@ constexpr const char *kInputNames[kNumInputs] = {
   "weight",
 };
 
-// Attributes, by the name the kernel reads, and their defaults.
+// Attributes, by the name the kernel reads.
 constexpr const char *kAttrInputG = "input_g";
-constexpr bool kDefaultInputG = true;
 constexpr const char *kAttrWeightG = "weight_g";
-constexpr bool kDefaultWeightG = true;
 constexpr const char *kAttrBiasG = "bias_g";
-constexpr bool kDefaultBiasG = true;
 constexpr const char *kAttrLayout = "layout";
-constexpr const char *kDefaultLayout = "NCHW";
+
+// The attributes as the kernel holds them, with their defaults (attrs).
+struct Attrs {
+  bool input_g = true;
+  bool weight_g = true;
+  bool bias_g = true;
+  bool channel_last = false;  // data_format NCHW
+};
+// Hands each attribute, by name, to a reader (csrc/aot_attrs.h).
+template <class Reader>
+void VisitAttrs(Attrs *a, Reader &r) {
+  r.Bool(kAttrInputG, &a->input_g);
+  r.Bool(kAttrWeightG, &a->weight_g);
+  r.Bool(kAttrBiasG, &a->bias_g);
+  r.ChannelLast(kAttrLayout, &a->channel_last);
+}
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
@@ -182,9 +206,18 @@ constexpr const char *kInputNames[kNumInputs] = {
   "counter",
 };
 
-// Attributes, by the name the kernel reads, and their defaults.
+// Attributes, by the name the kernel reads.
 constexpr const char *kAttrLayout = "layout";
-constexpr const char *kDefaultLayout = "NCHW";
+
+// The attributes as the kernel holds them, with their defaults (attrs).
+struct Attrs {
+  bool channel_last = false;  // data_format NCHW
+};
+// Hands each attribute, by name, to a reader (csrc/aot_attrs.h).
+template <class Reader>
+void VisitAttrs(Attrs *a, Reader &r) {
+  r.ChannelLast(kAttrLayout, &a->channel_last);
+}
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
@@ -237,17 +270,29 @@ constexpr const char *kInputNames[kNumInputs] = {
   "grad_grad_bias",
 };
 
-// Attributes, by the name the kernel reads, and their defaults.
+// Attributes, by the name the kernel reads.
 constexpr const char *kAttrTraining = "training";
-constexpr bool kDefaultTraining = true;
 constexpr const char *kAttrEps = "eps";
-constexpr double kDefaultEps = 1e-05;
 constexpr const char *kAttrEpsBits = "eps_bits";  // eps exactly: the int64 bits of the double
 constexpr const char *kAttrOutputMask = "output_mask";
 constexpr int kOutputMaskLength = 3;  // passed as a list of ints, nonzero = true
-constexpr bool kDefaultOutputMask[kOutputMaskLength] = {true, true, true};
 constexpr const char *kAttrLayout = "layout";
-constexpr const char *kDefaultLayout = "NCHW";
+
+// The attributes as the kernel holds them, with their defaults (attrs).
+struct Attrs {
+  bool training = true;
+  double eps = 1e-05;
+  bool output_mask[kOutputMaskLength] = {true, true, true};
+  bool channel_last = false;  // data_format NCHW
+};
+// Hands each attribute, by name, to a reader (csrc/aot_attrs.h).
+template <class Reader>
+void VisitAttrs(Attrs *a, Reader &r) {
+  r.Bool(kAttrTraining, &a->training);
+  r.Float(kAttrEps, kAttrEpsBits, &a->eps);
+  r.BoolList(kAttrOutputMask, a->output_mask, kOutputMaskLength);
+  r.ChannelLast(kAttrLayout, &a->channel_last);
+}
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;

@@ -1,19 +1,18 @@
 // SyncBatchNorm backward steps on CPU: the interface between the entry points
 // (bn_sync_entry.cpp) and the compute (bn_sync_cpu.cpp). Prototypes:
 // op_def/batch_norm_reduce_backward.yaml, op_def/batch_norm_elemt_backward.yaml.
-// Activations are [outer, channels, inner], as in bn_backward.h.
+// Activations are [outer, channels, inner] (tensor.h).
 #ifndef MS_BN_GRAD_BN_SYNC_H_
 #define MS_BN_GRAD_BN_SYNC_H_
 
 #include <cstdint>
 
-#include "bn_backward.h"
+#include "tensor.h"
 
 namespace bn_grad {
 namespace sync {
 
-struct ReduceArgs {
-  int64_t outer = 0, channels = 0, inner = 0;
+struct ReduceArgs : Geometry {
   ConstTensor grad_out, input;              // [outer, channels, inner], same dtype
   ConstTensor mean, invstd;                 // (C,)
   ConstTensor weight;                       // (C,) or absent (unused by the sums)
@@ -24,8 +23,7 @@ struct ReduceArgs {
 
 enum class CountDType : int { kFloat = 0, kInt32 = 1, kInt64 = 2 };
 
-struct ElemtArgs {
-  int64_t outer = 0, channels = 0, inner = 0;
+struct ElemtArgs : Geometry {
   ConstTensor grad_out, input;              // [outer, channels, inner], same dtype
   ConstTensor mean, invstd, weight;         // (C,); weight may be absent (1)
   ConstTensor sum_dy, sum_dy_xmu;           // (C,), summed over the group

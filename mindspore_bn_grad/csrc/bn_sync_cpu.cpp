@@ -1,53 +1,24 @@
-// CPU kernels of the two SyncBatchNorm backward steps and their entry points.
+// CPU kernels of the two SyncBatchNorm backward steps (bn_sync.h; entry
+// points: bn_sync_entry.cpp; prototypes: op_def/batch_norm_reduce_backward.yaml,
+// op_def/batch_norm_elemt_backward.yaml).
 //
-//   BatchNormReduceBackward{Init,}  : ops.Custom(func_type="aot"), prototype
-//                                     op_def/batch_norm_reduce_backward.yaml
-//   BatchNormElemtBackward{Init,}   : ops.Custom(func_type="aot"), prototype
-//                                     op_def/batch_norm_elemt_backward.yaml
-//   MsBnSync{Reduce,Elemt}Direct    : the same kernels without MindSpore (ctypes)
-//
-// Activations are viewed as [outer, C, inner] (see bn_backward.h). Both steps
-// split the work into tasks whose boundaries depend only on the shape; every
-// per-channel sum adds its task partials in task order, so results are
-// bitwise identical for any thread count. Accumulation is in double.
+// Activations are viewed as [outer, C, inner] (tensor.h). Both steps split
+// the work into tasks whose boundaries depend only on the shape
+// (scalar_kernel.h OuterChunks); every per-channel sum adds its task partials
+// in task order, so results are bitwise identical for any thread count.
+// Accumulation is in double.
 #include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <string>
-#include <type_traits>
+#include <cstdint>
 #include <vector>
 
-#include "bn_backward.h"  // DType, GetNumThreads (the setting shared with BatchNormBackward)
 #include "bn_spec.gen.h"
 #include "bn_sync.h"
+#include "element_io.h"
 #include "scalar_kernel.h"
-#include "half.h"
-#include "thread_pool.h"
 
 namespace bn_grad {
 namespace sync {
 namespace {
-
-// Element types, scalar I/O, chunking and the parallel loop: scalar_kernel.h.
-using elem::BF16;
-using elem::FromDouble;
-using elem::Half;
-using elem::LoadAny;
-using elem::StoreAny;
-using elem::ToDouble;
-using elem::kChunkElems;
-using elem::ParallelFor;
-using elem::RowsPerChunk;
-
-std::vector<double> LoadChannel(const void *p, DType d, int64_t C, double dflt) {
-  std::vector<double> v(C, dflt);
-  if (p != nullptr) for (int64_t c = 0; c < C; ++c) v[c] = LoadAny(p, d, c);
-  return v;
-}
-
-// --- work split ----------------------------------------------------------
-// Rows of the outer axis are grouped into chunks of about kChunkElems
-// elements. Chunk boundaries depend on the shape only.
 
 // --- reduce step ---------------------------------------------------------
 // Sums of one contiguous run of n elements: 4 independent accumulators, fixed order.
@@ -75,41 +46,35 @@ inline void RunSums(const T *dy, const T *x, int64_t n, double mean, double *s_d
 template <typename T>
 void ReduceSums(const ReduceArgs &a, const std::vector<double> &mean, std::vector<double> *sum_dy,
                 std::vector<double> *sum_xmu) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const int64_t C = a.channels;
   const T *dy = static_cast<const T *>(a.grad_out.data);
   const T *x = static_cast<const T *>(a.input.data);
-  const int64_t rows = RowsPerChunk(C * inner);
-  const int64_t nchunks = (outer + rows - 1) / rows;
+  const OuterChunks split(a);
   // partial[k * C + c]: sums of chunk k for channel c
-  std::vector<double> p_dy(nchunks * C, 0.0), p_xmu(nchunks * C, 0.0);
-  const int64_t work = outer * C * inner;
-  if (inner > 1 || C == 1) {  // channel-first: a task is (chunk, channel), runs of `inner`
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
-      const int64_t k = t / C, c = t % C;
+  std::vector<double> p_dy(split.nchunks * C, 0.0), p_xmu(split.nchunks * C, 0.0);
+  if (split.by_channel()) {
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t t) {
       double s = 0, sx = 0;
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = (o * C + c) * inner;
-        RunSums(dy + base, x + base, inner, mean[c], &s, &sx);
-      }
+      split.ForRuns(t, [&](int64_t c, int64_t o) { RunSums(dy + o, x + o, a.inner, mean[c], &s, &sx); });
       p_dy[t] = s;
       p_xmu[t] = sx;
     });
-  } else {  // channel-last: a task is a chunk of rows, each row holds the C channels
-    ParallelFor(nchunks, work, [&](int64_t k) {
+  } else {
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t k) {
       double *s = &p_dy[k * C], *sx = &p_xmu[k * C];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const T *dyr = dy + o * C, *xr = x + o * C;
+      split.ForRows(k, [&](int64_t o) {
+        const T *dyr = dy + o, *xr = x + o;
         for (int64_t c = 0; c < C; ++c) {
           const double d = ToDouble(dyr[c]);
           s[c] += d;
           sx[c] += d * (ToDouble(xr[c]) - mean[c]);
         }
-      }
+      });
     });
   }
   sum_dy->assign(C, 0.0);
   sum_xmu->assign(C, 0.0);
-  for (int64_t k = 0; k < nchunks; ++k) {
+  for (int64_t k = 0; k < split.nchunks; ++k) {
     for (int64_t c = 0; c < C; ++c) {
       (*sum_dy)[c] += p_dy[k * C + c];
       (*sum_xmu)[c] += p_xmu[k * C + c];
@@ -121,33 +86,28 @@ void ReduceSums(const ReduceArgs &a, const std::vector<double> &mean, std::vecto
 template <typename T>
 void ElemtKernel(const ElemtArgs &a, const std::vector<double> &mean, const std::vector<double> &k1,
                  const std::vector<double> &k2, const std::vector<double> &scale) {
-  const int64_t C = a.channels, outer = a.outer, inner = a.inner;
+  const int64_t C = a.channels, inner = a.inner;
   const T *dy = static_cast<const T *>(a.grad_out.data);
   const T *x = static_cast<const T *>(a.input.data);
   T *gi = static_cast<T *>(a.grad_input.data);
-  const int64_t rows = RowsPerChunk(C * inner);
-  const int64_t nchunks = (outer + rows - 1) / rows;
-  const int64_t work = outer * C * inner;
-  if (inner > 1 || C == 1) {
-    ParallelFor(nchunks * C, work, [&](int64_t t) {
-      const int64_t k = t / C, c = t % C;
-      const double m = mean[c], b1 = k1[c], b2 = k2[c], s = scale[c];
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = (o * C + c) * inner;
+  const OuterChunks split(a);
+  if (split.by_channel()) {
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t t) {
+      split.ForRuns(t, [&](int64_t c, int64_t base) {
+        const double m = mean[c], b1 = k1[c], b2 = k2[c], s = scale[c];
         for (int64_t i = 0; i < inner; ++i) {
           gi[base + i] = FromDouble<T>((ToDouble(dy[base + i]) - b1 - (ToDouble(x[base + i]) - m) * b2) * s);
         }
-      }
+      });
     });
   } else {
-    ParallelFor(nchunks, work, [&](int64_t k) {
-      for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) {
-        const int64_t base = o * C;
+    ParallelTasks(split.tasks(), split.work(), [&](int64_t k) {
+      split.ForRows(k, [&](int64_t base) {
         for (int64_t c = 0; c < C; ++c) {
           gi[base + c] = FromDouble<T>((ToDouble(dy[base + c]) - k1[c] - (ToDouble(x[base + c]) - mean[c]) * k2[c]) *
                                        scale[c]);
         }
-      }
+      });
     });
   }
 }
@@ -184,8 +144,8 @@ int ReduceBackward(const ReduceArgs &a) {
   const int64_t C = a.channels;
   const bool need_dy = a.input_g || a.bias_g, need_xmu = a.input_g || a.weight_g;
   if (C == 0 || !(need_dy || need_xmu)) return 0;
-  const std::vector<double> mean = LoadChannel(a.mean.data, a.mean.dtype, C, 0.0);
-  const std::vector<double> invstd = LoadChannel(a.invstd.data, a.invstd.dtype, C, 1.0);
+  const std::vector<double> mean = LoadChannel(a.mean, C, 0.0);
+  const std::vector<double> invstd = LoadChannel(a.invstd, C, 1.0);
   std::vector<double> sum_dy(C, 0.0), sum_xmu(C, 0.0);
   if (a.outer * a.inner > 0) {
     if (Dispatch<ReduceSumsF>(a.grad_out.dtype, a, mean, &sum_dy, &sum_xmu) != 0) return 1;
@@ -212,12 +172,12 @@ int ElemtBackward(const ElemtArgs &a) {
       case CountDType::kFloat: n += LoadAny(a.counter, a.counter_float, r); break;
     }
   }
-  const std::vector<double> mean = LoadChannel(a.mean.data, a.mean.dtype, C, 0.0);
-  const std::vector<double> invstd = LoadChannel(a.invstd.data, a.invstd.dtype, C, 1.0);
+  const std::vector<double> mean = LoadChannel(a.mean, C, 0.0);
+  const std::vector<double> invstd = LoadChannel(a.invstd, C, 1.0);
   const std::vector<double> w =
-      LoadChannel(a.weight.data, a.weight.dtype, C, spec::batch_norm_elemt_backward::kAbsentWeight);
-  const std::vector<double> sdy = LoadChannel(a.sum_dy.data, a.sum_dy.dtype, C, 0.0);
-  const std::vector<double> sxmu = LoadChannel(a.sum_dy_xmu.data, a.sum_dy_xmu.dtype, C, 0.0);
+      LoadChannel(a.weight, C, spec::batch_norm_elemt_backward::kAbsentWeight);
+  const std::vector<double> sdy = LoadChannel(a.sum_dy, C, 0.0);
+  const std::vector<double> sxmu = LoadChannel(a.sum_dy_xmu, C, 0.0);
   std::vector<double> k1(C), k2(C), scale(C);
   const double inv_n = n > 0 ? 1.0 / n : 0.0;
   for (int64_t c = 0; c < C; ++c) {

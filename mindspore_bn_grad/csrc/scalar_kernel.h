@@ -1,53 +1,21 @@
-// What the kernels that compute in double (the SyncBatchNorm steps and the
-// double backward) share: float16 / bfloat16 as 16-bit wrappers, loads /
-// stores by runtime dtype, and their chunking and parallel loop. The
-// BatchNormBackward kernel has its own vectorised I/O (bn_backward_cpu.cpp).
+// What the kernels that compute in double (the SyncBatchNorm steps,
+// bn_sync_cpu.cpp, and the double backward, bn_double_backward_cpu.cpp)
+// share: their chunking of the outer axis, their parallel loop, and the
+// per-channel loads. Element I/O: element_io.h (Half, BF16, ToDouble,
+// FromDouble, LoadAny, StoreAny).
 #ifndef MS_BN_GRAD_SCALAR_KERNEL_H_
 #define MS_BN_GRAD_SCALAR_KERNEL_H_
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
-#include "bn_backward.h"  // DType, GetNumThreads
-#include "half.h"
+#include "element_io.h"
+#include "num_threads.h"
+#include "tensor.h"
 #include "thread_pool.h"
 
 namespace bn_grad {
-namespace elem {
-
-struct Half { uint16_t bits; };
-struct BF16 { uint16_t bits; };
-
-inline double ToDouble(float v) { return v; }
-inline double ToDouble(double v) { return v; }
-inline double ToDouble(Half v) { return HalfToFloat(v.bits); }
-inline double ToDouble(BF16 v) { return Bf16ToFloat(v.bits); }
-
-template <typename T> inline T FromDouble(double v);
-template <> inline float FromDouble<float>(double v) { return static_cast<float>(v); }
-template <> inline double FromDouble<double>(double v) { return v; }
-template <> inline Half FromDouble<Half>(double v) { return Half{FloatToHalf(static_cast<float>(v))}; }
-template <> inline BF16 FromDouble<BF16>(double v) { return BF16{FloatToBf16(static_cast<float>(v))}; }
-
-inline double LoadAny(const void *p, DType d, int64_t i) {
-  switch (d) {
-    case DType::kFloat16: return ToDouble(static_cast<const Half *>(p)[i]);
-    case DType::kBFloat16: return ToDouble(static_cast<const BF16 *>(p)[i]);
-    case DType::kFloat32: return static_cast<const float *>(p)[i];
-    case DType::kFloat64: return static_cast<const double *>(p)[i];
-    default: return 0.0;
-  }
-}
-
-inline void StoreAny(void *p, DType d, int64_t i, double v) {
-  switch (d) {
-    case DType::kFloat16: static_cast<Half *>(p)[i] = FromDouble<Half>(v); break;
-    case DType::kBFloat16: static_cast<BF16 *>(p)[i] = FromDouble<BF16>(v); break;
-    case DType::kFloat32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double *>(p)[i] = v; break;
-    default: break;
-  }
-}
 
 // Elements per task (a chunk of rows); determinism: chunks depend on the shape only.
 constexpr int64_t kChunkElems = 1 << 15;
@@ -59,7 +27,7 @@ inline int64_t RowsPerChunk(int64_t row_elems) {
 // fn(t) for t in [0, ntasks) on the shared pool; one thread when `work`
 // (elements) is too small to be worth waking it. Each task writes only its own outputs.
 template <typename Fn>
-void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
+void ParallelTasks(int64_t ntasks, int64_t work, Fn fn) {
   int threads = std::max(1, GetNumThreads());
   if (work < 4 * kChunkElems) threads = 1;
   threads = static_cast<int>(std::min<int64_t>(threads, ntasks));
@@ -70,7 +38,40 @@ void ParallelFor(int64_t ntasks, int64_t work, Fn fn) {
   ThreadPool::Global().Run(ntasks, threads, fn);
 }
 
-}  // namespace elem
+// How the scalar kernels split [outer, C, inner] into tasks: the outer axis
+// in chunks of RowsPerChunk(C * inner) rows (boundaries depend on the shape
+// only). Channel-first (inner > 1, or one channel): task t = (chunk k,
+// channel c), t = k * C + c, whose runs of `inner` elements ForRuns visits.
+// Channel-last: task t = chunk t, whose rows of C channels ForRows visits.
+struct OuterChunks {
+  explicit OuterChunks(const Geometry &g)
+      : outer(g.outer), C(g.channels), inner(g.inner), rows(RowsPerChunk(g.channels * g.inner)),
+        nchunks((g.outer + rows - 1) / rows) {}
+  bool by_channel() const { return inner > 1 || C == 1; }
+  int64_t tasks() const { return by_channel() ? nchunks * C : nchunks; }
+  int64_t work() const { return outer * C * inner; }  // elements
+  // run(c, offset) for each run of task t (channel-first).
+  template <class F>
+  void ForRuns(int64_t t, F &&run) const {
+    const int64_t k = t / C, c = t % C;
+    for (int64_t o = k * rows, end = std::min(outer, o + rows); o < end; ++o) run(c, (o * C + c) * inner);
+  }
+  // row(offset) for each row of task t (channel-last).
+  template <class F>
+  void ForRows(int64_t t, F &&row) const {
+    for (int64_t o = t * rows, end = std::min(outer, o + rows); o < end; ++o) row(o * C);
+  }
+
+  int64_t outer, C, inner, rows, nchunks;
+};
+
+// A (C,) tensor as doubles; `dflt` everywhere when it is absent.
+inline std::vector<double> LoadChannel(const ConstTensor &t, int64_t C, double dflt) {
+  std::vector<double> v(C, dflt);
+  if (t.data != nullptr) for (int64_t c = 0; c < C; ++c) v[c] = LoadAny(t.data, t.dtype, c);
+  return v;
+}
+
 }  // namespace bn_grad
 
 #endif  // MS_BN_GRAD_SCALAR_KERNEL_H_

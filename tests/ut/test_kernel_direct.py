@@ -1,7 +1,7 @@
 """The compiled CPU kernel called directly (no MindSpore) against the float64 reference.
 
-Covers both paths of csrc/bn_backward_cpu.cpp (row path: channel-first with
-inner >= 32; column path: channel-last and short inner), every dtype, masks,
+Covers both walks of the kernel (csrc/bn_row_path.cpp: channel-first with
+inner >= 32; csrc/bn_column_path.cpp: channel-last and short inner), every dtype, masks,
 absent and mixed-dtype parameters, tails, empty tensors, bfloat16 bit
 patterns, masked outputs zeroed in the sums sweep, and determinism across
 thread counts. NaN / Inf, the rounding of half-precision stores and the

@@ -1,0 +1,259 @@
+// BatchNormBackward, column path: channel-last tensors, and channel-first
+// ones whose channels have runs shorter than kRowMinInner (bn_walk.h).
+//
+// The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
+// channels). Tiles are (row chunk, column block): SumRows accumulates
+// per-column sums (statistics) in float, flushed to double every
+// kColFlushRows rows; per-column sums are combined in double, in chunk
+// order, then per channel, which is finished (bn_channel.h); DxRows applies
+// per-column dx coefficients. Partial sums and coefficients live in the
+// Scratch.
+//
+// Fused walk: when one chunk holds every row and a column is a channel
+// (channel-last, or (N, C) with few rows, e.g. a huge C), a tile of channels
+// is summed, finished and written in one visit, from arrays on the stack.
+// Tile boundaries depend on the shape only, so results are bitwise identical
+// for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "bn_backward.h"
+#include "bn_channel.h"
+#include "bn_walk.h"
+#include "element_io.h"
+
+namespace bn_grad {
+namespace bwd {
+namespace {
+
+constexpr int64_t kColBlock = 256;           // columns per tile (multiple of 8)
+constexpr int64_t kColTileElems = 32768;     // target elements per tile
+constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
+constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
+
+// SumRows and DxRows, the two hot loops, stay functions of their own
+// (noinline): inlined into the tile loops they ran up to 1.4x slower.
+template <DType D>
+struct ColPath {
+  using T = ComputeType<D>;
+  const BnBackwardArgs &a;
+  int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
+  bool need_sums, need_dx, stream, zero_dx;
+  // scratch views (chunked walk only)
+  double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
+  T *c_mean = nullptr, *c_scale = nullptr, *c_ks = nullptr, *c_mdys = nullptr;  // [L]
+
+  ColPath(const BnBackwardArgs &args, const Plan &plan)
+      : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
+        need_sums(plan.need_sums), need_dx(plan.need_dx), stream(plan.stream), zero_dx(plan.zero_dx) {
+    nblocks = (L + kColBlock - 1) / kColBlock;
+    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
+    const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
+    nchunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
+    if (nchunks > max_chunks) {
+      nchunks = max_chunks;
+      rows_per_chunk = (M + nchunks - 1) / nchunks;
+    }
+  }
+
+  // One chunk of rows and one column per channel (channel-last, or (N, C)):
+  // a tile then holds whole channels, so it finishes them itself (Fused).
+  bool fused() const { return nchunks == 1 && inner == 1; }
+
+  void Bind(Scratch *scratch) {
+    const int64_t tn = (sizeof(T) * L + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
+    double *s = scratch->Doubles(static_cast<size_t>(2 * nchunks * L + 4 * tn + 8));
+    p_dy = s;
+    p_dyx = s + nchunks * L;
+    double *t0 = s + 2 * nchunks * L;
+    auto arr = [&](int k) {
+      uintptr_t u = reinterpret_cast<uintptr_t>(t0 + k * tn);
+      return reinterpret_cast<T *>((u + 31) & ~uintptr_t(31));
+    };
+    c_mean = arr(0); c_scale = arr(1); c_ks = arr(2); c_mdys = arr(3);
+  }
+
+  // Per-column sums of rows [r0, r1), columns [j0, j0 + w), into o_dy/o_dyx
+  // (doubles; float partials flushed every kColFlushRows rows). mean[j] is
+  // column j0 + j's mean, 32-byte aligned. Zero-fills that part of dx when
+  // zero_dx.
+  __attribute__((noinline)) void SumRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, double *o_dy,
+               double *o_dyx) const {
+    for (int64_t j = 0; j < w; ++j) { o_dy[j] = 0.0; o_dyx[j] = 0.0; }
+    alignas(32) T f_dy[kColBlock], f_dyx[kColBlock];
+    const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
+    for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
+      const int64_t re = std::min(r1, rb + kColFlushRows);
+      for (int64_t j = 0; j < w; ++j) { f_dy[j] = 0; f_dyx[j] = 0; }
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t off = r * L + j0;
+        int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+        if constexpr (kVec<D>) {
+          for (; j + 8 <= w; j += 8) {
+            const __m256 d = VLd<D>(gy, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(gx, off + j), _mm256_load_ps(mean + j));
+            _mm256_store_ps(f_dy + j, _mm256_add_ps(_mm256_load_ps(f_dy + j), d));
+            _mm256_store_ps(f_dyx + j, _mm256_fmadd_ps(d, xm, _mm256_load_ps(f_dyx + j)));
+          }
+        }
+#endif
+        for (; j < w; ++j) {
+          const T d = Ld<D>(gy, off + j);
+          f_dy[j] += d;
+          f_dyx[j] = std::fma(d, Ld<D>(gx, off + j) - mean[j], f_dyx[j]);
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) { o_dy[j] += f_dy[j]; o_dyx[j] += f_dyx[j]; }
+    }
+    if (zero_dx) {  // the tile's part of grad_input, while its x and dy are at hand
+      if (w == L) ZeroRun<D>(a.grad_input.data, r0 * L, (r1 - r0) * L, stream);
+      else for (int64_t r = r0; r < r1; ++r) ZeroRun<D>(a.grad_input.data, r * L + j0, w, stream);
+      if (stream) StreamFence();
+    }
+  }
+
+  // dx of rows [r0, r1), columns [j0, j0 + w), from per-column coefficients
+  // (each array indexed from column j0, 32-byte aligned).
+  template <bool kStream>
+  __attribute__((noinline)) void DxRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, const T *scale,
+              const T *ks, const T *mdys) const {
+    const bool training = a.training;
+    const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
+    void *const gi = a.grad_input.data;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t off = r * L + j0;
+      int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+      if constexpr (kVec<D>) {
+        if (training) {
+          for (; j + 8 <= w; j += 8) {
+            const __m256 d = VLd<D>(gy, off + j);
+            const __m256 xm = _mm256_sub_ps(VLd<D>(gx, off + j), _mm256_load_ps(mean + j));
+            const __m256 t = _mm256_fmsub_ps(d, _mm256_load_ps(scale + j), _mm256_load_ps(mdys + j));
+            VSt<D, kStream>(gi, off + j, _mm256_fnmadd_ps(xm, _mm256_load_ps(ks + j), t));
+          }
+        } else {
+          for (; j + 8 <= w; j += 8) {
+            VSt<D, kStream>(gi, off + j,
+                            _mm256_mul_ps(VLd<D>(gy, off + j), _mm256_load_ps(scale + j)));
+          }
+        }
+      }
+#endif
+      for (; j < w; ++j) {
+        const T d = Ld<D>(gy, off + j);
+        const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
+        St<D>(gi, off + j, training ? DxScalar<T>(d, Ld<D>(gx, off + j), kc)
+                                                   : d * kc.scale);
+      }
+    }
+  }
+
+  // Fused walk: tile b = columns (= channels) [j0, j1), every row: sums, the
+  // channels' finish and dx in one visit, from arrays on the stack. Same
+  // arithmetic per column as the chunked walk with one chunk.
+  void Fused(int64_t b, bool stream_dx) const {
+    const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
+    ChanIn ins[kColBlock];
+    ChannelInputs(a, j0, j1, ins);
+    alignas(32) T mean[kColBlock], scale[kColBlock], ks[kColBlock], mdys[kColBlock];
+    double s_dy[kColBlock], s_dyx[kColBlock];
+    for (int64_t j = 0; j < w; ++j) mean[j] = static_cast<T>(ins[j].mean);
+    if (need_sums) {
+      SumRows(0, M, j0, w, mean, s_dy, s_dyx);
+    } else {
+      for (int64_t j = 0; j < w; ++j) { s_dy[j] = 0.0; s_dyx[j] = 0.0; }
+    }
+    const double n = static_cast<double>(M);
+    for (int64_t j = 0; j < w; ++j) {
+      const DxCoef<T> k = FinishChannel<T>(a, j0 + j, ins[j], s_dy[j], s_dyx[j], n);
+      scale[j] = k.scale; ks[j] = k.ks; mdys[j] = k.mdys;
+    }
+    if (need_dx) {
+      if (stream_dx) DxRows<true>(0, M, j0, w, mean, scale, ks, mdys);
+      else DxRows<false>(0, M, j0, w, mean, scale, ks, mdys);
+    }
+  }
+
+  // Non-temporal dx stores need every row of every tile aligned.
+  bool StreamDx() const {
+    return stream && kVec<D> &&
+           (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
+           (L * ElemSize(D)) % kStreamAlign<D> == 0;
+  }
+
+  void Run(int nthreads, Scratch *scratch) {
+    const bool stream_dx = need_dx && StreamDx();
+    if (fused()) {
+      ParallelFor(nblocks, nthreads, false, [&](int64_t b) {
+        Fused(b, stream_dx);
+        if (stream) StreamFence();
+      });
+      return;
+    }
+    Bind(scratch);
+    const double n = static_cast<double>(M) * static_cast<double>(inner);
+    ChanIn ins[kChanChunk];
+    for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
+      const int64_t c1 = std::min(C, c0 + kChanChunk);
+      ChannelInputs(a, c0, c1, ins);
+      for (int64_t c = c0; c < c1; ++c) {
+        const T m = static_cast<T>(ins[c - c0].mean);
+        for (int64_t i = 0; i < inner; ++i) c_mean[c * inner + i] = m;
+      }
+    }
+    const int64_t ntiles = nchunks * nblocks;
+    // The sums walk the tiles forwards and dx backwards: when the tensor is
+    // larger than the cache, dx starts on the tiles read last (still cached).
+    auto parallel_tiles = [&](auto &&tile_fn, bool backwards) {
+      ParallelFor(ntiles, nthreads, backwards, [&](int64_t q) {
+        const int64_t k = q / nblocks, b = q % nblocks;
+        const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+        const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
+        tile_fn(r0, r1, j0, w, k);
+        if (backwards) StreamFence();
+      });
+    };
+    if (need_sums) {
+      parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t k) {
+        SumRows(r0, r1, j0, w, c_mean + j0, p_dy + k * L + j0, p_dyx + k * L + j0);
+      }, false);
+    }
+    for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
+      const int64_t c1 = std::min(C, c0 + kChanChunk);
+      ChannelInputs(a, c0, c1, ins);
+      for (int64_t c = c0; c < c1; ++c) {
+        double s_dy = 0.0, s_dyx = 0.0;
+        if (need_sums) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t j = c * inner + i;
+            double cd = 0.0, cx = 0.0;
+            for (int64_t k = 0; k < nchunks; ++k) { cd += p_dy[k * L + j]; cx += p_dyx[k * L + j]; }
+            s_dy += cd;
+            s_dyx += cx;
+          }
+        }
+        const DxCoef<T> k = FinishChannel<T>(a, c, ins[c - c0], s_dy, s_dyx, n);
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t j = c * inner + i;
+          c_scale[j] = k.scale; c_ks[j] = k.ks; c_mdys[j] = k.mdys;
+        }
+      }
+    }
+    if (need_dx) {
+      parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
+        if (stream_dx) DxRows<true>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
+        else DxRows<false>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
+      }, true);
+    }
+  }
+};
+
+}  // namespace
+
+BN_GRAD_DEFINE_WALK(RunColumnPath, ColPath);
+
+}  // namespace bwd
+}  // namespace bn_grad
