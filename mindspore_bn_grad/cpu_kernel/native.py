@@ -23,7 +23,7 @@ from ..spec import DOUBLE_YAML, ELEMT_YAML, REDUCE_YAML, kernel_errors, load_opd
 
 ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 
-# The thread cap: this many threads per usable CPU (csrc/bn_backward.h kThreadsPerCpu; a test
+# The thread cap: this many threads per usable CPU (csrc/num_threads.h kThreadsPerCpu; a test
 # checks they agree). More only adds switching and memory.
 THREADS_PER_CPU = 4
 

@@ -4,7 +4,7 @@
 //   BatchNormBackwardInferShape               : output shapes for MindSpore (see below)
 //   MsBnGradDirect                            : the same kernel called without MindSpore
 //                                               (ctypes: benchmarks, tests, sanitizers)
-//   MsBnGrad{Set,Get}NumThreads                : the thread count (set by _native.py)
+//   MsBnGrad{Set,Get}NumThreads                : the thread count (set by cpu_kernel/native.py)
 //
 // Both kernel entries share ParseCall, which checks every shape and dtype it
 // is handed against the others (aot_args.h) before any memory is touched: a
@@ -134,12 +134,12 @@ bool KnownRank(int ndim, const int64_t *shape) {
   return true;
 }
 
-// The checks of the Python infer (_infer.py) on the shapes MindSpore hands the
+// The checks of the Python infer (infer.py) on the shapes MindSpore hands the
 // C++ infer, which with dynamic shapes runs before every launch: a call that
 // does not fit raises here, as a clear error, instead of reaching the kernel
 // (whose error code would make MindSpore refuse every later call of the graph).
 // Only known dims are compared. `present` (the prim attribute input_present,
-// one 0/1 per input) says which inputs the entries are. _op.py sets it once
+// one 0/1 per input) says which inputs the entries are. primitives.py sets it once
 // the Python infer has seen unknown dims: without it nothing is checked here
 // (the Python infer checks everything, and this runs before it); with [-1]
 // only grad_out and input (entries 0 and 1, required) are checked.
@@ -201,7 +201,7 @@ int BatchNormBackwardInit(int * /*ndims*/, int64_t ** /*shapes*/, const char ** 
 }
 
 // MindSpore calls this (func name + "InferShape") when the primitive has the
-// attribute cpp_infer_shape (set by _op.py): at compile and, with dynamic
+// attribute cpp_infer_shape (set by primitives.py): at compile and, with dynamic
 // shapes, before every launch with the actual shapes. `ndims`/`shapes` list
 // the tensor inputs present (None inputs are skipped), so only entry 0,
 // grad_out (required), is read. Dtypes and all checks stay in the Python
@@ -219,7 +219,7 @@ std::vector<std::vector<int64_t>> BatchNormBackwardInferShape(int *ndims, int64_
     bn_grad::aot::AttrReader reader(extra);
     reader.ChannelLast(bnb::kAttrLayout, &channel_last);
     reader.Bool(bnb::kAttrTraining, &training);
-    reader.Ints("input_present", &present);  // set by _op.py, not a prototype attribute
+    reader.Ints("input_present", &present);  // set by primitives.py, not a prototype attribute
   }
   if (ndims == nullptr || shapes == nullptr) return bn_grad::InferShapes(0, nullptr, channel_last);
   const std::string error = bn_grad::CheckShapes(ndims, shapes, channel_last, training, present);
@@ -258,7 +258,7 @@ int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, cons
   return bn_grad::Run({nparam, params, ndims, shapes, dtypes}, at);
 }
 
-// n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by _native.py.
+// n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by cpu_kernel/native.py.
 int MsBnGradSetNumThreads(int n) {
   using namespace bn_grad::spec;  // NOLINT: the error codes
   if (n < 1 || n > bn_grad::MaxThreads()) return kBadThreadCount;

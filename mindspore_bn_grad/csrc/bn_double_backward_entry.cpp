@@ -6,7 +6,7 @@
 // Slots follow op_def/batch_norm_double_backward.yaml (inputs, then outputs).
 // Every shape and dtype is checked against the others (aot_args.h) before any
 // memory is touched; the error codes are the ones of aot_entry.cpp (listed in
-// _native.py). The kernel also accepts absent grad_grad_* tensors (zero), for
+// cpu_kernel/native.py). The kernel also accepts absent grad_grad_* tensors (zero), for
 // direct calls. Attributes: aot_attrs.h.
 #include <algorithm>
 #include <iterator>

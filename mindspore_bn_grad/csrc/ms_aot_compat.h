@@ -3,7 +3,7 @@
 //
 // MS_BN_GRAD_MS_AOT_HEADER is the installed
 // <site-packages>/mindspore/include/mindspore/ccsrc/utils/custom_aot_extra.h
-// (_build.py passes its path and hashes it into the kernel cache key). Its
+// (cpu_kernel/build.py passes its path and hashes it into the kernel cache key). Its
 // AotExtra is the base of the AotExtraImpl that MindSpore's CPU aot kernel
 // hands to our Init functions in every release from 2.7.0 to 2.10.0.
 // (custom_aot_extra_dual_abi.h declares another class, AotExtraDualABI, that
@@ -46,7 +46,7 @@
 #include <vector>
 
 #ifndef MS_BN_GRAD_MS_AOT_HEADER
-#error "MS_BN_GRAD_MS_AOT_HEADER (the installed MindSpore's custom_aot_extra.h) is set by _build.py"
+#error "MS_BN_GRAD_MS_AOT_HEADER (the installed MindSpore's custom_aot_extra.h) is set by cpu_kernel/build.py"
 #endif
 
 // --- 1. What the header's inline bodies name; never run (see above) ---

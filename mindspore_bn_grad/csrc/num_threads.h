@@ -2,7 +2,7 @@
 // the double backward, the SyncBatchNorm steps, the zero-fills of masked
 // outputs), 1..MaxThreads(). Default: the CPUs this process may run on.
 //
-// The MS_BN_GRAD_NUM_THREADS variable is parsed in one place, _native.py,
+// The MS_BN_GRAD_NUM_THREADS variable is parsed in one place, cpu_kernel/native.py,
 // which passes the number here (through MsBnGradSetNumThreads, aot_entry.cpp).
 // SetNumThreads starts the pool threads (thread_pool.h) at once and returns
 // false, keeping the previous setting, when the OS refuses one.
