@@ -18,8 +18,7 @@
 // channel-last columns, flat regions: batch_norm_kernel_channel_first.h,
 // _channel_last.h, _flat.h), moves data with GmUbCopy
 // (batch_norm_kernel_copy.h) and reads / writes per-channel vectors through
-// batch_norm_kernel_channel_vectors.h. batch_norm_backward.cpp describes the
-// work split and the tail handling as a whole.
+// batch_norm_kernel_channel_vectors.h.
 #ifndef BATCH_NORM_BACKWARD_KERNEL_H
 #define BATCH_NORM_BACKWARD_KERNEL_H
 #include "kernel_operator.h"

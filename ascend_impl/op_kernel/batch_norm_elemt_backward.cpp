@@ -1,7 +1,7 @@
 // BatchNormElemtBackward Ascend C kernel (aclnnBatchNormElemtBackward
-// semantics): the elementwise step of the SyncBatchNorm backward. It is
-// phase 2 of the BatchNormBackward kernel (batch_norm_backward_kernel.h) in
-// training mode, with the group-wide totals read from sum_dy / sum_dy_xmu
+// semantics): the elementwise step of the SyncBatchNorm backward, the
+// BatchNormBackward kernel class in MODE_ELEMT (batch_norm_kernel_sync.h):
+// phase 2 in training mode, with the group-wide totals read from sum_dy / sum_dy_xmu
 // (sum(dy * xhat) = sum_dy_xmu * invstd) and 1 / n, n = sum(counter):
 //   grad_input = (dy - sum_dy / n - (x - mean) * invstd^2 * sum_dy_xmu / n) * invstd * weight
 // No cross-core synchronisation: every unit only reads its inputs.

@@ -168,9 +168,8 @@ public:
 #if BNB_SOC_HAS_DATA_COPY_PAD
         if (usePad_) {
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-            if (gapBytes <= 0xFFFFFFFFull) {
-                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+            if (gapBytes <= MAX_PAD_GAP_BYTES) {
+                const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
                 AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
                 AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
                 AscendC::DataCopyPad(dst, src[off], p, pad);
@@ -198,9 +197,8 @@ public:
 #if BNB_SOC_HAS_DATA_COPY_PAD
         if (usePad_) {
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
-            if (gapBytes <= 0xFFFFFFFFull) {
-                const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
-                const uint32_t gap = (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+            if (gapBytes <= MAX_PAD_GAP_BYTES) {
+                const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
                 AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
                 AscendC::DataCopyPad(dst[off], src, p);
                 return;
@@ -218,6 +216,16 @@ public:
     }
 
 private:
+    // DataCopyPad strides: the GM gap between rows is a 32-bit byte count; the
+    // UB gap counts whole blocks after a row rounded up to a block.
+    static constexpr uint64_t MAX_PAD_GAP_BYTES = 0xFFFFFFFFull;
+    template <typename U>
+    __aicore__ static inline uint32_t UbGapBlocks(uint32_t cols, uint32_t ubStride)
+    {
+        const uint32_t perBlock = BLOCK_BYTES / sizeof(U);
+        return (ubStride - uint32_t(AlignUp(cols, perBlock))) * sizeof(U) / BLOCK_BYTES;
+    }
+
     AscendC::TBuf<AscendC::TPosition::VECCALC> scratch_;
     bool usePad_ = false;
     bool hasDcci_ = false;

@@ -1,12 +1,24 @@
 // BatchNormReduceBackward Ascend C kernel (aclnnBatchNormReduceBackward
-// semantics): the per-rank step of the SyncBatchNorm backward. It is phase 1
-// of the BatchNormBackward kernel (batch_norm_backward_kernel.h) with
-// x - mean in place of xhat, followed by the per-channel outputs:
+// semantics): the per-rank step of the SyncBatchNorm backward, the
+// BatchNormBackward kernel class in MODE_REDUCE (batch_norm_kernel_sync.h):
 //   sum_dy = sum(dy), sum_dy_xmu = sum(dy * (x - mean)),
 //   grad_weight = sum_dy_xmu * invstd, grad_bias = sum_dy.
 // Same work split, partial sums in unit order (deterministic, independent of
 // the core count), same tail handling and cross-core rules.
 #include "batch_norm_backward_kernel.h"
+
+namespace bnb {
+template <typename T>
+__aicore__ inline void RunBatchNormReduceBackward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR sumDy,
+                                                  GM_ADDR sumDyXmu, GM_ADDR gradWeight, GM_ADDR gradBias,
+                                                  GM_ADDR workspace, const BatchNormSyncTilingData &tiling)
+{
+    BatchNormBackwardKernel<T, MODE_REDUCE> op;
+    op.Init(gradOut, input, params, nullptr, gradWeight, gradBias, workspace, tiling.base);
+    op.SetSync(sumDy, sumDyXmu, nullptr, 0, 0);
+    op.Process();
+}
+}  // namespace bnb
 
 extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_out, GM_ADDR input, GM_ADDR mean,
                                                                  GM_ADDR invstd, GM_ADDR weight, GM_ADDR sum_dy,
@@ -21,22 +33,16 @@ extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_ou
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
     if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::BatchNormBackwardKernel<float, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
+        bnb::RunBatchNormReduceBackward<float>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
+                                               user, tilingData);
     } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::BatchNormBackwardKernel<half, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
+        bnb::RunBatchNormReduceBackward<half>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
+                                              user, tilingData);
     }
 #if BNB_SOC_HAS_BF16
     else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::BatchNormBackwardKernel<bfloat16_t, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
+        bnb::RunBatchNormReduceBackward<bfloat16_t>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
+                                                    user, tilingData);
     }
 #endif
 }
