@@ -114,6 +114,18 @@ __aicore__ inline void RunBatchNormBackward(GM_ADDR gradOut, GM_ADDR input, GM_A
     op.Process();
 }
 
+// A SyncBatchNorm step (MODE_REDUCE or MODE_ELEMT): the sums and, for ELEMT, the counter.
+template <typename T, uint32_t MODE>
+__aicore__ inline void RunSyncBatchNormStep(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
+                                            GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR sumDy, GM_ADDR sumDyXmu,
+                                            GM_ADDR counter, GM_ADDR workspace, const BatchNormSyncTilingData &tiling)
+{
+    BatchNormBackwardKernel<T, MODE> op;
+    op.Init(gradOut, input, params, gradInput, gradWeight, gradBias, workspace, tiling.base);
+    op.SetSync(sumDy, sumDyXmu, counter, tiling.counterLen, tiling.counterType);
+    op.Process();
+}
+
 }  // namespace bnb
 
 #endif

@@ -7,19 +7,6 @@
 // No cross-core synchronisation: every unit only reads its inputs.
 #include "batch_norm_backward_kernel.h"
 
-namespace bnb {
-template <typename T>
-__aicore__ inline void RunBatchNormElemtBackward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR sumDy,
-                                                 GM_ADDR sumDyXmu, GM_ADDR counter, GM_ADDR gradInput,
-                                                 GM_ADDR workspace, const BatchNormSyncTilingData &tiling)
-{
-    BatchNormBackwardKernel<T, MODE_ELEMT> op;
-    op.Init(gradOut, input, params, gradInput, nullptr, nullptr, workspace, tiling.base);
-    op.SetSync(sumDy, sumDyXmu, counter, tiling.counterLen, tiling.counterType);
-    op.Process();
-}
-}  // namespace bnb
-
 extern "C" __global__ __aicore__ void batch_norm_elemt_backward(GM_ADDR grad_out, GM_ADDR input, GM_ADDR mean,
                                                                 GM_ADDR invstd, GM_ADDR weight, GM_ADDR sum_dy,
                                                                 GM_ADDR sum_dy_xmu, GM_ADDR counter,
@@ -30,16 +17,16 @@ extern "C" __global__ __aicore__ void batch_norm_elemt_backward(GM_ADDR grad_out
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
     if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::RunBatchNormElemtBackward<float>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input, user,
-                                              tilingData);
+        bnb::RunSyncBatchNormStep<float, bnb::MODE_ELEMT>(
+            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
     } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::RunBatchNormElemtBackward<half>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input, user,
-                                             tilingData);
+        bnb::RunSyncBatchNormStep<half, bnb::MODE_ELEMT>(
+            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
     }
 #if BNB_SOC_HAS_BF16
     else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::RunBatchNormElemtBackward<bfloat16_t>(grad_out, input, params, sum_dy, sum_dy_xmu, counter, grad_input,
-                                                   user, tilingData);
+        bnb::RunSyncBatchNormStep<bfloat16_t, bnb::MODE_ELEMT>(
+            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
     }
 #endif
 }

@@ -7,19 +7,6 @@
 // the core count), same tail handling and cross-core rules.
 #include "batch_norm_backward_kernel.h"
 
-namespace bnb {
-template <typename T>
-__aicore__ inline void RunBatchNormReduceBackward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR sumDy,
-                                                  GM_ADDR sumDyXmu, GM_ADDR gradWeight, GM_ADDR gradBias,
-                                                  GM_ADDR workspace, const BatchNormSyncTilingData &tiling)
-{
-    BatchNormBackwardKernel<T, MODE_REDUCE> op;
-    op.Init(gradOut, input, params, nullptr, gradWeight, gradBias, workspace, tiling.base);
-    op.SetSync(sumDy, sumDyXmu, nullptr, 0, 0);
-    op.Process();
-}
-}  // namespace bnb
-
 extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_out, GM_ADDR input, GM_ADDR mean,
                                                                  GM_ADDR invstd, GM_ADDR weight, GM_ADDR sum_dy,
                                                                  GM_ADDR sum_dy_xmu, GM_ADDR grad_weight,
@@ -33,16 +20,16 @@ extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_ou
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
     if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::RunBatchNormReduceBackward<float>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
-                                               user, tilingData);
+        bnb::RunSyncBatchNormStep<float, bnb::MODE_REDUCE>(
+            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
     } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::RunBatchNormReduceBackward<half>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
-                                              user, tilingData);
+        bnb::RunSyncBatchNormStep<half, bnb::MODE_REDUCE>(
+            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
     }
 #if BNB_SOC_HAS_BF16
     else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::RunBatchNormReduceBackward<bfloat16_t>(grad_out, input, params, sum_dy, sum_dy_xmu, grad_weight, grad_bias,
-                                                    user, tilingData);
+        bnb::RunSyncBatchNormStep<bfloat16_t, bnb::MODE_REDUCE>(
+            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
     }
 #endif
 }
