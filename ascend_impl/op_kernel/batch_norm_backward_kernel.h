@@ -114,7 +114,7 @@ __aicore__ inline void RunBatchNormBackward(GM_ADDR gradOut, GM_ADDR input, GM_A
     op.Process();
 }
 
-// A SyncBatchNorm step (MODE_REDUCE or MODE_ELEMT): the sums and, for ELEMT, the counter.
+// A SyncBatchNorm step (MODE_REDUCE or MODE_ELEMT) in T: the sums and, for ELEMT, the counter.
 template <typename T, uint32_t MODE>
 __aicore__ inline void RunSyncBatchNormStep(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                             GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR sumDy, GM_ADDR sumDyXmu,
@@ -124,6 +124,28 @@ __aicore__ inline void RunSyncBatchNormStep(GM_ADDR gradOut, GM_ADDR input, GM_A
     op.Init(gradOut, input, params, gradInput, gradWeight, gradBias, workspace, tiling.base);
     op.SetSync(sumDy, sumDyXmu, counter, tiling.counterLen, tiling.counterType);
     op.Process();
+}
+
+// RunSyncBatchNormStep in the element type of the tiling (bfloat16 only where the core has it).
+template <uint32_t MODE>
+__aicore__ inline void DispatchSyncBatchNormStep(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
+                                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR sumDy, GM_ADDR sumDyXmu,
+                                                 GM_ADDR counter, GM_ADDR workspace,
+                                                 const BatchNormSyncTilingData &tiling)
+{
+    if (tiling.base.dtype == ELEM_FLOAT32) {
+        RunSyncBatchNormStep<float, MODE>(gradOut, input, params, gradInput, gradWeight, gradBias, sumDy, sumDyXmu,
+                                          counter, workspace, tiling);
+    } else if (tiling.base.dtype == ELEM_FLOAT16) {
+        RunSyncBatchNormStep<half, MODE>(gradOut, input, params, gradInput, gradWeight, gradBias, sumDy, sumDyXmu,
+                                         counter, workspace, tiling);
+    }
+#if BNB_SOC_HAS_BF16
+    else if (tiling.base.dtype == ELEM_BFLOAT16) {
+        RunSyncBatchNormStep<bfloat16_t, MODE>(gradOut, input, params, gradInput, gradWeight, gradBias, sumDy,
+                                               sumDyXmu, counter, workspace, tiling);
+    }
+#endif
 }
 
 }  // namespace bnb

@@ -16,17 +16,6 @@ extern "C" __global__ __aicore__ void batch_norm_elemt_backward(GM_ADDR grad_out
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::RunSyncBatchNormStep<float, bnb::MODE_ELEMT>(
-            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
-    } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::RunSyncBatchNormStep<half, bnb::MODE_ELEMT>(
-            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
-    }
-#if BNB_SOC_HAS_BF16
-    else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::RunSyncBatchNormStep<bfloat16_t, bnb::MODE_ELEMT>(
-            grad_out, input, params, grad_input, nullptr, nullptr, sum_dy, sum_dy_xmu, counter, user, tilingData);
-    }
-#endif
+    bnb::DispatchSyncBatchNormStep<bnb::MODE_ELEMT>(grad_out, input, params, grad_input, nullptr, nullptr,
+                                                    sum_dy, sum_dy_xmu, counter, user, tilingData);
 }

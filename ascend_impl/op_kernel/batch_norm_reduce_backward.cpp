@@ -19,17 +19,6 @@ extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_ou
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::RunSyncBatchNormStep<float, bnb::MODE_REDUCE>(
-            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
-    } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::RunSyncBatchNormStep<half, bnb::MODE_REDUCE>(
-            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
-    }
-#if BNB_SOC_HAS_BF16
-    else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::RunSyncBatchNormStep<bfloat16_t, bnb::MODE_REDUCE>(
-            grad_out, input, params, nullptr, grad_weight, grad_bias, sum_dy, sum_dy_xmu, nullptr, user, tilingData);
-    }
-#endif
+    bnb::DispatchSyncBatchNormStep<bnb::MODE_REDUCE>(grad_out, input, params, nullptr, grad_weight, grad_bias,
+                                                     sum_dy, sum_dy_xmu, nullptr, user, tilingData);
 }
