@@ -10,6 +10,9 @@ them is stale (tests/ut/ascend_sim/test_ascend_tooling.py runs it).
   (op_def/batch_norm_backward.yaml), and
   one AddConfig per SoC listing every accepted combination on its own line
   (op_def/batch_norm_backward_support.yaml through mindspore_bn_grad.support_rules).
+* ascend_impl/op_host/batch_norm_op_def_common.gen.h: what the three op
+  definitions share: the short names of the dtypes and formats their rows
+  use, the Combination row type and the per-tensor lists AddConfig takes.
 * ascend_impl/op_host/batch_norm_{reduce,elemt}_backward_def.gen.h: the same
   for the two SyncBatchNorm steps. Their combinations are BatchNormBackward's
   (`layouts_from`), each tensor taking the dtype of the BatchNormBackward tensor
@@ -46,6 +49,7 @@ DOUBLE_YAML = "batch_norm_double_backward.yaml"  # CPU only: no Ascend C op defi
 OP_HOST = ROOT / "ascend_impl" / "op_host"
 OUT = OP_HOST / "batch_norm_backward_def.gen.h"
 SYNC_OUTS = {name: OP_HOST / name.replace(".yaml", "_def.gen.h") for name in SYNC_YAMLS}
+COMMON_OUT = OP_HOST / "batch_norm_op_def_common.gen.h"
 KERNEL_SPEC_OUT = ROOT / "ascend_impl" / "op_kernel" / "batch_norm_spec.gen.h"
 CPU_SPEC_OUT = ROOT / "mindspore_bn_grad" / "csrc" / "bn_spec.gen.h"
 
@@ -107,10 +111,7 @@ def _output_dtypes(opdef):
     def get(src):
         return f"context->{'GetOptionalInputDataType' if optional[src] else 'GetInputDataType'}(INPUT_{src.upper()})"
 
-    out = ["// The dtype of `a` when that input is given, else `b`.",
-           "inline ge::DataType FirstGiven(ge::DataType a, ge::DataType b)", "{",
-           "    return a != ge::DT_UNDEFINED ? a : b;", "}", "",
-           "// Output dtypes: each output takes the dtype of the first given input of its dtype_from.",
+    out = ["// Output dtypes: each output takes the dtype of the first given input of its dtype_from.",
            "inline void SetOutputDataTypes(gert::InferDataTypeContext *context)", "{"]
     for o in opdef.outputs:
         expr = get(o.dtype_from[-1])
@@ -131,9 +132,9 @@ def render(filename=None):
     ns = "bnb_gen" if filename is None else "bnb_gen_" + src.split("_")[2]
     names = opdef.input_names + opdef.output_names
     out = _header(f"op_def/{src}\n// and op_def/batch_norm_backward_support.yaml", guard,
-                  ["<cstddef>", "<vector>", '"register/op_def_registry.h"'])
-    out += [f"namespace {ns} {{", "", f'constexpr const char *OP_TYPE = "{opdef.op_name}";', "",
-            "// Input indexes."]
+                  ["<cstddef>", f'"{COMMON_OUT.name}"'])
+    out += [f"namespace {ns} {{", "", "using namespace bnb_op_def;  // dtype / format names, FirstGiven, ConfigLists",
+            "", f'constexpr const char *OP_TYPE = "{opdef.op_name}";', "", "// Input indexes."]
     out += [f"constexpr int INPUT_{n.upper()} = {i};" for i, n in enumerate(opdef.input_names)]
     out += [f"constexpr int INPUT_COUNT = {len(opdef.inputs)};", "", "// Output indexes."]
     out += [f"constexpr int OUTPUT_{n.upper()} = {i};" for i, n in enumerate(opdef.output_names)]
@@ -152,44 +153,27 @@ def render(filename=None):
     out += [_attr_line(a) for a in opdef.attrs]
     out += ["}", ""]
     out += _output_dtypes(opdef)
-    out += ["// One accepted combination: the dtype of every tensor in signature order",
-            "// (inputs, then outputs) and the format of the activation tensors; the",
-            "// per-channel tensors are 1-D, format ND. Columns of a row:"]
+    out += ["// One accepted combination (bnb_op_def::Row). Columns of a row:"]
     out += textwrap.wrap(", ".join(names) + "; format", width=100, initial_indent="//   ",
                          subsequent_indent="//   ")
-    out += ["struct Combination {",
-            "    ge::DataType dtype[INPUT_COUNT + OUTPUT_COUNT];",
-            "    ge::Format format;",
-            "};", ""]
-    used = sorted({d for soc in support_rules.targets(device="Ascend") for col in _columns(soc, opdef)[1] for d in col[0]},
-                  key=list(GE_DTYPE).index)
-    out += [f"constexpr ge::DataType {GE_DTYPE_SHORT[d]} = {GE_DTYPE[d]};" for d in used]
-    formats = sorted({col[1] for soc in support_rules.targets(device="Ascend") for col in _columns(soc, opdef)[1]})
-    out += [f"constexpr ge::Format {f} = ge::FORMAT_{f};" for f in formats]
-    out += ["", "// The per-tensor dtype and format lists of one SoC, built from its combinations.",
+    out += ["using Combination = Row<INPUT_COUNT + OUTPUT_COUNT>;", "",
+            "// One SoC's AddConfig: per tensor, its dtype in every combination, and the",
+            "// combination's format (activations) or ND (per-channel tensors).",
             "template <size_t N>",
             "inline void AddConfig(ops::OpDef &def, const char *soc, const Combination (&rows)[N])",
             "{",
+            "    const ConfigLists<INPUT_COUNT + OUTPUT_COUNT> l(rows);",
             "    ops::OpAICoreConfig cfg;",
-            "    cfg.DynamicCompileStaticFlag(true).DynamicRankSupportFlag(true).DynamicShapeSupportFlag(true);",
-            "    std::vector<ge::DataType> dtypes[INPUT_COUNT + OUTPUT_COUNT];",
-            "    std::vector<ge::Format> formats;",
-            "    const std::vector<ge::Format> nd(N, ge::FORMAT_ND);",
-            "    for (const Combination &row : rows) {",
-            "        for (int t = 0; t < INPUT_COUNT + OUTPUT_COUNT; ++t) {",
-            "            dtypes[t].push_back(row.dtype[t]);",
-            "        }",
-            "        formats.push_back(row.format);",
-            "    }"]
+            "    cfg.DynamicCompileStaticFlag(true).DynamicRankSupportFlag(true).DynamicShapeSupportFlag(true);"]
     for i in opdef.inputs:
-        fmt = "formats" if i.shape == "full" else "nd"
+        fmt = "l.formats" if i.shape == "full" else "l.nd"
         param = "ops::OPTIONAL" if i.optional else "ops::REQUIRED"
         out.append(f'    cfg.Input("{i.name}").ParamType({param})')
-        out.append(f"        .DataType(dtypes[INPUT_{i.name.upper()}]).Format({fmt});")
+        out.append(f"        .DataType(l.dtypes[INPUT_{i.name.upper()}]).Format({fmt});")
     for o in opdef.outputs:
-        fmt = "formats" if o.shape == "full" else "nd"
+        fmt = "l.formats" if o.shape == "full" else "l.nd"
         out.append(f'    cfg.Output("{o.name}").ParamType(ops::REQUIRED)')
-        out.append(f"        .DataType(dtypes[INPUT_COUNT + OUTPUT_{o.name.upper()}]).Format({fmt});")
+        out.append(f"        .DataType(l.dtypes[INPUT_COUNT + OUTPUT_{o.name.upper()}]).Format({fmt});")
     out += ["    def.AICore().AddConfig(soc, cfg);", "}", ""]
     socs = support_rules.targets(device="Ascend")
     for soc in socs:
@@ -202,6 +186,53 @@ def render(filename=None):
     out += ["// One AddConfig per SoC.", "inline void AddSocConfigs(ops::OpDef &def)", "{"]
     out += [f'    AddConfig(def, "{soc}", {soc.upper()});' for soc in socs]
     out += ["}", "", f"}}  // namespace {ns}", f"#endif  // {guard}", ""]
+    return "\n".join(out)
+
+
+def render_op_def_common():
+    """ascend_impl/op_host/batch_norm_op_def_common.gen.h (included by the three op definitions)."""
+    opdefs = [load_opdef()] + [load_opdef(name) for name in SYNC_YAMLS]
+    cols = [col for opdef in opdefs for soc in support_rules.targets(device="Ascend") for col in _columns(soc, opdef)[1]]
+    used = sorted({d for dts, _ in cols for d in dts}, key=list(GE_DTYPE).index)
+    formats = sorted({fmt for _, fmt in cols})
+    out = _header("op_def/batch_norm_{,reduce_,elemt_}backward.yaml\n// and op_def/batch_norm_backward_support.yaml",
+                  "BATCH_NORM_OP_DEF_COMMON_GEN_H", ["<cstddef>", "<vector>", '"register/op_def_registry.h"'])
+    out += ["// What the op definitions (*_def.gen.h) share: the short names of the dtypes",
+            "// and formats in their combination rows, and the row-to-list turn AddConfig needs.",
+            "namespace bnb_op_def {", "", "// Dtypes of the rows."]
+    out += [f"constexpr ge::DataType {GE_DTYPE_SHORT[d]} = {GE_DTYPE[d]};" for d in used]
+    out += ["", "// Formats of the activation tensors in the rows."]
+    out += [f"constexpr ge::Format {f} = ge::FORMAT_{f};" for f in formats]
+    out += ["", "// The dtype of `a` when that input is given, else `b`.",
+            "inline ge::DataType FirstGiven(ge::DataType a, ge::DataType b)", "{",
+            "    return a != ge::DT_UNDEFINED ? a : b;", "}", "",
+            "// One accepted combination: the dtype of every tensor in signature order",
+            "// (inputs, then outputs) and the format of the activation tensors; the",
+            "// per-channel tensors are 1-D, format ND.",
+            "template <int TENSORS>",
+            "struct Row {",
+            "    ge::DataType dtype[TENSORS];",
+            "    ge::Format format;",
+            "};", "",
+            "// The rows of one SoC turned into the lists AddConfig takes: per tensor its",
+            "// dtypes, the activations' formats, and as many ND for the per-channel tensors.",
+            "template <int TENSORS>",
+            "struct ConfigLists {",
+            "    std::vector<ge::DataType> dtypes[TENSORS];",
+            "    std::vector<ge::Format> formats;",
+            "    std::vector<ge::Format> nd;",
+            "",
+            "    template <size_t N>",
+            "    explicit ConfigLists(const Row<TENSORS> (&rows)[N]) : nd(N, ge::FORMAT_ND)",
+            "    {",
+            "        for (const Row<TENSORS> &row : rows) {",
+            "            for (int t = 0; t < TENSORS; ++t) {",
+            "                dtypes[t].push_back(row.dtype[t]);",
+            "            }",
+            "            formats.push_back(row.format);",
+            "        }",
+            "    }",
+            "};", "", "}  // namespace bnb_op_def", "#endif  // BATCH_NORM_OP_DEF_COMMON_GEN_H", ""]
     return "\n".join(out)
 
 
@@ -344,7 +375,8 @@ def render_cpu_spec():
 
 def jobs():
     """(path, wanted text) of every generated header."""
-    return ([(OUT, render())] + [(out, render(name)) for name, out in SYNC_OUTS.items()]
+    return ([(COMMON_OUT, render_op_def_common()), (OUT, render())]
+            + [(out, render(name)) for name, out in SYNC_OUTS.items()]
             + [(KERNEL_SPEC_OUT, render_kernel_spec()), (CPU_SPEC_OUT, render_cpu_spec())])
 
 

@@ -34,45 +34,26 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     const ge::DataType dtype = context->GetInputDesc(INPUT_GRAD_OUT)->GetDataType();
     in.dtype = KernelDtype(dtype);
     for (uint32_t p = 0; p < bnb::PARAM_COUNT; ++p) {
-        const int index = INPUT_WEIGHT + int(p);
-        if (context->GetOptionalInputShape(index) == nullptr) {
-            continue;
-        }
-        in.present |= 1u << p;
-        if (context->GetOptionalInputDesc(index)->GetDataType() == ge::DT_FLOAT && dtype != ge::DT_FLOAT) {
-            in.paramFloat32 |= 1u << p;
-        }
+        bnb_host::AddParam(context, INPUT_WEIGHT + int(p), p, true, dtype, in);
     }
-    in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
-                          dtype != ge::DT_FLOAT;
+    in.gradParamFloat32 = bnb_host::FloatBeside(context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType(), dtype);
 
     bnb::BatchNormBackwardTilingData tiling;
     const std::string why = bnb::ComputeTiling(in, tiling);
     if (!why.empty()) {
         return bnb_host::TilingFailed(context, why);
     }
-    *context->GetTilingData<bnb::BatchNormBackwardTilingData>() = tiling;
-    context->SetBlockDim(tiling.usedCores);  // <= the core count: SyncAll() needs every block resident
-    size_t *workspace = context->GetWorkspaceSizes(1);
-    // System area of the Ascend C library, then the partial sums (no SyncAll flags: the
-    // hardware SyncAll() needs none, and SoCs without it never sync across cores).
-    workspace[0] = libWorkspace + bnb::WorkspaceBytes(tiling);
-    return ge::GRAPH_SUCCESS;
+    // Workspace: the partial sums (no SyncAll flags: the hardware SyncAll() needs
+    // none, and SoCs without it never sync across cores).
+    return bnb_host::StoreTiling(context, tiling, tiling.usedCores, libWorkspace, bnb::WorkspaceBytes(tiling));
 }
 }  // namespace optiling
 
 namespace ge {
 static ge::graphStatus BatchNormBackwardInferShape(gert::InferShapeContext *context)
 {
-    const gert::Shape *gradOut = context->GetInputShape(INPUT_GRAD_OUT);
-    *context->GetOutputShape(OUTPUT_GRAD_INPUT) = *gradOut;
-    const bool last = ChannelLast(context->GetAttrs()->GetStr(ATTR_LAYOUT));
-    const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
-    for (int out : {OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS}) {
-        gert::Shape *s = context->GetOutputShape(out);
-        s->SetDimNum(1);
-        s->SetDim(0, channels);
-    }
+    *context->GetOutputShape(OUTPUT_GRAD_INPUT) = *context->GetInputShape(INPUT_GRAD_OUT);
+    bnb_host::SetChannelShapes(context, INPUT_GRAD_OUT, ATTR_LAYOUT, {OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS});
     return GRAPH_SUCCESS;
 }
 

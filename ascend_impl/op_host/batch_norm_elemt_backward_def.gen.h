@@ -5,10 +5,11 @@
 #define BATCH_NORM_ELEMT_BACKWARD_DEF_GEN_H
 
 #include <cstddef>
-#include <vector>
-#include "register/op_def_registry.h"
+#include "batch_norm_op_def_common.gen.h"
 
 namespace bnb_gen_elemt {
+
+using namespace bnb_op_def;  // dtype / format names, FirstGiven, ConfigLists
 
 constexpr const char *OP_TYPE = "BatchNormElemtBackward";
 
@@ -45,12 +46,6 @@ inline void DeclareSignature(ops::OpDef &def)
     def.Attr("layout").AttrType(ops::OPTIONAL).String("NCHW");
 }
 
-// The dtype of `a` when that input is given, else `b`.
-inline ge::DataType FirstGiven(ge::DataType a, ge::DataType b)
-{
-    return a != ge::DT_UNDEFINED ? a : b;
-}
-
 // Output dtypes: each output takes the dtype of the first given input of its dtype_from.
 inline void SetOutputDataTypes(gert::InferDataTypeContext *context)
 {
@@ -58,61 +53,36 @@ inline void SetOutputDataTypes(gert::InferDataTypeContext *context)
         context->GetInputDataType(INPUT_GRAD_OUT));
 }
 
-// One accepted combination: the dtype of every tensor in signature order
-// (inputs, then outputs) and the format of the activation tensors; the
-// per-channel tensors are 1-D, format ND. Columns of a row:
+// One accepted combination (bnb_op_def::Row). Columns of a row:
 //   grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, counter, grad_input; format
-struct Combination {
-    ge::DataType dtype[INPUT_COUNT + OUTPUT_COUNT];
-    ge::Format format;
-};
+using Combination = Row<INPUT_COUNT + OUTPUT_COUNT>;
 
-constexpr ge::DataType F16 = ge::DT_FLOAT16;
-constexpr ge::DataType BF16 = ge::DT_BF16;
-constexpr ge::DataType F32 = ge::DT_FLOAT;
-constexpr ge::DataType I32 = ge::DT_INT32;
-constexpr ge::DataType I64 = ge::DT_INT64;
-constexpr ge::Format NC = ge::FORMAT_NC;
-constexpr ge::Format NCDHW = ge::FORMAT_NCDHW;
-constexpr ge::Format NCHW = ge::FORMAT_NCHW;
-constexpr ge::Format NCL = ge::FORMAT_NCL;
-constexpr ge::Format ND = ge::FORMAT_ND;
-constexpr ge::Format NDHWC = ge::FORMAT_NDHWC;
-constexpr ge::Format NHWC = ge::FORMAT_NHWC;
-
-// The per-tensor dtype and format lists of one SoC, built from its combinations.
+// One SoC's AddConfig: per tensor, its dtype in every combination, and the
+// combination's format (activations) or ND (per-channel tensors).
 template <size_t N>
 inline void AddConfig(ops::OpDef &def, const char *soc, const Combination (&rows)[N])
 {
+    const ConfigLists<INPUT_COUNT + OUTPUT_COUNT> l(rows);
     ops::OpAICoreConfig cfg;
     cfg.DynamicCompileStaticFlag(true).DynamicRankSupportFlag(true).DynamicShapeSupportFlag(true);
-    std::vector<ge::DataType> dtypes[INPUT_COUNT + OUTPUT_COUNT];
-    std::vector<ge::Format> formats;
-    const std::vector<ge::Format> nd(N, ge::FORMAT_ND);
-    for (const Combination &row : rows) {
-        for (int t = 0; t < INPUT_COUNT + OUTPUT_COUNT; ++t) {
-            dtypes[t].push_back(row.dtype[t]);
-        }
-        formats.push_back(row.format);
-    }
     cfg.Input("grad_out").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_GRAD_OUT]).Format(formats);
+        .DataType(l.dtypes[INPUT_GRAD_OUT]).Format(l.formats);
     cfg.Input("input").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_INPUT]).Format(formats);
+        .DataType(l.dtypes[INPUT_INPUT]).Format(l.formats);
     cfg.Input("mean").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_MEAN]).Format(nd);
+        .DataType(l.dtypes[INPUT_MEAN]).Format(l.nd);
     cfg.Input("invstd").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_INVSTD]).Format(nd);
+        .DataType(l.dtypes[INPUT_INVSTD]).Format(l.nd);
     cfg.Input("weight").ParamType(ops::OPTIONAL)
-        .DataType(dtypes[INPUT_WEIGHT]).Format(nd);
+        .DataType(l.dtypes[INPUT_WEIGHT]).Format(l.nd);
     cfg.Input("sum_dy").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_SUM_DY]).Format(nd);
+        .DataType(l.dtypes[INPUT_SUM_DY]).Format(l.nd);
     cfg.Input("sum_dy_xmu").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_SUM_DY_XMU]).Format(nd);
+        .DataType(l.dtypes[INPUT_SUM_DY_XMU]).Format(l.nd);
     cfg.Input("counter").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_COUNTER]).Format(nd);
+        .DataType(l.dtypes[INPUT_COUNTER]).Format(l.nd);
     cfg.Output("grad_input").ParamType(ops::REQUIRED)
-        .DataType(dtypes[INPUT_COUNT + OUTPUT_GRAD_INPUT]).Format(formats);
+        .DataType(l.dtypes[INPUT_COUNT + OUTPUT_GRAD_INPUT]).Format(l.formats);
     def.AICore().AddConfig(soc, cfg);
 }
 

@@ -1,10 +1,12 @@
-// Host-side helpers shared by the tiling functions of BatchNormBackward and of
+// Host-side helpers shared by the op definitions of BatchNormBackward and of
 // the SyncBatchNorm steps: layout attribute, kernel dtype code, grad_out's
-// shape, and what the platform offers (UB size, cores, SoC features).
+// shape, the per-channel inputs' bits, what the platform offers (UB size,
+// cores, SoC features), storing a tiling, and the per-channel output shapes.
 #ifndef BATCH_NORM_HOST_COMMON_H
 #define BATCH_NORM_HOST_COMMON_H
 
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
@@ -49,6 +51,28 @@ inline uint32_t KernelDtype(ge::DataType dt)
     return dt == ge::DT_FLOAT16 ? bnb::ELEM_FLOAT16 : dt == ge::DT_BF16 ? bnb::ELEM_BFLOAT16 : bnb::ELEM_FLOAT32;
 }
 
+// A per-channel tensor stored as float32 beside a float16 / bfloat16 grad_out:
+// the kernel reads / writes it as float (paramFloat32 / gradParamFloat32 bits).
+inline bool FloatBeside(ge::DataType dt, ge::DataType gradOut)
+{
+    return dt == ge::DT_FLOAT && gradOut != ge::DT_FLOAT;
+}
+
+// Per-channel input `p` (enum Param) at input `index`: its present bit (an
+// optional one only when given) and its float32 bit.
+inline void AddParam(gert::TilingContext *context, int index, uint32_t p, bool optional, ge::DataType gradOut,
+                     bnb::TilingInput &in)
+{
+    if (optional && context->GetOptionalInputShape(index) == nullptr) {
+        return;
+    }
+    in.present |= 1u << p;
+    const auto *desc = optional ? context->GetOptionalInputDesc(index) : context->GetInputDesc(index);
+    if (FloatBeside(desc->GetDataType(), gradOut)) {
+        in.paramFloat32 |= 1u << p;
+    }
+}
+
 inline void FillShape(gert::TilingContext *context, int index, bnb::TilingInput &in)
 {
     const gert::Shape &shape = context->GetInputShape(index)->GetStorageShape();
@@ -74,6 +98,34 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     in.hasDcci = !legacy;
     in.hasBf16 = !legacy;
     return platform.GetLibApiWorkSpaceSize();
+}
+
+// The tiling data, the block dim (<= the core count: SyncAll() needs every
+// block resident) and the workspace: the Ascend C library's system area, then
+// `kernelBytes` for the kernel.
+template <typename Tiling>
+inline ge::graphStatus StoreTiling(gert::TilingContext *context, const Tiling &tiling, uint32_t usedCores,
+                                   uint64_t libWorkspace, uint64_t kernelBytes)
+{
+    *context->GetTilingData<Tiling>() = tiling;
+    context->SetBlockDim(usedCores);
+    size_t *workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = libWorkspace + kernelBytes;
+    return ge::GRAPH_SUCCESS;
+}
+
+// InferShape: outputs `outs` are 1-D, one entry per channel of grad_out (input gradOutIndex).
+inline void SetChannelShapes(gert::InferShapeContext *context, int gradOutIndex, int layoutAttr,
+                             std::initializer_list<int> outs)
+{
+    const gert::Shape *gradOut = context->GetInputShape(gradOutIndex);
+    const bool last = ChannelLast(context->GetAttrs()->GetStr(layoutAttr));
+    const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
+    for (int out : outs) {
+        gert::Shape *s = context->GetOutputShape(out);
+        s->SetDimNum(1);
+        s->SetDim(0, channels);
+    }
 }
 
 }  // namespace bnb_host

@@ -19,8 +19,8 @@ static ge::graphStatus BatchNormReduceBackwardTiling(gert::TilingContext *contex
     in.outputMask = uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_0_ATTR)) |
                     uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_1_ATTR)) << 1 |
                     uint32_t(*attrs->GetAttrPointer<bool>(MASK_BIT_2_ATTR)) << 2;
-    in.gradParamFloat32 = context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType() == ge::DT_FLOAT &&
-                          in.dtype != bnb::ELEM_FLOAT32;
+    in.gradParamFloat32 = bnb_host::FloatBeside(context->GetOutputDesc(OUTPUT_GRAD_WEIGHT)->GetDataType(),
+                                                context->GetInputDesc(INPUT_GRAD_OUT)->GetDataType());
     bnb::BatchNormSyncTilingData tiling;
     const std::string why = bnb::ComputeSyncTiling(true, in, 0, 0, tiling);
     if (!why.empty()) {
@@ -34,14 +34,8 @@ namespace ge {
 static ge::graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext *context)
 {
     using namespace bnb_gen_reduce;
-    const gert::Shape *gradOut = context->GetInputShape(INPUT_GRAD_OUT);
-    const bool last = bnb_sync_host::ChannelLast(context->GetAttrs()->GetStr(ATTR_LAYOUT));
-    const int64_t channels = gradOut->GetDim(last ? gradOut->GetDimNum() - 1 : 1);
-    for (int out : {OUTPUT_SUM_DY, OUTPUT_SUM_DY_XMU, OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS}) {
-        gert::Shape *s = context->GetOutputShape(out);
-        s->SetDimNum(1);
-        s->SetDim(0, channels);
-    }
+    bnb_host::SetChannelShapes(context, INPUT_GRAD_OUT, ATTR_LAYOUT,
+                               {OUTPUT_SUM_DY, OUTPUT_SUM_DY_XMU, OUTPUT_GRAD_WEIGHT, OUTPUT_GRAD_BIAS});
     return GRAPH_SUCCESS;
 }
 

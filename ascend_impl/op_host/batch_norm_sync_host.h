@@ -24,29 +24,16 @@ inline void FillInput(gert::TilingContext *context, int gradOutIndex, int meanIn
     in.channelLast = channelLast;
     const ge::DataType dtype = context->GetInputDesc(gradOutIndex)->GetDataType();
     in.dtype = KernelDtype(dtype);
-    auto f32 = [dtype](ge::DataType dt) { return dt == ge::DT_FLOAT && dtype != ge::DT_FLOAT; };
-    if (context->GetOptionalInputShape(weightIndex) != nullptr) {
-        in.present |= 1u << bnb::WEIGHT;
-        if (f32(context->GetOptionalInputDesc(weightIndex)->GetDataType())) {
-            in.paramFloat32 |= 1u << bnb::WEIGHT;
-        }
-    }
-    if (f32(context->GetInputDesc(meanIndex)->GetDataType())) {
-        in.paramFloat32 |= 1u << bnb::SAVE_MEAN;
-    }
-    if (f32(context->GetInputDesc(invstdIndex)->GetDataType())) {
-        in.paramFloat32 |= 1u << bnb::SAVE_INVSTD;
-    }
+    bnb_host::AddParam(context, weightIndex, bnb::WEIGHT, true, dtype, in);
+    bnb_host::AddParam(context, meanIndex, bnb::SAVE_MEAN, false, dtype, in);
+    bnb_host::AddParam(context, invstdIndex, bnb::SAVE_INVSTD, false, dtype, in);
 }
 
 inline ge::graphStatus Finish(gert::TilingContext *context, bool reduce, const bnb::BatchNormSyncTilingData &tiling,
                               uint64_t libWorkspace)
 {
-    *context->GetTilingData<bnb::BatchNormSyncTilingData>() = tiling;
-    context->SetBlockDim(tiling.base.usedCores);  // <= the core count: SyncAll() needs every block resident
-    size_t *workspace = context->GetWorkspaceSizes(1);
-    workspace[0] = libWorkspace + bnb::SyncWorkspaceBytes(reduce, tiling);
-    return ge::GRAPH_SUCCESS;
+    return bnb_host::StoreTiling(context, tiling, tiling.base.usedCores, libWorkspace,
+                                 bnb::SyncWorkspaceBytes(reduce, tiling));
 }
 
 }  // namespace bnb_sync_host

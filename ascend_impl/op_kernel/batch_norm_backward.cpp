@@ -1,27 +1,9 @@
-// BatchNormBackward Ascend C kernel (aclnnBatchNormBackward semantics).
-//
-// Work is cut into units (one tile of one channel for channel-first data,
-// one tile of one channel block for channel-last data); each core takes a
-// contiguous run of units. Phase 1 writes each unit's partial sums
-// (sum_dy, sum_dy_xhat, float32) to the workspace; every channel's totals are
-// combined from its partials in unit order, so the result does not depend on
-// the number of cores. Phase 2 writes grad_weight / grad_bias (per channel
-// group) and the element-wise grad_input.
-//
-// Cross-core: on Atlas A2 / A3 / 350 the units of one channel may run on
-// several cores and the hardware SyncAll() separates the phases. Atlas
-// training / inference (ascend910 / ascend310p) have no SyncAll: there every
-// group's units run on one core, which only reads partials it wrote itself.
-//
-// Tails without DataCopyPad (ascend910 / ascend310p): DataCopy moves whole
-// 32-byte blocks (the GM address only needs element alignment). Reads take
-// the block past a row end when it lies inside the tensor, else the block that
-// ends at the tensor end (elements moved into place with scalar copies).
-// Writes copy whole blocks of the row and then the block that ends exactly at
-// the row end (gathered in a scratch block), so every write covers only
-// elements the writer owns or recomputes bit-identically. Rows shorter than a
-// block are written as contiguous regions (`flat`); a tensor or channel vector
-// smaller than one block is written with scalar stores by a single core.
+// BatchNormBackward Ascend C kernel (aclnnBatchNormBackward semantics): the
+// entry of the kernel class in batch_norm_backward_kernel.h (MODE_FULL), which
+// describes the flow of one launch. Where to read on: how the work is cut into
+// units and groups and shared among cores, batch_norm_kernel_work_split.h; the
+// layouts, batch_norm_kernel_channel_first.h / _channel_last.h / _flat.h; the
+// tails without DataCopyPad, batch_norm_kernel_copy.h.
 #include "batch_norm_backward_kernel.h"
 
 extern "C" __global__ __aicore__ void batch_norm_backward(GM_ADDR grad_out, GM_ADDR input, GM_ADDR weight,

@@ -1,7 +1,6 @@
 // BatchNormReduceBackward Ascend C kernel (aclnnBatchNormReduceBackward
-// semantics): the per-rank step of the SyncBatchNorm backward. It is phase 1
-// of the BatchNormBackward kernel (batch_norm_backward_kernel.h) with
-// x - mean in place of xhat, followed by the per-channel outputs:
+// semantics): the per-rank step of the SyncBatchNorm backward, the
+// BatchNormBackward kernel class in MODE_REDUCE (batch_norm_kernel_sync.h):
 //   sum_dy = sum(dy), sum_dy_xmu = sum(dy * (x - mean)),
 //   grad_weight = sum_dy_xmu * invstd, grad_bias = sum_dy.
 // Same work split, partial sums in unit order (deterministic, independent of
@@ -20,23 +19,6 @@ extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR grad_ou
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR params[bnb::PARAM_COUNT] = {weight, nullptr, nullptr, mean, invstd};
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    if (tilingData.base.dtype == bnb::ELEM_FLOAT32) {
-        bnb::BatchNormBackwardKernel<float, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
-    } else if (tilingData.base.dtype == bnb::ELEM_FLOAT16) {
-        bnb::BatchNormBackwardKernel<half, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
-    }
-#if BNB_SOC_HAS_BF16
-    else if (tilingData.base.dtype == bnb::ELEM_BFLOAT16) {
-        bnb::BatchNormBackwardKernel<bfloat16_t, bnb::MODE_REDUCE> op;
-        op.Init(grad_out, input, params, nullptr, grad_weight, grad_bias, user, tilingData.base);
-        op.SetSync(sum_dy, sum_dy_xmu, nullptr, 0, 0);
-        op.Process();
-    }
-#endif
+    bnb::DispatchSyncBatchNormStep<bnb::MODE_REDUCE>(grad_out, input, params, nullptr, grad_weight, grad_bias,
+                                                     sum_dy, sum_dy_xmu, nullptr, user, tilingData);
 }

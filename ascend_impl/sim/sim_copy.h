@@ -99,30 +99,38 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
 }
 
 // ---- DataCopy, strided blocks (all units 32 bytes) ----
+namespace sim {
+// Bytes a strided copy spans in UB / GM (the UB side must also be block-aligned).
 template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p)
+uint64_t Extent(const LocalTensor<T> &, uint16_t n, uint64_t blk, uint64_t gap) { return UbExtent<T>(n, blk, gap); }
+template <typename T>
+uint64_t Extent(const GlobalTensor<T> &, uint16_t n, uint64_t blk, uint64_t gap) { return GmExtent<T>(n, blk, gap); }
+
+// p.blockCount runs of p.blockLen blocks, gaps of p.srcStride / p.dstStride blocks.
+template <typename D, typename S>
+void CopyStridedBlocks(const D &dst, const S &src, const DataCopyParams &p, const char *what)
 {
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     uint8_t *d = reinterpret_cast<uint8_t *>(
-        dst.SimPtr(sim::UbExtent<T>(p.blockCount, blk, p.dstStride * ONE_BLK_SIZE), "DataCopy GM->UB"));
+        dst.SimPtr(Extent(dst, p.blockCount, blk, p.dstStride * ONE_BLK_SIZE), what));
     const uint8_t *s = reinterpret_cast<const uint8_t *>(
-        src.SimPtr(sim::GmExtent<T>(p.blockCount, blk, p.srcStride * ONE_BLK_SIZE), "DataCopy GM->UB"));
+        src.SimPtr(Extent(src, p.blockCount, blk, p.srcStride * ONE_BLK_SIZE), what));
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
     }
+}
+}  // namespace sim
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p)
+{
+    sim::CopyStridedBlocks(dst, src, p, "DataCopy GM->UB");
 }
 
 template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p)
 {
-    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
-    uint8_t *d = reinterpret_cast<uint8_t *>(
-        dst.SimPtr(sim::GmExtent<T>(p.blockCount, blk, p.dstStride * ONE_BLK_SIZE), "DataCopy UB->GM"));
-    const uint8_t *s = reinterpret_cast<const uint8_t *>(
-        src.SimPtr(sim::UbExtent<T>(p.blockCount, blk, p.srcStride * ONE_BLK_SIZE), "DataCopy UB->GM"));
-    for (uint16_t i = 0; i < p.blockCount; ++i) {
-        std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
-    }
+    sim::CopyStridedBlocks(dst, src, p, "DataCopy UB->GM");
 }
 
 // ---- DataCopyPad: any byte length; each block starts 32-byte aligned in UB ----

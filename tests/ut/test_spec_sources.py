@@ -103,7 +103,7 @@ def _cpp_facts():
         ("a rank bound", r"(rank|size\(\))\s*[<>]=?\s*\d"),
         ("a slot enum", r"enum\s+\w*\s*(:\s*\w+\s*)?\{[^}]*\b(%s)\b" % "|".join(n.upper() for n in names)),
         ("an error code", r"\bk(BadParamCount|BadDtype|BadRank|BadShape|MissingTensor|Overflow|KernelFailed)\s*="),
-        ("an absent-input default", r"LoadParam\((WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
+        ("an absent-input default", r"LoadParam\((\w+,\s*)?(WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
     ]
 
 
@@ -141,7 +141,7 @@ def test_the_checks_fail_on_a_restated_fact():
                "a rank bound": "if (rank < 2 || rank > 8) return kBadRank;",
                "a slot enum": "enum Slot { GRAD_OUT, INPUT, WEIGHT };",
                "an error code": "enum Error { kOk = 0, kBadParamCount = 1 };",
-               "an absent-input default": "LoadParam(WEIGHT, c0, n, weight_, 1.0f);"}
+               "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);"}
     for what, pattern in _cpp_facts():
         assert re.search(pattern, samples[what]), what
     py = {"a slot list": 'names = ["grad_out", "input", "weight", "running_mean"]',

@@ -33,7 +33,8 @@ REQUIRED, OPTIONAL = 2, 1  # ops::Option as metadef numbers them
 
 def _dump(yaml_name):
     header, ns = HEADERS[yaml_name]
-    sources = [HERE / "op_def_dump.cpp", HERE / "op_def_stub" / "register" / "op_def_registry.h", OP_HOST / header]
+    sources = [HERE / "op_def_dump.cpp", HERE / "op_def_stub" / "register" / "op_def_registry.h", OP_HOST / header,
+               gen.COMMON_OUT]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     exe = Path(tempfile.gettempdir()) / "bnb_op_def_dump" / f"{ns}.{digest}"
     if not exe.exists():

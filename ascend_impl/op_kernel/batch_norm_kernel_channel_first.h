@@ -1,0 +1,104 @@
+// Channel-first strategy ([outer, C, inner] with inner > 1, e.g. NCHW): a
+// unit is up to tileRows rows (along N) by tileCols columns (along the
+// spatial size) of ONE channel, so its statistics and coefficients are
+// scalars (lane `groupLane` of the group's channel vectors) and its partial
+// sums are one slot [sum_dy, sum_dy_xhat, pad] of SLOT_FLOATS floats.
+//
+// In one launch (flow: batch_norm_backward_kernel.h) the phases
+// (batch_norm_kernel_phases.h) call Unit, then Xhat / StorePartials in phase 1,
+// CombinePartials when a group is finalised, and Xhat / ApplyCoefs in phase 2;
+// the channel-last twins are in batch_norm_kernel_channel_last.h.
+#ifndef BATCH_NORM_KERNEL_CHANNEL_FIRST_H
+#define BATCH_NORM_KERNEL_CHANNEL_FIRST_H
+#include "batch_norm_kernel_state.h"
+
+namespace bnb {
+namespace channel_first {
+
+// Unit u = (channel, row block, column block). `write`: the rows grad_input is
+// written from; without DataCopyPad a ragged last column chunk then ends at the
+// row end with whole blocks (it recomputes the overlapped elements identically).
+__aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u, bool write)
+{
+    TileRows r;
+    const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    r.channel = u / perChannel;
+    const uint64_t rb = (u % perChannel) / t.colBlocks;
+    const uint64_t cb = u % t.colBlocks;
+    uint64_t start = cb * t.tileCols;
+    r.cols = uint32_t(Min(uint64_t(t.tileCols), uint64_t(t.inner) - start));
+    if (write && t.shiftLast && cb + 1 == uint64_t(t.colBlocks)) {
+        start = uint64_t(t.inner) - t.tileCols;
+        r.cols = t.tileCols;
+    }
+    r.gmStride = uint64_t(t.channels) * t.inner;
+    r.gmOffset = rb * t.tileRows * r.gmStride + uint64_t(r.channel) * t.inner + start;
+    r.group = GroupOf(t, r.channel);
+    r.groupLane = uint32_t(r.channel - GroupStart(t, r.group));
+    r.rows = uint32_t(Min(uint64_t(t.tileRows), uint64_t(t.outer) - rb * t.tileRows));
+    return r;
+}
+
+// xF = (x - mean) (* invstd when `scale`) over the n tile elements.
+__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool scale)
+{
+    AscendC::PipeBarrier<PIPE_ALL>();
+    const float mean = ub.v.mean.GetValue(r.groupLane), invstd = ub.v.invstd.GetValue(r.groupLane);
+    AscendC::Adds(ub.xF, ub.xF, -mean, n);
+    if (scale) {
+        AscendC::Muls(ub.xF, ub.xF, invstd, n);
+    }
+}
+
+// dyF = a * dy (+ k * xhat + b in training).
+__aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training)
+{
+    AscendC::PipeBarrier<PIPE_ALL>();
+    const float a = ub.v.coefA.GetValue(r.groupLane);
+    AscendC::Muls(ub.dyF, ub.dyF, a, n);
+    if (training) {
+        const float k = ub.v.coefK.GetValue(r.groupLane), b = ub.v.coefB.GetValue(r.groupLane);
+        AscendC::Muls(ub.xF, ub.xF, k, n);
+        AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);
+        AscendC::Adds(ub.dyF, ub.dyF, b, n);
+    }
+}
+
+// The unit's slot in the workspace from the row accumulators (cols wide).
+__aicore__ inline void StorePartials(KernelUb &ub, const GlobalTensor<float> &part, uint64_t u, uint32_t cols)
+{
+    AscendC::ReduceSum(ub.partUb, ub.accDy, ub.reduceTmp, cols);
+    AscendC::ReduceSum(ub.partUb[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    ub.partUb.SetValue(1, ub.partUb.GetValue(SLOT_FLOATS));
+    AscendC::PipeBarrier<PIPE_ALL>();
+    AscendC::DataCopy(part[u * SLOT_FLOATS], ub.partUb, SLOT_FLOATS);
+}
+
+// totDy / totDyx lane j = the sum of channel (GroupStart(g) + j)'s slots, in unit order.
+__aicore__ inline void CombinePartials(KernelUb &ub, const GlobalTensor<float> &part,
+                                       const BatchNormBackwardTilingData &t, int64_t g)
+{
+    const uint32_t n = GroupCount(t, g);
+    const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    for (uint32_t j = 0; j < n; ++j) {
+        const uint64_t base = (GroupStart(t, g) + j) * perChannel;
+        float sumDy = 0.0f, sumDyx = 0.0f;
+        for (uint64_t s0 = 0; s0 < perChannel; s0 += SLOTS_PER_LOAD) {
+            const uint32_t k = uint32_t(Min(SLOTS_PER_LOAD, perChannel - s0));
+            AscendC::DataCopy(ub.partUb, part[(base + s0) * SLOT_FLOATS], k * SLOT_FLOATS);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            for (uint32_t s = 0; s < k; ++s) {
+                sumDy += ub.partUb.GetValue(s * SLOT_FLOATS);
+                sumDyx += ub.partUb.GetValue(s * SLOT_FLOATS + 1);
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+        }
+        ub.v.totDy.SetValue(j, sumDy);
+        ub.v.totDyx.SetValue(j, sumDyx);
+    }
+}
+
+}  // namespace channel_first
+}  // namespace bnb
+#endif  // BATCH_NORM_KERNEL_CHANNEL_FIRST_H

@@ -1,0 +1,117 @@
+// Per-channel vectors of a channel group between GM and UB: the parameters
+// and statistics in (weight, mean, invstd of the mode), the per-channel
+// outputs out (grad_weight, grad_bias, and the SyncBatchNorm sums). Always
+// float in UB; in GM each is stored as T or as float (tiling paramFloat32 /
+// gradParamFloat32; the sums follow save_mean's dtype).
+//
+// In one launch (flow: batch_norm_backward_kernel.h) the phases
+// (batch_norm_kernel_phases.h) call LoadStats before they touch a unit of a
+// new group and WriteChannels when they finalise a group; the SyncBatchNorm
+// steps (batch_norm_kernel_sync.h) read and write the sums through LoadSum /
+// WriteChannels.
+#ifndef BATCH_NORM_KERNEL_CHANNEL_VECTORS_H
+#define BATCH_NORM_KERNEL_CHANNEL_VECTORS_H
+#include "batch_norm_kernel_state.h"
+
+namespace bnb {
+
+// Channels [c0, c0 + count) of a per-channel vector stored as T (srcT) or,
+// when isFloat (or T is float), as float (srcF), into dst as float.
+template <typename T>
+__aicore__ inline void LoadChannels(KernelState<T> &k, const GlobalTensor<T> &srcT, const GlobalTensor<float> &srcF,
+                                    bool isFloat, int64_t c0, uint32_t count, const LocalTensor<float> &dst)
+{
+    if constexpr (!IsSame<T, float>::value) {
+        if (!isFloat) {
+            LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
+            k.copy.In(staged, srcT, c0, 1, count, count, k.t.vecElems, k.t.channels);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
+            return;
+        }
+    }
+    k.copy.In(dst, srcF, c0, 1, count, count, k.t.vecElems, k.t.channels);
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+// Per-channel input `which` (enum Param), or `absent` everywhere when it is not given.
+template <typename T>
+__aicore__ inline void LoadParam(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t count,
+                                 const LocalTensor<float> &dst, float absent)
+{
+    if (!k.present[which]) {
+        AscendC::Duplicate(dst, absent, k.t.vecElems);
+        return;
+    }
+    LoadChannels(k, k.paramT[which], k.paramF[which], k.t.paramFloat32 >> which & 1, c0, count, dst);
+}
+
+// The SyncBatchNorm sums are stored in save_mean's dtype.
+template <typename T>
+__aicore__ inline bool SumFloat32(const KernelState<T> &k)
+{
+    return k.t.paramFloat32 >> SAVE_MEAN & 1;
+}
+
+// Per-channel sum `which` (SUM_DY / SUM_DY_XMU) into dst, zero past `count`.
+template <typename T>
+__aicore__ inline void LoadSum(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t count,
+                               const LocalTensor<float> &dst)
+{
+    AscendC::Duplicate(dst, 0.0f, k.t.vecElems);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    LoadChannels(k, k.gradT[which], k.gradF[which], SumFloat32(k), c0, count, dst);
+}
+
+// weight, mean and invstd of group g (the mode's statistics), unless already in UB:
+// training: save_mean / save_invstd (required then); inference: running_mean
+// and 1 / sqrt(running_var + eps).
+template <typename T>
+__aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
+{
+    if (k.statsGroup == g) {
+        return;
+    }
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    ChannelVecs &v = k.ub.v;
+    LoadParam(k, WEIGHT, c0, n, v.weight, DEFAULT_WEIGHT);
+    if (k.t.training) {
+        LoadParam(k, SAVE_MEAN, c0, n, v.mean, 0.0f);
+        LoadParam(k, SAVE_INVSTD, c0, n, v.invstd, 1.0f);
+    } else {
+        LoadParam(k, RUNNING_MEAN, c0, n, v.mean, DEFAULT_RUNNING_MEAN);
+        LoadParam(k, RUNNING_VAR, c0, n, v.invstd, DEFAULT_RUNNING_VAR);
+        AscendC::Adds(v.invstd, v.invstd, k.t.eps, k.t.vecElems);
+        AscendC::Sqrt(v.invstd, v.invstd, k.t.vecElems);
+        AscendC::Duplicate(v.coefB, 1.0f, k.t.vecElems);
+        AscendC::Div(v.invstd, v.coefB, v.invstd, k.t.vecElems);
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+    k.statsGroup = g;
+    k.coefGroup = -1;
+}
+
+// Per-channel output `which` (OUT_GRAD_WEIGHT, OUT_GRAD_BIAS, SUM_DY, SUM_DY_XMU)
+// of group g from src.
+template <typename T>
+__aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    if constexpr (!IsSame<T, float>::value) {
+        if (which >= SUM_DY ? !SumFloat32(k) : !k.t.gradParamFloat32) {
+            LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
+            AscendC::Cast(staged, src, NarrowRound<T>(), n);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            k.copy.Out(k.gradT[which], staged, c0, 1, n, n, k.t.vecElems);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            return;
+        }
+    }
+    k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems);
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+}  // namespace bnb
+#endif  // BATCH_NORM_KERNEL_CHANNEL_VECTORS_H

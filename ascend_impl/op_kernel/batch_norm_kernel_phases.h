@@ -1,0 +1,231 @@
+// The phases of a BatchNormBackward launch, one unit or one group at a time:
+// - phase 1, reduce (ReduceUnit): a unit's partial sums of dy and dy * xhat
+//   into the workspace;
+// - finalise (GroupTotals, LoadCoefs, WriteParamGrads): a group's totals,
+//   combined from its units' partials in unit order, then either its
+//   grad_input coefficients or its grad_weight / grad_bias;
+// - phase 2, apply (GradInputUnit, FlatRegionGradInput): grad_input of a unit
+//   (or flat region) from its coefficients; zeros when masked.
+// The layout-specific steps are those of the unit's strategy
+// (batch_norm_kernel_channel_first.h / _channel_last.h / _flat.h); the
+// SyncBatchNorm modes change the finalise step (batch_norm_kernel_sync.h).
+//
+// In one launch (flow: batch_norm_backward_kernel.h) Process calls these over
+// the core's share (batch_norm_kernel_work_split.h).
+#ifndef BATCH_NORM_KERNEL_PHASES_H
+#define BATCH_NORM_KERNEL_PHASES_H
+#include "batch_norm_kernel_channel_first.h"
+#include "batch_norm_kernel_channel_last.h"
+#include "batch_norm_kernel_flat.h"
+#include "batch_norm_kernel_channel_vectors.h"
+#include "batch_norm_kernel_sync.h"
+
+namespace bnb {
+
+// The rows of unit u in its layout (`write`: the rows grad_input is written from).
+__aicore__ inline TileRows UnitRows(const BatchNormBackwardTilingData &t, uint64_t u, bool write = false)
+{
+    return ChannelFirst(t) ? channel_first::Unit(t, u, write) : channel_last::Unit(t, u);
+}
+
+// xF = (x - mean) * invstd over the tile (REDUCE: x - mean).
+template <uint32_t MODE, typename T>
+__aicore__ inline void Xhat(KernelState<T> &k, const TileRows &r, uint32_t n)
+{
+    if (ChannelFirst(k.t)) {
+        channel_first::Xhat(k.ub, r, n, MODE != MODE_REDUCE);
+    } else {
+        channel_last::Xhat(k.ub, r, k.t.rowStride, MODE != MODE_REDUCE);
+    }
+}
+
+// ---- tile I/O ----
+// n elements of grad_out (and input when `withX`) from the tile into the float tiles.
+template <typename T>
+__aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX, uint32_t n)
+{
+    KernelUb &ub = k.ub;
+    LocalTensor<T> dyIn = ub.inDy.template AllocTensor<T>();
+    k.copy.In(dyIn, k.dy, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride, k.total);
+    ub.inDy.EnQue(dyIn);
+    if (withX) {
+        LocalTensor<T> xIn = ub.inX.template AllocTensor<T>();
+        k.copy.In(xIn, k.x, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride, k.total);
+        ub.inX.EnQue(xIn);
+    }
+    LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
+    ToFloat(ub.dyF, dyT, n);
+    ub.inDy.FreeTensor(dyT);
+    if (withX) {
+        LocalTensor<T> xT = ub.inX.template DeQue<T>();
+        ToFloat(ub.xF, xT, n);
+        ub.inX.FreeTensor(xT);
+    }
+}
+
+// n floats of dyF as grad_input of the tile (flat: one contiguous region).
+template <typename T>
+__aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint32_t n, bool flat)
+{
+    KernelUb &ub = k.ub;
+    LocalTensor<T> out = ub.outGi.template AllocTensor<T>();
+    FromFloat(out, ub.dyF, n);
+    ub.outGi.EnQue(out);
+    LocalTensor<T> ready = ub.outGi.template DeQue<T>();
+    if (flat) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        k.copy.OutRow(k.gi, ready, r.gmOffset, r.cols);
+    } else {
+        k.copy.Out(k.gi, ready, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride);
+    }
+    ub.outGi.FreeTensor(ready);
+}
+
+// ---- phase 1: partial sums of one unit ----
+template <uint32_t MODE, typename T>
+__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u)
+{
+    KernelUb &ub = k.ub;
+    const uint32_t stride = k.t.rowStride;
+    const TileRows r = UnitRows(k.t, u);
+    const uint32_t n = r.rows * stride;
+    LoadTile(k, r, true, n);
+    LoadStats(k, r.group);
+    Xhat<MODE>(k, r, n);
+    AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
+    AscendC::Duplicate(ub.accDy, 0.0f, stride);
+    AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+    for (uint32_t row = 0; row < r.rows; ++row) {
+        AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+        AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+    }
+    if (ChannelFirst(k.t)) {
+        channel_first::StorePartials(ub, k.part, u, r.cols);
+    } else {
+        channel_last::StorePartials(ub, k.part, k.t, u);
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+// ---- finalise: totals, coefficients, per-channel outputs of one group ----
+// totDy / totDyx of group g: combined from the partial sums in unit order
+// (ELEMT: from the all-reduced sums).
+template <uint32_t MODE, typename T>
+__aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
+{
+    if constexpr (MODE == MODE_ELEMT) {
+        ElemtTotals(k, g);
+        return;
+    }
+    ChannelVecs &v = k.ub.v;
+    AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
+    AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (ChannelFirst(k.t)) {
+        channel_first::CombinePartials(k.ub, k.part, k.t, g);
+    } else {
+        channel_last::CombinePartials(k.ub, k.part, k.t, g);
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+// Coefficients of group g: grad_input = a * dy + k * xhat + b, with
+// a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
+template <uint32_t MODE, typename T>
+__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
+{
+    LoadStats(k, g);
+    if (k.coefGroup == g) {
+        return;
+    }
+    ChannelVecs &v = k.ub.v;
+    AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
+    if (k.t.training) {
+        GroupTotals<MODE>(k, g);
+        AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
+        AscendC::Mul(v.coefK, v.coefB, v.totDyx, k.t.vecElems);
+        AscendC::Mul(v.coefB, v.coefB, v.totDy, k.t.vecElems);
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+    k.coefGroup = g;
+}
+
+// grad_weight = sum(dy * xhat), grad_bias = sum(dy) of group g (zeros where
+// masked); `reduced`: phase 1 ran, so the totals are combined first.
+// REDUCE: its four per-channel outputs instead.
+template <uint32_t MODE, typename T>
+__aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduced)
+{
+    if (reduced) {
+        GroupTotals<MODE>(k, g);
+    }
+    if constexpr (MODE == MODE_REDUCE) {
+        ReduceOutputs(k, g);
+        return;
+    }
+    const bool wantW = k.t.outputMask >> GRAD_WEIGHT & 1, wantB = k.t.outputMask >> GRAD_BIAS & 1;
+    ChannelVecs &v = k.ub.v;
+    if (!wantW || !wantB) {
+        AscendC::Duplicate(v.coefA, 0.0f, k.t.vecElems);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        k.coefGroup = -1;
+    }
+    WriteChannels(k, OUT_GRAD_WEIGHT, g, wantW ? v.totDyx : v.coefA);
+    WriteChannels(k, OUT_GRAD_BIAS, g, wantB ? v.totDy : v.coefA);
+}
+
+// ---- phase 2: grad_input of one unit (zeros when masked) ----
+template <uint32_t MODE, typename T>
+__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want)
+{
+    const TileRows r = UnitRows(k.t, u, true);
+    const uint32_t n = r.rows * k.t.rowStride;
+    if (!want) {
+        AscendC::Duplicate(k.ub.dyF, 0.0f, n);
+    } else {
+        LoadTile(k, r, k.t.training, n);
+        LoadCoefs<MODE>(k, r.group);
+        if (k.t.training) {
+            Xhat<MODE>(k, r, n);
+        }
+        if (ChannelFirst(k.t)) {
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training);
+        } else {
+            channel_last::ApplyCoefs(k.ub, r, k.t.rowStride, k.t.training);
+        }
+    }
+    StoreGradInput(k, r, n, false);
+}
+
+// ---- phase 2, rows shorter than one block: grad_input of one contiguous region ----
+template <uint32_t MODE, typename T>
+__aicore__ inline void FlatRegionGradInput(KernelState<T> &k, uint64_t f, bool want)
+{
+    const flat::Region region = flat::RegionOf(k.t, f, k.total, BLOCK_BYTES / sizeof(T));
+    if (region.len == 0) {
+        return;
+    }
+    // The region as one row (the copies then move it exactly: no DataCopyPad here).
+    TileRows r;
+    r.gmOffset = region.start;
+    r.gmStride = region.len;
+    r.rows = 1;
+    r.cols = uint32_t(region.len);
+    r.channel = -1;
+    r.group = region.group;
+    r.groupLane = 0;
+    const uint32_t n = uint32_t(AlignUp(region.len, VEC_ALIGN));
+    if (!want) {
+        AscendC::Duplicate(k.ub.dyF, 0.0f, n);
+    } else {
+        LoadTile(k, r, k.t.training, n);
+        LoadCoefs<MODE>(k, region.group);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        flat::Apply(k.ub, k.t, region);
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
+    StoreGradInput(k, r, n, true);
+}
+
+}  // namespace bnb
+#endif  // BATCH_NORM_KERNEL_PHASES_H

@@ -1,0 +1,126 @@
+// What one launch of a BatchNormBackward kernel holds: its tiling, its GM
+// tensors, its UB carved exactly as the tiling's UbPlan says (the host checked
+// that plan fits), its copies and its share of the work.
+//
+// Flow of one launch (batch_norm_backward_kernel.h): KernelState::Init fills
+// all of this; the phases (batch_norm_kernel_phases.h) then read and write it,
+// with the layout strategies (batch_norm_kernel_channel_first.h, _channel_last.h,
+// _flat.h) computing on the UB views of KernelUb.
+#ifndef BATCH_NORM_KERNEL_STATE_H
+#define BATCH_NORM_KERNEL_STATE_H
+#include "kernel_operator.h"
+#include "batch_norm_backward_tiling.h"
+#include "batch_norm_kernel_copy.h"
+#include "batch_norm_kernel_work_split.h"
+
+namespace bnb {
+
+// The per-channel outputs, by slot: grad_weight and grad_bias, and the
+// SyncBatchNorm sums (outputs of the reduce step, inputs of the elemt step).
+constexpr uint32_t OUT_GRAD_WEIGHT = 0, OUT_GRAD_BIAS = 1, SUM_DY = 2, SUM_DY_XMU = 3, CHANNEL_OUTS = 4;
+
+// The per-channel float vectors (vecElems floats each; CHANNEL_VECS of them).
+struct ChannelVecs {
+    LocalTensor<float> weight, mean, invstd;  // statistics of the group in UB (LoadStats)
+    LocalTensor<float> coefA, coefB, coefK;   // grad_input = a * dy + k * xhat + b
+    LocalTensor<float> totDy, totDyx;         // group totals of dy and dy * xhat
+    LocalTensor<float> stage;                 // a channel vector in T on its way to / from GM
+};
+
+// UB of one launch, in the order UbPlan counts it.
+struct KernelUb {
+    AscendC::TQue<AscendC::QuePosition::VECIN, QUEUE_DEPTH> inDy, inX;
+    AscendC::TQue<AscendC::QuePosition::VECOUT, QUEUE_DEPTH> outGi;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, accDyBuf, accDyxBuf, reduceTmpBuf, partBuf;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS];
+    LocalTensor<float> dyF, xF;               // float tiles of grad_out and input
+    LocalTensor<float> accDy, accDyx;         // per-row accumulators of a unit
+    LocalTensor<float> reduceTmp;             // ReduceSum scratch
+    LocalTensor<float> partUb;                // partial sums on their way to / from the workspace
+    ChannelVecs v;
+
+    // Every buffer but the copies' scratch (GmUbCopy::Init, right after).
+    __aicore__ inline void Init(AscendC::TPipe &pipe, const UbPlan &plan)
+    {
+        pipe.InitBuffer(inDy, QUEUE_DEPTH, plan.tileBytes);
+        pipe.InitBuffer(inX, QUEUE_DEPTH, plan.tileBytes);
+        pipe.InitBuffer(outGi, QUEUE_DEPTH, plan.tileBytes);
+        pipe.InitBuffer(dyBuf, plan.floatTileBytes);
+        pipe.InitBuffer(xBuf, plan.floatTileBytes);
+        pipe.InitBuffer(accDyBuf, plan.rowVecBytes);
+        pipe.InitBuffer(accDyxBuf, plan.rowVecBytes);
+        pipe.InitBuffer(reduceTmpBuf, plan.rowVecBytes);
+        for (uint32_t i = 0; i < CHANNEL_VECS; ++i) {
+            pipe.InitBuffer(vecBuf[i], plan.channelVecBytes);
+        }
+        pipe.InitBuffer(partBuf, plan.partBytes);
+
+        dyF = dyBuf.Get<float>();
+        xF = xBuf.Get<float>();
+        accDy = accDyBuf.Get<float>();
+        accDyx = accDyxBuf.Get<float>();
+        reduceTmp = reduceTmpBuf.Get<float>();
+        partUb = partBuf.Get<float>();
+        v.weight = vecBuf[0].Get<float>();
+        v.mean = vecBuf[1].Get<float>();
+        v.invstd = vecBuf[2].Get<float>();
+        v.coefA = vecBuf[3].Get<float>();
+        v.coefB = vecBuf[4].Get<float>();
+        v.coefK = vecBuf[5].Get<float>();
+        v.totDy = vecBuf[6].Get<float>();
+        v.totDyx = vecBuf[7].Get<float>();
+        v.stage = vecBuf[8].Get<float>();
+    }
+};
+
+template <typename T>
+struct KernelState {
+    BatchNormBackwardTilingData t;
+    AscendC::TPipe pipe;
+    KernelUb ub;
+    GmUbCopy copy;
+    GlobalTensor<T> dy, x, gi;                    // grad_out, input, grad_input
+    GlobalTensor<T> paramT[PARAM_COUNT];          // per-channel inputs stored as T ...
+    GlobalTensor<float> paramF[PARAM_COUNT];      // ... or as float (tiling paramFloat32)
+    GlobalTensor<T> gradT[CHANNEL_OUTS];          // per-channel outputs as T ...
+    GlobalTensor<float> gradF[CHANNEL_OUTS];      // ... or as float
+    GlobalTensor<float> part;                     // workspace: the units' partial sums
+    bool present[PARAM_COUNT];
+    uint64_t total = 0;                           // elements of grad_out
+    CoreShare share;
+    int64_t statsGroup = -1, coefGroup = -1;      // the group whose stats / coefficients are in UB
+
+    __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
+                                GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
+                                const BatchNormBackwardTilingData &tiling)
+    {
+        t = tiling;
+        total = uint64_t(t.outer) * t.channels * t.inner;
+        dy.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(gradOut), total);
+        x.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(input), total);
+        gi.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(gradInput), total);
+        for (uint32_t i = 0; i < PARAM_COUNT; ++i) {
+            present[i] = params[i] != nullptr && (t.present >> i & 1);
+            paramT[i].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(params[i]), t.channels);
+            paramF[i].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(params[i]), t.channels);
+        }
+        SetChannelOut(OUT_GRAD_WEIGHT, gradWeight);
+        SetChannelOut(OUT_GRAD_BIAS, gradBias);
+        part.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), uint64_t(t.units) * t.partFloats);
+
+        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype);
+        ub.Init(pipe, plan);
+        copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
+        share = ShareOfCore(t, AscendC::GetBlockIdx());
+    }
+
+    // Per-channel output `which` at `addr`, seen as T and as float.
+    __aicore__ inline void SetChannelOut(uint32_t which, GM_ADDR addr)
+    {
+        gradT[which].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(addr), t.channels);
+        gradF[which].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(addr), t.channels);
+    }
+};
+
+}  // namespace bnb
+#endif  // BATCH_NORM_KERNEL_STATE_H
