@@ -120,9 +120,6 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
                                save_mean, save_invstd)
         return self.cast(dx, x.dtype), dgamma, dbeta
 
-    def _zeros(self, stat):
-        return self.zeros_like(stat)
-
     def _forward(self, bn, x, gamma, beta, mean, var):
         if self.channel_last:
             rank = len(x.shape)
@@ -149,7 +146,7 @@ class BatchNormTrainCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         save_invstd = ops.rsqrt(out[4] + self.eps)
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, None, None, out[3], save_invstd)
-        return dx, dgamma, dbeta, self._zeros(moving_mean), self._zeros(moving_variance)
+        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
 
 
 class BatchNormInferCell(_BatchNormCell):
@@ -169,7 +166,7 @@ class BatchNormInferCell(_BatchNormCell):
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, moving_mean, moving_variance,
                                            None, None)
-        return dx, dgamma, dbeta, self._zeros(moving_mean), self._zeros(moving_variance)
+        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
 
 
 def install(bn_cell, data_format=None):
