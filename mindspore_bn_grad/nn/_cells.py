@@ -103,29 +103,37 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
     def _grad_op(self, training):
         return backward_op(training, self.eps, self.output_mask, self.data_format)
 
-    def _backward(self, op, dout, x, gamma, running_mean, running_var, save_mean, save_invstd):
-        """BatchNormBackward on dout[0]; x is brought to dout's dtype first and dx back to x's.
 
-        They differ when a mixed-precision wrapper casts inside the cell (AMP O2
-        in PYNATIVE keeps BatchNorm in float32 but the bprop sees the float16 input).
-        """
-        # No `if` on the dtypes: GRAPH mode cannot differentiate this bprop (second-order
-        # gradients) through one ("The func graph is empty"). A Cast to the same dtype costs
-        # nothing: PYNATIVE's Cast returns its input, GRAPH mode eliminates it.
-        dy = dout[0]
-        # (not through launch.launch: its mode test inside a bprop breaks MindSpore's
-        # second-order graph, "The func graph is empty"; the backward runs in the one
-        # thread that computes gradients, MindSpore 2.10 computes none in two at once)
-        dx, dgamma, dbeta = op(dy, self.cast(x, dy.dtype), gamma, running_mean, running_var,
-                               save_mean, save_invstd)
-        return self.cast(dx, x.dtype), dgamma, dbeta
+class _ReadEachTime:
+    """A computed attribute, like ``property``, that MindSpore's GRAPH parser does not compile.
 
-    def _forward(self, bn, x, gamma, beta, mean, var):
-        if self.channel_last:
-            rank = len(x.shape)
-            out = bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, mean, var)
-            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
-        return bn(x, gamma, beta, mean, var)
+    The parser turns a property's getter (and every method it calls) into graph
+    functions, once per cell instance; for ``grad_op`` that was two more parses and
+    sub-graphs per BatchNorm, part of the longer first step of converted networks
+    (docs/performance.md). Any other attribute the parser reads with getattr when it
+    builds the graph: ``grad_op`` then enters the graph as the primitive itself,
+    chosen when the graph is compiled, as before. PYNATIVE reads it like a property.
+    """
+
+    def __init__(self, fget):
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else self.fget(obj)
+
+
+# construct and bprop below are written out in full rather than through shared helper methods:
+# GRAPH mode compiles each method a cell calls as one more sub-graph per instance, and with the
+# helpers a converted ResNet-18's first step took about 0.2 s longer (docs/performance.md).
+#
+# The bprops cast x to dout's dtype and dx back to x's: they differ when a mixed-precision wrapper
+# casts inside the cell (AMP O2 in PYNATIVE keeps BatchNorm in float32 but the bprop sees the
+# float16 input). No `if` on the dtypes: GRAPH mode cannot differentiate the bprop (second-order
+# gradients) through one ("The func graph is empty"). A Cast to the same dtype costs nothing:
+# PYNATIVE's Cast returns its input, GRAPH mode eliminates it. The backward is called directly,
+# not through launch.launch: its mode test inside a bprop breaks MindSpore's second-order graph
+# the same way; it runs in the one thread that computes gradients.
 
 
 class BatchNormTrainCell(_BatchNormCell):
@@ -136,17 +144,24 @@ class BatchNormTrainCell(_BatchNormCell):
         # momentum as ops.BatchNorm takes it: new = (1 - momentum) * old + momentum * batch
         self.bn = ops.BatchNorm(is_training=True, epsilon=self.eps, momentum=momentum, data_format="NCHW")
 
-    @property
+    @_ReadEachTime
     def grad_op(self):
+        """The BatchNormBackward(training=True) of this cell's eps, format and output mask."""
         return self._grad_op(True)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
-        return self._forward(self.bn, x, gamma, beta, moving_mean, moving_variance)
+        if self.channel_last:
+            rank = len(x.shape)
+            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
+            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
+        return self.bn(x, gamma, beta, moving_mean, moving_variance)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
+        dy = dout[0]
         save_invstd = ops.rsqrt(out[4] + self.eps)
-        dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, None, None, out[3], save_invstd)
-        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
+        dx, dgamma, dbeta = self.grad_op(dy, self.cast(x, dy.dtype), gamma, None, None, out[3], save_invstd)
+        return (self.cast(dx, x.dtype), dgamma, dbeta,
+                self.zeros_like(moving_mean), self.zeros_like(moving_variance))
 
 
 class BatchNormInferCell(_BatchNormCell):
@@ -156,17 +171,24 @@ class BatchNormInferCell(_BatchNormCell):
         super().__init__(eps, data_format, owner)
         self.bn = ops.BatchNorm(is_training=False, epsilon=self.eps, data_format="NCHW")
 
-    @property
+    @_ReadEachTime
     def grad_op(self):
+        """The BatchNormBackward(training=False) of this cell's eps, format and output mask."""
         return self._grad_op(False)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
-        return self._forward(self.bn, x, gamma, beta, moving_mean, moving_variance)
+        if self.channel_last:
+            rank = len(x.shape)
+            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
+            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
+        return self.bn(x, gamma, beta, moving_mean, moving_variance)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
-        dx, dgamma, dbeta = self._backward(self.grad_op, dout, x, gamma, moving_mean, moving_variance,
-                                           None, None)
-        return dx, dgamma, dbeta, self.zeros_like(moving_mean), self.zeros_like(moving_variance)
+        dy = dout[0]
+        dx, dgamma, dbeta = self.grad_op(dy, self.cast(x, dy.dtype), gamma, moving_mean, moving_variance,
+                                         None, None)
+        return (self.cast(dx, x.dtype), dgamma, dbeta,
+                self.zeros_like(moving_mean), self.zeros_like(moving_variance))
 
 
 def install(bn_cell, data_format=None):

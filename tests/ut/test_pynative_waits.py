@@ -217,37 +217,72 @@ def gate(tmp_path_factory):
     token = ms.Tensor(np.ones(4, np.float32))
     last = [gate_op(token)]  # built and launched once, open
 
-    def run(fn, *args):
+    def shut():
         # The previous gate launch must have run before the gate shuts (else a gate launch waits
         # for the one before it, the very wait this looks for), so wait for it first.
         last[0].asnumpy()
         handle.gate_close()
         last[0] = gate_op(token)
+
+    def reopen():
+        """Opens the gate; True if a launch since shut() had found it shut and forced it open."""
+        forced = handle.gate_forced()
+        handle.gate_open()
+        return bool(forced)
+
+    def run(fn, *args):
+        shut()
         try:
             result = fn(*args)
         finally:
-            forced = handle.gate_forced()
-            handle.gate_open()
+            forced = reopen()
         return result, forced
 
-    return handle, run
+    return _Gate(handle, run, shut, reopen)
+
+
+class _Gate:
+    def __init__(self, handle, run, shut, reopen):
+        self.handle, self.run, self.shut, self.reopen = handle, run, shut, reopen
+
+    def __iter__(self):  # handle, run = gate
+        return iter((self.handle, self.run))
 
 
 @pytest.fixture
 def gated_bprops(gate, monkeypatch):
-    """Runs the backward launches of our BatchNorm cells' bprops (up to and including our kernel)
-    with the queue gated; yields the forced flags seen."""
+    """Gates our BatchNorm cells' bprops from their start up to and including the launch of our
+    kernel (the add, rsqrt and cast before it too); yields (cell class name, forced) per bprop."""
     from mindspore_bn_grad.nn import _cells
-    _, run = gate
     seen = []
-    real = _cells._BatchNormCell._backward
 
-    def gated(self, *args):
-        result, forced = run(real, self, *args)
-        seen.append((type(self).__name__, forced))
-        return result
+    def gate_bprop(cls):
+        real_bprop, real_grad_op = cls.bprop, cls.__dict__["grad_op"]
 
-    monkeypatch.setattr(_cells._BatchNormCell, "_backward", gated)
+        def bprop(self, *args):
+            gate.shut()
+            self._gate_open = True
+            try:
+                return real_bprop(self, *args)
+            finally:
+                if self._gate_open:  # our kernel was never launched: still record the bprop
+                    seen.append((cls.__name__, gate.reopen()))
+
+        def launch_then_reopen(self):
+            op = real_grad_op.__get__(self, cls)
+
+            def call(*inputs):
+                result = op(*inputs)
+                self._gate_open = False
+                seen.append((cls.__name__, gate.reopen()))
+                return result
+            return call
+
+        monkeypatch.setattr(cls, "bprop", bprop)
+        monkeypatch.setattr(cls, "grad_op", property(launch_then_reopen))
+
+    gate_bprop(_cells.BatchNormTrainCell)
+    gate_bprop(_cells.BatchNormInferCell)
     return seen
 
 
