@@ -249,7 +249,7 @@ def steady_rows(net_name, mode, settings, args):
     native.set_num_threads(settings[0][1])
     losses = {}
     for v in VARIANTS:
-        log(f"[steady] {net_name} {mode} {v}: first steps (compile in GRAPH mode)")
+        log(f"[steady] {net_name} {mode} {v}: first steps" + (" (the graph compiles)" if mode == "GRAPH" else ""))
         l0 = _timed_step(steps[v])[1]
         l1 = _timed_step(steps[v])[1]
         losses[v] = [float(l0.asnumpy()), float(l1.asnumpy())]

@@ -233,6 +233,38 @@ def test_output_mask_follows_requires_grad():
     np.testing.assert_allclose(got[1][0].asnumpy(), want[1][0].asnumpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_graph_mode_reads_the_flags_when_it_compiles(monkeypatch):
+    """GRAPH mode picks the backward primitive while the graph compiles: a flag changed after
+    conversion but before the first step is followed, and the gradients still match MindSpore's."""
+    from mindspore_bn_grad.nn import _cells
+    masks = []
+    real = _cells.backward_op
+
+    def spy(training, eps, output_mask, data_format):
+        masks.append(tuple(output_mask))
+        return real(training, eps, output_mask, data_format)
+
+    monkeypatch.setattr(_cells, "backward_op", spy)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        rs = np.random.RandomState(5)
+        x, w = rs.randn(4, 3, 2, 2).astype(np.float32), rs.randn(4, 3, 2, 2).astype(np.float32)
+        grads = []
+        for ours in (True, False):
+            bn = mbg.nn.BatchNorm2d(3) if ours else nn.BatchNorm2d(3)
+            bn.gamma.requires_grad = False  # after conversion, before anything compiles
+            bn.set_train()
+            net = WeightedSum(bn, w)
+            fn = ms.jit(ms.grad(net, 0, [bn.beta]))
+            dx, (dbeta,) = fn(ms.Tensor(x))
+            grads.append((dx.asnumpy(), dbeta.asnumpy()))
+        assert masks and set(masks) == {(True, False, True)}, masks
+        for got, want in zip(grads[0], grads[1]):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
 def _ir_text(path):
     texts = []
     for f in glob.glob(os.path.join(path, "**", "*.ir"), recursive=True):
