@@ -103,6 +103,13 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
     def _grad_op(self, training):
         return backward_op(training, self.eps, self.output_mask, self.data_format)
 
+    def construct(self, x, gamma, beta, moving_mean, moving_variance):
+        if self.channel_last:
+            rank = len(x.shape)
+            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
+            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
+        return self.bn(x, gamma, beta, moving_mean, moving_variance)
+
 
 class _ReadEachTime:
     """A computed attribute, like ``property``, that MindSpore's GRAPH parser does not compile.
@@ -123,7 +130,7 @@ class _ReadEachTime:
         return self if obj is None else self.fget(obj)
 
 
-# construct and bprop below are written out in full rather than through shared helper methods:
+# construct (above) and the bprops below are written out in full rather than through helper methods:
 # GRAPH mode compiles each method a cell calls as one more sub-graph per instance, and with the
 # helpers a converted ResNet-18's first step took about 0.2 s longer (docs/performance.md).
 #
@@ -149,13 +156,6 @@ class BatchNormTrainCell(_BatchNormCell):
         """The BatchNormBackward(training=True) of this cell's eps, format and output mask."""
         return self._grad_op(True)
 
-    def construct(self, x, gamma, beta, moving_mean, moving_variance):
-        if self.channel_last:
-            rank = len(x.shape)
-            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
-            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
-        return self.bn(x, gamma, beta, moving_mean, moving_variance)
-
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]
         save_invstd = ops.rsqrt(out[4] + self.eps)
@@ -175,13 +175,6 @@ class BatchNormInferCell(_BatchNormCell):
     def grad_op(self):
         """The BatchNormBackward(training=False) of this cell's eps, format and output mask."""
         return self._grad_op(False)
-
-    def construct(self, x, gamma, beta, moving_mean, moving_variance):
-        if self.channel_last:
-            rank = len(x.shape)
-            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
-            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
-        return self.bn(x, gamma, beta, moving_mean, moving_variance)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]

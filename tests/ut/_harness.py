@@ -34,6 +34,20 @@ def ms_tensor(a, dtype):
     return t.astype(getattr(ms, dtype)) if dtype not in ("float32", "float64") else t
 
 
+def copy_parameter_values(src, dst):
+    """dst's Parameters take src's values, in order (the names must match).
+
+    Through NumPy, not ``Tensor.copy()``: in MindSpore 2.10 a ``Tensor.copy()`` made while the
+    context is in GRAPH mode leaves every later PYNATIVE launch of the pyboost operators (Add,
+    Rsqrt, Mul, ...) in the process waiting for the whole queue; test_pynative_waits saw that
+    in later tests.
+    """
+    import mindspore as ms
+    for p, q in zip(src.get_parameters(), dst.get_parameters()):
+        assert p.name == q.name, (p.name, q.name)
+        q.set_data(ms.Tensor(p.asnumpy()))
+
+
 def quantize(a, dtype):
     """The values a tensor of `dtype` holds, as float64 (what the reference must see)."""
     if a is None:

@@ -19,7 +19,8 @@ import pytest
 from mindspore import nn, ops
 
 import mindspore_bn_grad as mbg
-from _harness import NAMES, assert_close_at_scale, bf16_bits_to_f64, encode, make_arrays, ms_tensor, quantize
+from _harness import (NAMES, assert_close_at_scale, bf16_bits_to_f64, copy_parameter_values, encode, make_arrays,
+                      ms_tensor, quantize)
 from mindspore_bn_grad import double_backward
 from mindspore_bn_grad.cpu_kernel import native
 from reference import batch_norm_backward_ref, batch_norm_double_backward_ref
@@ -362,8 +363,7 @@ def gradient_penalty(net):
 def twin(build):
     ms.set_seed(5)
     ref, ours = build(), build()
-    for p, q in zip(ref.get_parameters(), ours.get_parameters()):
-        q.set_data(p.data.copy())
+    copy_parameter_values(ref, ours)
     return ref, mbg.convert_batchnorm(ours)
 
 

@@ -10,6 +10,8 @@ from mindspore import nn
 import mindspore_bn_grad as mbg
 from mindspore_bn_grad.nn import BatchNormInferCell, BatchNormTrainCell
 
+from _harness import copy_parameter_values
+
 
 class Net(nn.Cell):
     def __init__(self):
@@ -136,8 +138,7 @@ def test_patch_is_opt_in_and_reversible():
     # the patched cells compute our gradients, equal to the built-in's
     ms.set_seed(0)
     ref = Net()
-    for p, q in zip(ref.get_parameters(), net.get_parameters()):
-        q.set_data(p.data.copy())
+    copy_parameter_values(ref, net)
     x = ms.Tensor(np.random.RandomState(0).randn(4, 3, 8, 8).astype(np.float32))
     grads = []
     for n in (ref, net):
