@@ -117,9 +117,9 @@ class _ReadEachTime:
     The parser turns a property's getter (and every method it calls) into graph
     functions, once per cell instance; for ``grad_op`` that was two more parses and
     sub-graphs per BatchNorm, part of the longer first step of converted networks
-    (docs/performance.md). Any other attribute the parser reads with getattr when it
-    builds the graph: ``grad_op`` then enters the graph as the primitive itself,
-    chosen when the graph is compiled, as before. PYNATIVE reads it like a property.
+    (docs/performance.md). Other attributes the parser reads with getattr while it
+    builds the graph, so ``grad_op`` enters the graph as the primitive itself, chosen
+    when the graph compiles, as before. PYNATIVE reads it like a property.
     """
 
     def __init__(self, fget):
