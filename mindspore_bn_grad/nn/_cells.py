@@ -26,6 +26,7 @@ every backward; GRAPH reads them when the graph is compiled. They are read
 without ``Parameter.requires_grad`` (see ``ms_compat.requires_grad_nowait``): that property
 waits for PYNATIVE's whole asynchronous queue, which made each backward stall.
 """
+import sys
 import weakref
 
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
@@ -100,8 +101,8 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
             return (True, True, True)
         return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
 
-    def _grad_op(self, training):
-        return backward_op(training, self.eps, self.output_mask, self.data_format)
+    def _grad_op(self, training, pynative):
+        return backward_op(training, self.eps, self.output_mask, self.data_format, pynative=pynative)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
         if self.channel_last:
@@ -120,14 +121,22 @@ class _ReadEachTime:
     (docs/performance.md). Other attributes the parser reads with getattr while it
     builds the graph, so ``grad_op`` enters the graph as the primitive itself, chosen
     when the graph compiles, as before. PYNATIVE reads it like a property.
+
+    ``fget(obj, running)``: ``running`` is True when the read comes from one of our bprops
+    running as Python, which happens only in PYNATIVE (a graph's bprop is parsed, never
+    run); the primitive handed out then needs no support for unknown dims.
     """
+
+    running_code = set()  # the code objects of our bprops (filled below)
 
     def __init__(self, fget):
         self.fget = fget
         self.__doc__ = fget.__doc__
 
     def __get__(self, obj, owner=None):
-        return self if obj is None else self.fget(obj)
+        if obj is None:
+            return self
+        return self.fget(obj, sys._getframe(1).f_code in self.running_code)  # pylint: disable=protected-access
 
 
 # construct (above) and the bprops below are written out in full rather than through helper methods:
@@ -152,9 +161,9 @@ class BatchNormTrainCell(_BatchNormCell):
         self.bn = ops.BatchNorm(is_training=True, epsilon=self.eps, momentum=momentum, data_format="NCHW")
 
     @_ReadEachTime
-    def grad_op(self):
+    def grad_op(self, running=False):
         """The BatchNormBackward(training=True) of this cell's eps, format and output mask."""
-        return self._grad_op(True)
+        return self._grad_op(True, running)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]
@@ -172,9 +181,9 @@ class BatchNormInferCell(_BatchNormCell):
         self.bn = ops.BatchNorm(is_training=False, epsilon=self.eps, data_format="NCHW")
 
     @_ReadEachTime
-    def grad_op(self):
+    def grad_op(self, running=False):
         """The BatchNormBackward(training=False) of this cell's eps, format and output mask."""
-        return self._grad_op(False)
+        return self._grad_op(False, running)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]
@@ -182,6 +191,9 @@ class BatchNormInferCell(_BatchNormCell):
                                          None, None)
         return (self.cast(dx, x.dtype), dgamma, dbeta,
                 self.zeros_like(moving_mean), self.zeros_like(moving_variance))
+
+
+_ReadEachTime.running_code.update((BatchNormTrainCell.bprop.__code__, BatchNormInferCell.bprop.__code__))
 
 
 def install(bn_cell, data_format=None):

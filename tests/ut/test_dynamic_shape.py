@@ -138,6 +138,31 @@ def test_static_and_dynamic_cells_share_one_primitive(graph_mode):
     _run_and_check(op, make_arrays((3, 4, 2), seed=3, running=False), "float32", attrs)
 
 
+def test_pynative_function_launches_without_the_cpp_infer(monkeypatch):
+    """batch_norm_backward() in PYNATIVE launches a primitive without the C++ shape infer (which
+    MindSpore 2.10 would run, dlopen-ing our library, at every launch), with the right values;
+    the public primitive keeps it for graphs with unknown dims."""
+    import mindspore as ms
+    import mindspore_bn_grad as mbg
+    from mindspore_bn_grad import backward
+    launched = []
+    real = backward.backward_op
+
+    def spy(*args, **kw):
+        op = real(*args, **kw)
+        launched.append(op)
+        return op
+
+    monkeypatch.setattr(backward, "backward_op", spy)
+    monkeypatch.setattr(backward, "_ops_seen", {})
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    attrs = dict(training=True, eps=1e-3, output_mask=(True, True, False), data_format="NCHW")
+    arrays = make_arrays((3, 4, 2), seed=7, running=False)
+    _run_and_check(lambda *t: mbg.batch_norm_backward(*t, **attrs), arrays, "float32", attrs)
+    assert len(launched) == 1 and "cpp_infer_shape" not in launched[0].attrs
+    assert "cpp_infer_shape" in mbg.BatchNormBackward(**attrs).attrs
+
+
 # --- compile-time rejection of what is known -------------------------------------------
 
 def test_rejects_known_channel_mismatch_at_compile(graph_mode):

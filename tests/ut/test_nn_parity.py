@@ -236,12 +236,13 @@ def test_graph_mode_reads_the_flags_when_it_compiles(monkeypatch):
     """GRAPH mode picks the backward primitive while the graph compiles: a flag changed after
     conversion but before the first step is followed, and the gradients still match MindSpore's."""
     from mindspore_bn_grad.nn import _cells
-    masks = []
+    masks, pynative = [], []
     real = _cells.backward_op
 
-    def spy(training, eps, output_mask, data_format):
+    def spy(training, eps, output_mask, data_format, **kw):
         masks.append(tuple(output_mask))
-        return real(training, eps, output_mask, data_format)
+        pynative.append(kw.get("pynative", False))
+        return real(training, eps, output_mask, data_format, **kw)
 
     monkeypatch.setattr(_cells, "backward_op", spy)
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -258,10 +259,90 @@ def test_graph_mode_reads_the_flags_when_it_compiles(monkeypatch):
             dx, (dbeta,) = fn(ms.Tensor(x))
             grads.append((dx.asnumpy(), dbeta.asnumpy()))
         assert masks and set(masks) == {(True, False, True)}, masks
+        assert not any(pynative), "a graph got the PYNATIVE-only primitive (no unknown dims)"
         for got, want in zip(grads[0], grads[1]):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
+    """PYNATIVE launches a primitive without the C++ shape infer (MindSpore would dlopen our library for
+    it at every launch); the gradients are MindSpore's and the float64 reference's."""
+    from mindspore_bn_grad.nn import _cells
+    from mindspore_bn_grad.backward import BatchNormBackward
+    seen = []
+    real = _cells.backward_op
+
+    def spy(*args, **kw):
+        op = real(*args, **kw)
+        seen.append(op)
+        return op
+
+    monkeypatch.setattr(_cells, "backward_op", spy)
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    rs = np.random.RandomState(8)
+    x, w = rs.randn(5, 3, 4, 2).astype(np.float32), rs.randn(5, 3, 4, 2).astype(np.float32)
+    grads = []
+    for ours in (True, False):
+        bn = mbg.nn.BatchNorm2d(3) if ours else nn.BatchNorm2d(3)
+        bn.set_train()
+        dx, (dg, db) = ms.grad(WeightedSum(bn, w), 0, [bn.gamma, bn.beta])(ms.Tensor(x))
+        grads.append((dx.asnumpy(), dg.asnumpy(), db.asnumpy()))
+    assert seen and all(isinstance(op, BatchNormBackward) for op in seen)
+    assert all(op.static_shapes and "cpp_infer_shape" not in op.attrs for op in seen)
+    x64 = x.astype(np.float64)
+    mean, var = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+    want = batch_norm_backward_ref(w, x64, np.ones(3), save_mean=mean, save_invstd=1 / np.sqrt(var + 1e-5))
+    for got, builtin, ref in zip(grads[0], grads[1], want):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, builtin, rtol=1e-4, atol=1e-5)
+
+
+def test_graph_with_unknown_dims_trains_a_converted_batchnorm():
+    """A graph compiled with unknown batch and height (set_inputs with None) runs a converted BatchNorm's
+    backward on two sizes: the graph got the primitive that supports unknown dims."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        bn = mbg.nn.BatchNorm2d(3)
+        bn.set_train()
+
+        class Grads(nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.params = ms.ParameterTuple([bn.gamma, bn.beta])
+                self.net = WeightedSumOf(bn)
+                self.grad = ms.ops.GradOperation(get_all=True, get_by_list=True)
+
+            def construct(self, x, w):
+                return self.grad(self.net, self.params)(x, w)
+
+        cell = Grads()
+        dyn = ms.Tensor(shape=[None, 3, None, 4], dtype=ms.float32)
+        cell.set_inputs(dyn, dyn)
+        for n, h in ((4, 2), (6, 3)):
+            rs = np.random.RandomState(n)
+            x, w = rs.randn(n, 3, h, 4).astype(np.float32), rs.randn(n, 3, h, 4).astype(np.float32)
+            (dx, _), (dg, db) = cell(ms.Tensor(x), ms.Tensor(w))
+            x64 = x.astype(np.float64)
+            mean, var = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+            want = batch_norm_backward_ref(w, x64, np.ones(3), save_mean=mean,
+                                           save_invstd=1 / np.sqrt(var + 1e-5))
+            for got, ref in zip((dx, dg, db), want):
+                np.testing.assert_allclose(got.asnumpy(), ref, rtol=1e-4, atol=1e-5)
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+class WeightedSumOf(nn.Cell):
+    """sum(cell(x) * w) with w an input."""
+
+    def __init__(self, cell):
+        super().__init__(auto_prefix=False)
+        self.cell = cell
+
+    def construct(self, x, w):
+        return (self.cell(x) * w).sum()
 
 
 def _ir_text(path):
