@@ -439,6 +439,9 @@ def machine_info(threads):
             # MindSpore's oneDNN runs plain-layout convolutions through a slow reference path on
             # AVX-512 CPUs unless this caps it (docs/performance.md): it sets every ratio's scale
             "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"),
+            # MindSpore runs PYNATIVE launches on the Python thread, without its queue: it changes
+            # PYNATIVE step times and ratios a lot on few cores (docs/performance.md)
+            "ms_host_blocking_run": os.environ.get("MS_DEV_HOST_BLOCKING_RUN") == "1",
             "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "threads": threads, "python": platform.python_version(), "numpy": np.__version__,
             "mindspore": _version("mindspore"), "torch": _version("torch"), "platform": platform.platform(),
@@ -462,8 +465,9 @@ def describe_machine(m):
     if m.get("avx512") is not None:
         cap = m.get("onednn_max_cpu_isa")
         isa = f", {'AVX-512' if m['avx512'] else 'no AVX-512'}, oneDNN ISA {'capped at ' + cap if cap else 'not capped'}"
+    blocking = ", MS_DEV_HOST_BLOCKING_RUN=1" if m.get("ms_host_blocking_run") else ""
     return (f"{m['cpu']}{isa}, {m['affinity_cpus']} CPUs available ({m['logical_cpus']} logical); "
-            f"Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}{torch}{when}")
+            f"Python {m['python']}, NumPy {m['numpy']}, MindSpore {m['mindspore']}{torch}{blocking}{when}")
 
 
 def mindspore_pages(m):

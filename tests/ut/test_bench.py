@@ -188,3 +188,15 @@ def test_bench_command_takes_one_benchmark(capsys):
     from mindspore_bn_grad.cli import bench as command
     assert command.main(["--train", "--double"]) == 2
     assert "--train and --double" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, shown", [("1", True), ("0", False), (None, False)])
+def test_header_says_when_mindspore_runs_pynative_launches_blocking(monkeypatch, value, shown):
+    """MS_DEV_HOST_BLOCKING_RUN=1 changes PYNATIVE step times a lot: a result made with it says so."""
+    if value is None:
+        monkeypatch.delenv("MS_DEV_HOST_BLOCKING_RUN", raising=False)
+    else:
+        monkeypatch.setenv("MS_DEV_HOST_BLOCKING_RUN", value)
+    m = bench.machine_info(2)
+    assert m["ms_host_blocking_run"] is shown
+    assert ("MS_DEV_HOST_BLOCKING_RUN=1" in bench.describe_machine(m)) is shown
