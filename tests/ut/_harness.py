@@ -48,6 +48,20 @@ def copy_parameter_values(src, dst):
         q.set_data(ms.Tensor(p.asnumpy()))
 
 
+def record_backward_ops(monkeypatch, module):
+    """Lists every primitive ``module.backward_op`` hands out from now on (the test's monkeypatch undoes it)."""
+    handed_out = []
+    real = module.backward_op
+
+    def spy(*args, **kw):
+        op = real(*args, **kw)
+        handed_out.append(op)
+        return op
+
+    monkeypatch.setattr(module, "backward_op", spy)
+    return handed_out
+
+
 def quantize(a, dtype):
     """The values a tensor of `dtype` holds, as float64 (what the reference must see)."""
     if a is None:

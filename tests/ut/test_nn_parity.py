@@ -12,7 +12,7 @@ import pytest
 from mindspore import nn
 
 import mindspore_bn_grad as mbg
-from _harness import copy_parameter_values
+from _harness import copy_parameter_values, record_backward_ops
 from reference import batch_norm_backward_ref
 
 MODES = {"pynative": ms.PYNATIVE_MODE, "graph": ms.GRAPH_MODE}
@@ -271,15 +271,7 @@ def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
     it at every launch); the gradients are MindSpore's and the float64 reference's."""
     from mindspore_bn_grad.nn import _cells
     from mindspore_bn_grad.backward import BatchNormBackward
-    seen = []
-    real = _cells.backward_op
-
-    def spy(*args, **kw):
-        op = real(*args, **kw)
-        seen.append(op)
-        return op
-
-    monkeypatch.setattr(_cells, "backward_op", spy)
+    seen = record_backward_ops(monkeypatch, _cells)
     ms.set_context(mode=ms.PYNATIVE_MODE)
     rs = np.random.RandomState(8)
     x, w = rs.randn(5, 3, 4, 2).astype(np.float32), rs.randn(5, 3, 4, 2).astype(np.float32)
