@@ -65,6 +65,33 @@ class _OwnerRef:
         return self if owner is None else _OwnerRef(memo.get(id(owner), owner))
 
 
+class _ReadEachTime:
+    """A computed attribute, like ``property``, that MindSpore's GRAPH parser does not compile.
+
+    The parser turns a property's getter (and every method it calls) into graph
+    functions, once per cell instance; for ``grad_op`` that was two more parses and
+    sub-graphs per BatchNorm, part of the longer first step of converted networks
+    (docs/performance.md). Other attributes the parser reads with getattr while it
+    builds the graph, so ``grad_op`` enters the graph as the primitive itself, chosen
+    when the graph compiles, as before. PYNATIVE reads it like a property.
+
+    ``fget(obj, running)``: ``running`` is True when the read comes from one of our bprops
+    running as Python, which happens only in PYNATIVE (a graph's bprop is parsed, never
+    run); the primitive handed out then needs no support for unknown dims.
+    """
+
+    running_code = set()  # the code objects of our bprops (filled below)
+
+    def __init__(self, fget):
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return self.fget(obj, sys._getframe(1).f_code in self.running_code)  # pylint: disable=protected-access
+
+
 @opaque_to_rewrite
 class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
     """Shared state: eps, layout and where the affine flags come from.
@@ -101,8 +128,11 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
             return (True, True, True)
         return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
 
-    def _grad_op(self, training, pynative):
-        return backward_op(training, self.eps, self.output_mask, self.data_format, pynative=pynative)
+    @_ReadEachTime
+    def grad_op(self, running=False):
+        """The BatchNormBackward of this cell's forward mode (its ops.BatchNorm's is_training), eps,
+        format and output mask."""
+        return backward_op(self.bn.is_training, self.eps, self.output_mask, self.data_format, pynative=running)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
         if self.channel_last:
@@ -110,33 +140,6 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
             out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
             return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
         return self.bn(x, gamma, beta, moving_mean, moving_variance)
-
-
-class _ReadEachTime:
-    """A computed attribute, like ``property``, that MindSpore's GRAPH parser does not compile.
-
-    The parser turns a property's getter (and every method it calls) into graph
-    functions, once per cell instance; for ``grad_op`` that was two more parses and
-    sub-graphs per BatchNorm, part of the longer first step of converted networks
-    (docs/performance.md). Other attributes the parser reads with getattr while it
-    builds the graph, so ``grad_op`` enters the graph as the primitive itself, chosen
-    when the graph compiles, as before. PYNATIVE reads it like a property.
-
-    ``fget(obj, running)``: ``running`` is True when the read comes from one of our bprops
-    running as Python, which happens only in PYNATIVE (a graph's bprop is parsed, never
-    run); the primitive handed out then needs no support for unknown dims.
-    """
-
-    running_code = set()  # the code objects of our bprops (filled below)
-
-    def __init__(self, fget):
-        self.fget = fget
-        self.__doc__ = fget.__doc__
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        return self.fget(obj, sys._getframe(1).f_code in self.running_code)  # pylint: disable=protected-access
 
 
 # construct (above) and the bprops below are written out in full rather than through helper methods:
@@ -160,11 +163,6 @@ class BatchNormTrainCell(_BatchNormCell):
         # momentum as ops.BatchNorm takes it: new = (1 - momentum) * old + momentum * batch
         self.bn = ops.BatchNorm(is_training=True, epsilon=self.eps, momentum=momentum, data_format="NCHW")
 
-    @_ReadEachTime
-    def grad_op(self, running=False):
-        """The BatchNormBackward(training=True) of this cell's eps, format and output mask."""
-        return self._grad_op(True, running)
-
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]
         save_invstd = ops.rsqrt(out[4] + self.eps)
@@ -179,11 +177,6 @@ class BatchNormInferCell(_BatchNormCell):
     def __init__(self, eps=1e-5, data_format="NCHW", owner=None):
         super().__init__(eps, data_format, owner)
         self.bn = ops.BatchNorm(is_training=False, epsilon=self.eps, data_format="NCHW")
-
-    @_ReadEachTime
-    def grad_op(self, running=False):
-        """The BatchNormBackward(training=False) of this cell's eps, format and output mask."""
-        return self._grad_op(False, running)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]

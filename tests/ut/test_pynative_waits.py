@@ -10,6 +10,7 @@ original, so here every way into a wait is counted while converted networks
 train, and none may come from our cells.
 """
 import importlib
+import inspect
 
 import numpy as np
 import pytest
@@ -257,7 +258,7 @@ def gated_bprops(gate, monkeypatch):
     seen = []
 
     def gate_bprop(cls):
-        real_bprop, real_grad_op = cls.bprop, cls.__dict__["grad_op"]
+        real_bprop, real_grad_op = cls.bprop, inspect.getattr_static(cls, "grad_op")
 
         def bprop(self, *args):
             gate.shut()
