@@ -2,6 +2,7 @@
 
     python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
     python -m mindspore_bn_grad bench --double    (the double backward; double.py)
+    python -m mindspore_bn_grad bench --forward   (only the BatchNormForward rows; forward.py)
     python bench/bench_cpu.py [same options]
     python -m mindspore_bn_grad bench --train [...]   (whole networks: see train.py)
 
@@ -21,6 +22,7 @@ Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth measured in the same interleaved rounds as the row (the figure in
 the header is a separate measurement at the start). Training mode, all three
 outputs, unless a row says otherwise.
+Then the BatchNormForward rows (bench/forward.py), in the same two passes.
 Garbage collection is off inside timed loops (as in timeit), for every contestant.
 Writes bench_cpu.json, bench_cpu.md (the table) and bench_cpu.png (needs
 matplotlib: pip install mindspore-bn-grad[bench]) into --out (default: bench/results/
@@ -386,6 +388,9 @@ def run(args):
         gc.collect()
         log("    " + ", ".join(f"{k}={v:.3g}" for k, v in r.items() if isinstance(v, float)))
         rows.append(r)
+    from . import forward  # the BatchNormForward rows, in the same two passes
+    fwd_cases = forward.cases_for(args.quick)
+    fwd_rows = forward.direct_pass(fwd_cases, reps, threads, have_torch)
     if not args.no_mindspore:
         for i, (case, r) in enumerate(zip(cases, rows), 1):
             log(f"[{i}/{len(cases)}] {case.label()}: through MindSpore")
@@ -404,8 +409,9 @@ def run(args):
             gc.collect()
             log("    " + ", ".join(f"{k}={r[k]:.3g}" for k in r if k.startswith(("ms_", "builtin_", "speedup_vs_b"))
                                    and isinstance(r[k], float)))
+        forward.mindspore_pass(fwd_cases, fwd_rows, reps)
     return {"machine": machine_info(threads), "copy_gbs": copy_gbs, "threads": threads,
-            "quick": bool(args.quick), "rows": rows}
+            "quick": bool(args.quick), "rows": rows, "forward_rows": fwd_rows}
 
 
 def twin_case(case):
@@ -553,7 +559,11 @@ def table(result):
         head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
                  f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
                  f"MindSpore's tensors on {mindspore_pages(m)}.")
-    return head + "\n\n" + "\n".join(lines) + "\n"
+    out = head + "\n\n" + "\n".join(lines) + "\n"
+    if result.get("forward_rows"):
+        from .forward import table as forward_table
+        out += "\n" + forward_table(result["forward_rows"])
+    return out
 
 
 def chart(result, path):

@@ -20,6 +20,8 @@ _LAZY = {
     "batch_norm_backward": ".backward",
     "BatchNormBackward": ".backward",
     "BatchNormDoubleBackward": ".double_backward",
+    "batch_norm_forward": ".forward",
+    "BatchNormForward": ".forward",
     "set_target_soc": ".target",
     "get_target_soc": ".target",
     "target_soc": ".target",
