@@ -106,6 +106,50 @@ def ms_builtin_contestant(case):
     return timed
 
 
+def _graph(fn):
+    import mindspore as ms
+
+    class Net(ms.nn.Cell):
+        def construct(self, *args):
+            return fn(*args)
+    net = Net()
+    return lambda *args: net(*args)
+
+
+def ms_builtin_graph_contestant(case):
+    """ops.BatchNorm(is_training=True) inside a GRAPH-mode cell."""
+    import mindspore as ms
+    from mindspore import ops
+    if case.channel_last:
+        return None
+    x, p = case.arrays()
+    args = (ms.Tensor(x), ms.Tensor(p["weight"]), ms.Tensor(p["bias"]),
+            ms.Parameter(ms.Tensor(p["running_mean"]), name="fwd_bench_grm"),
+            ms.Parameter(ms.Tensor(p["running_var"]), name="fwd_bench_grv"))
+    net = _graph(ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1))
+    return Timed(lambda: net(*args), _ms_sync, lambda: ms.set_context(mode=ms.GRAPH_MODE))
+
+
+def ms_native_contestant(case, mode):
+    """MindSpore's BatchNormExt (mint.nn.functional.batch_norm), which the op plugin runs on our
+    kernel: the native route's forward. Channel-first only."""
+    import mindspore as ms
+    from mindspore import mint
+    from mindspore_bn_grad.cpu_kernel import plugin
+    if case.channel_last or not plugin.status():
+        return None
+    x, p = case.arrays()
+    args = (ms.Tensor(x), ms.Parameter(ms.Tensor(p["running_mean"]), name=f"fwd_bench_nrm_{mode}"),
+            ms.Parameter(ms.Tensor(p["running_var"]), name=f"fwd_bench_nrv_{mode}"),
+            ms.Tensor(p["weight"]), ms.Tensor(p["bias"]))
+
+    def fwd(x, rm, rv, w, b):
+        return mint.nn.functional.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
+    fn = fwd if mode == "PYNATIVE" else _graph(fwd)
+    setup = (lambda: ms.set_context(mode=ms.PYNATIVE_MODE if mode == "PYNATIVE" else ms.GRAPH_MODE))
+    return Timed(lambda: fn(*args), _ms_sync, setup)
+
+
 def ms_ours_contestant(case):
     import mindspore as ms
     import mindspore_bn_grad as mbg
@@ -145,7 +189,9 @@ def mindspore_pass(cases, rows, reps):
     for i, (case, r) in enumerate(zip(cases, rows), 1):
         log(f"[forward {i}/{len(cases)}] {case.label()}: with MindSpore")
         con = {"direct": direct_contestant(case), "builtin": ms_builtin_contestant(case),
-               "ours_pynative": ms_ours_contestant(case)}
+               "ours_pynative": ms_ours_contestant(case), "builtin_graph": ms_builtin_graph_contestant(case),
+               "native_pynative": ms_native_contestant(case, "PYNATIVE"),
+               "native_graph": ms_native_contestant(case, "GRAPH")}
         med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
         t = {k: (med[k] * 1e3 if k in med else None) for k in con}
         r["ms_round_direct_ms"] = t["direct"]
@@ -153,6 +199,11 @@ def mindspore_pass(cases, rows, reps):
         r["ours_pynative_ms"] = t["ours_pynative"]
         r["speedup_vs_builtin"] = ratio(t["builtin"], t["direct"])
         r["pynative_speedup_vs_builtin"] = ratio(t["builtin"], t["ours_pynative"])
+        r["builtin_graph_ms"] = t["builtin_graph"]
+        r["native_pynative_ms"] = t["native_pynative"]
+        r["native_graph_ms"] = t["native_graph"]
+        r["native_pynative_speedup_vs_builtin"] = ratio(t["builtin"], t["native_pynative"])
+        r["native_graph_speedup_vs_builtin"] = ratio(t["builtin_graph"], t["native_graph"])
         del con
         gc.collect()
         log("    " + ", ".join(f"{k}={r[k]:.3g}" for k in r if k.startswith(("ms_", "builtin", "ours", "speedup_vs_b",
@@ -166,8 +217,9 @@ def _f(v, fmt="{:.2f}"):
 
 def table(rows):
     lines = ["| shape | layout | MB | direct ms | GB/s | copy (same bytes) GB/s | % copy | torch ms | x torch | "
-             "ops.BatchNorm ms | direct ms (same rounds) | x ops.BatchNorm | ours PYNATIVE ms | x (PYNATIVE) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "ops.BatchNorm ms | direct ms (same rounds) | x ops.BatchNorm | ours PYNATIVE ms | x (PYNATIVE) | "
+             "native PYNATIVE ms | x | ops.BatchNorm GRAPH ms | native GRAPH ms | x |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {tuple(r['shape'])} | {r['layout']} | {r['tensor_mb']:.1f} | {_f(r['direct_ms'], '{:.3f}')} | "
@@ -175,7 +227,9 @@ def table(rows):
             f"{_f(r['torch_ms'], '{:.3f}')} | {_f(r['speedup_vs_torch'])} | "
             f"{_f(r.get('builtin_pynative_ms'), '{:.3f}')} | {_f(r.get('ms_round_direct_ms'), '{:.3f}')} | "
             f"{_f(r.get('speedup_vs_builtin'))} | {_f(r.get('ours_pynative_ms'), '{:.3f}')} | "
-            f"{_f(r.get('pynative_speedup_vs_builtin'))} |")
+            f"{_f(r.get('pynative_speedup_vs_builtin'))} | {_f(r.get('native_pynative_ms'), '{:.3f}')} | "
+            f"{_f(r.get('native_pynative_speedup_vs_builtin'))} | {_f(r.get('builtin_graph_ms'), '{:.3f}')} | "
+            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_graph_speedup_vs_builtin'))} |")
     return ("BatchNormForward (training, float32): our kernel vs MindSpore's ops.BatchNorm(is_training=True) "
             "(PYNATIVE), PyTorch's F.batch_norm and a NumPy copy of the same bytes.\n\n" + "\n".join(lines) + "\n")
 
