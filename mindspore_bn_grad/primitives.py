@@ -42,6 +42,15 @@ def kernel_kwargs(filename=None) -> dict:
     return {"func": native.aot_func(opdef.op_name)}
 
 
+def check_kernel_ready(filename=None) -> None:
+    """Builds or loads the prototype's kernel now and checks its settings (cache directory,
+    compiler, MS_BN_GRAD_NUM_THREADS): raises their clear error in Python.
+
+    For what gets compiled into a GRAPH graph later: MindSpore's parser turns an exception
+    raised while it reads an attribute into an AttributeError of its own."""
+    kernel_kwargs(filename)
+
+
 class Primitive(ops.Custom):
     """ops.Custom(func_type="aot") of the prototype `filename` with checked attributes `attrs`.
 

@@ -34,6 +34,7 @@ from mindspore import nn, ops
 
 from ..launch import SerialCall
 from ..backward import backward_op  # one BatchNormBackward per attribute set
+from ..primitives import check_kernel_ready
 from ..spec import is_channel_last
 from ..target import check_device_target
 from ._amp import PrecisionNeutral, opaque_to_rewrite
@@ -194,9 +195,13 @@ def install(bn_cell, data_format=None):
 
     ``bn_cell`` keeps its Parameters, names and ``construct``; only the two
     primitives are replaced. ``bn_cell.momentum`` is already in ops.BatchNorm's
-    convention (1 - the nn momentum).
+    convention (1 - the nn momentum). The kernel is made ready here (built or
+    loaded, its settings checked): a set-up error raises now, in Python, with
+    its own message; in a GRAPH graph it would surface as MindSpore's parser
+    failing to read ``grad_op``.
     """
     check_device_target(type(bn_cell).__name__)
+    check_kernel_ready()
     fmt = data_format or bn_cell.format
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too
