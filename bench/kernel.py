@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mindspore_bn_grad.cli.args import positive_int
+
 SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (8, 512, 7, 7), (256, 1024), (16, 32, 64, 64),
           (64, 64, 112, 112)]
 CHANNEL_LAST = [(32, 64, 56, 56), (32, 256, 14, 14)]   # NCHW shapes with an NHWC twin
@@ -599,8 +601,9 @@ def main(argv=None):
                                 epilog="bench --train: whole networks training (see bench --train --help); "
                                        "bench --double: the double backward (see bench --double --help)")
     p.add_argument("--quick", action="store_true", help="three shapes, 5 runs each")
-    p.add_argument("--threads", type=int, default=None, help="kernel and torch threads (default: all CPUs)")
-    p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="kernel and torch threads, >= 1 (default: all CPUs)")
+    p.add_argument("--reps", type=positive_int, default=15, help="timed runs per measurement (default 15)")
     p.add_argument("--out", default=None, help="directory for bench_cpu.{json,md,png} (default: bench/results/ "
                    "of the checkout, else a new temporary directory)")
     p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")

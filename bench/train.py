@@ -45,10 +45,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from mindspore_bn_grad.cli import args as cli_args
+
 from . import kernel as bench
 from .nets import NETS, VARIANTS, build, describe, train_step, variant_of
 
-MODES = ("GRAPH", "PYNATIVE")
+MODES = cli_args.MODES
 RESULT_TAG = "BENCH_TRAIN_RESULT "
 BN_BACKWARD = {"original": "BatchNormGrad", "converted": "Custom"}  # op type (prefix) per variant
 
