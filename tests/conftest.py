@@ -2,9 +2,23 @@
 
 Helpers (reference.py, ut/_harness.py, ...) are imported by name: their folders
 are on pytest's `pythonpath` (setup.cfg)."""
+import os
+
 import pytest
 
 MODES = ("pynative", "graph")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_working_directory(tmp_path_factory):
+    """The tests run in a scratch directory, so that the checkout stays clean: MindSpore writes into the
+    working directory (rank_0/om/analyze_fail.ir for every graph that fails to compile, as the GRAPH
+    rejection tests make them on purpose; rewritten_network/ for AMP O1), whatever save_graphs_path
+    says. Tests name their files by absolute paths; subprocesses inherit this directory."""
+    checkout = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(checkout)
 
 
 @pytest.fixture(autouse=True)

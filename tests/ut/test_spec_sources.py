@@ -81,14 +81,21 @@ def test_every_yaml_key_is_consumed():
 
 
 def _sources(patterns):
-    files = [p for pat in patterns for p in sorted(ROOT.glob(pat))]
-    return {p: p.read_text() for p in files if not p.name.endswith(".gen.h")}
+    """Every file the patterns name; a pattern that names none fails (a renamed folder must not turn
+    the guard off)."""
+    files = []
+    for pat in patterns:
+        found = [p for p in sorted(ROOT.glob(pat)) if not p.name.endswith(".gen.h")]
+        assert found, f"{pat} matches no source file: follow the rename in CPP / PY"
+        files += found
+    return {p: p.read_text() for p in files}
 
 
 CPP = ("mindspore_bn_grad/csrc/*.h", "mindspore_bn_grad/csrc/*.cpp", "ascend_impl/op_host/*.h",
        "ascend_impl/op_host/*.cpp", "ascend_impl/op_kernel/*.h", "ascend_impl/op_kernel/*.cpp")
-# The operator modules (nn/ and the benchmark are outside this rule for now).
-PY = ("mindspore_bn_grad/_*.py", "mindspore_bn_grad/cli/support.py")
+# Every Python module that ships (the package, its sub-packages, the benchmarks) and the generators.
+PY = ("mindspore_bn_grad/*.py", "mindspore_bn_grad/cli/*.py", "mindspore_bn_grad/cpu_kernel/*.py",
+      "mindspore_bn_grad/nn/*.py", "bench/*.py", "scripts/*.py")
 
 
 def _cpp_facts():
@@ -150,6 +157,11 @@ def test_the_checks_fail_on_a_restated_fact():
           "a counter dtype list": 'COUNTER_DTYPES = ("float32",)'}
     for what, pattern in _py_facts():
         assert re.search(pattern, py[what]), what
+
+
+def test_a_pattern_that_names_no_file_fails():
+    with pytest.raises(AssertionError, match="matches no source file"):
+        _sources(("mindspore_bn_grad/_op*.py",))  # a module name from before the renames
 
 
 def test_kernel_error_messages_come_from_the_yaml():
