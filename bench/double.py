@@ -60,7 +60,7 @@ def _mode_setter(mode):
 
 def op_contestants(shape):
     import mindspore as ms
-    from mindspore.ops.operations import _grad_ops
+    from mindspore_bn_grad.ms_compat import builtin_batchnorm_grads
 
     from mindspore_bn_grad.cpu_kernel.native import prepare_double_direct
     from mindspore_bn_grad.double_backward import BatchNormDoubleBackward
@@ -76,7 +76,7 @@ def op_contestants(shape):
         setup = _mode_setter(mode)
         setup()
         ours = BatchNormDoubleBackward(training=True)
-        builtin = _grad_ops.BatchNormGradGrad(is_training=True, epsilon=1e-5)
+        builtin = builtin_batchnorm_grads()[1](is_training=True, epsilon=1e-5)
         if mode == "GRAPH":
             ours, builtin = _cell(ours), _cell(builtin)
         con[f"ours {mode}"] = Timed(lambda op=ours: op(*ours_args), _ms_sync, setup)

@@ -160,3 +160,16 @@ def builtin_batchnorm_grads():
     (BatchNormGrad, BatchNormGradGrad)."""
     from mindspore.ops.operations import _grad_ops
     return _grad_ops.BatchNormGrad, _grad_ops.BatchNormGradGrad
+
+
+def global_comm():
+    """``mindspore.communication._comm_helper.GlobalComm`` (``INITED``, ``WORLD_COMM_GROUP``)."""
+    from mindspore.communication._comm_helper import GlobalComm
+    return GlobalComm
+
+
+def syncbatchnorm_group_registry() -> dict:
+    """MindSpore's registry of the groups its SyncBatchNorm created (rank list key -> group name),
+    shared so that one rank list makes one group (``normalization._syncbatchnorm_group_dict``)."""
+    from mindspore.nn.layer import normalization
+    return normalization._syncbatchnorm_group_dict()  # pylint: disable=protected-access

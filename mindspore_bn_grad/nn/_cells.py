@@ -205,7 +205,7 @@ def install(bn_cell, data_format=None):
     fmt = data_format or bn_cell.format
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too
-        bn_cell._primitives.pop(name, None)  # pylint: disable=protected-access
+        ms_compat.drop_primitive(bn_cell, name)
     bn_cell.bn_train = BatchNormTrainCell(bn_cell.eps, bn_cell.momentum, fmt, owner=bn_cell)
     bn_cell.bn_infer = BatchNormInferCell(bn_cell.eps, fmt, owner=bn_cell)
     return bn_cell
