@@ -9,7 +9,8 @@ import pytest
 from mindspore_bn_grad.spec import load_opdef, load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
+OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml",
+       "batch_norm_double_backward.yaml")
 
 # Every key of the three prototypes -> (file, pattern) where it is used beyond loading.
 CONSUMERS = {
@@ -18,6 +19,7 @@ CONSUMERS = {
     "support": ("mindspore_bn_grad/support_rules.py", r"load_opdef\(\)\.support"),
     "description": ("mindspore_bn_grad/cli/support.py", r"o\.description"),
     "layouts_from": ("mindspore_bn_grad/spec.py", r'raw\["layouts_from"\]'),
+    "inherits": ("mindspore_bn_grad/spec.py", r'raw\.get\("inherits"\)'),
     "inputs": ("mindspore_bn_grad/infer.py", r"opdef\.inputs"),
     "inputs.name": ("mindspore_bn_grad/infer.py", r"arg\.name"),
     "inputs.aclnn": ("mindspore_bn_grad/cli/support.py", r"i\.aclnn"),
@@ -111,6 +113,7 @@ def _cpp_facts():
         ("a slot enum", r"enum\s+\w*\s*(:\s*\w+\s*)?\{[^}]*\b(%s)\b" % "|".join(n.upper() for n in names)),
         ("an error code", r"\bk(BadParamCount|BadDtype|BadRank|BadShape|MissingTensor|Overflow|KernelFailed)\s*="),
         ("an absent-input default", r"LoadParam\((\w+,\s*)?(WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
+        ("an empty-allowed rule", r"\btraining\b[^;{]*\b(SAVE_MEAN|SAVE_INVSTD)\b|\b(SAVE_MEAN|SAVE_INVSTD)\b[^;{]*\btraining\b"),
     ]
 
 
@@ -148,7 +151,8 @@ def test_the_checks_fail_on_a_restated_fact():
                "a rank bound": "if (rank < 2 || rank > 8) return kBadRank;",
                "a slot enum": "enum Slot { GRAD_OUT, INPUT, WEIGHT };",
                "an error code": "enum Error { kOk = 0, kBadParamCount = 1 };",
-               "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);"}
+               "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);",
+               "an empty-allowed rule": "const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);"}
     for what, pattern in _cpp_facts():
         assert re.search(pattern, samples[what]), what
     py = {"a slot list": 'names = ["grad_out", "input", "weight", "running_mean"]',
