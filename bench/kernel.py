@@ -16,7 +16,7 @@ after warm-up:
     / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
     (oneDNN; float32/float16 NCHW only) in the same mode.
 The direct rows of every case run first, before MindSpore is imported (next to
-MindSpore, PyTorch ran 1.7-3x slower), then the MindSpore rows.
+MindSpore, PyTorch ran slower: docs/performance.md), then the MindSpore rows.
 Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth measured in the same interleaved rounds as the row (the figure in
 the header is a separate measurement at the start). Training mode, all three
@@ -81,10 +81,10 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     imported a full collection walks millions of objects and lands on whichever
     contestant happens to trigger it. Before each contestant's turn the machine
     is left idle for `settle` seconds: the previous contestant's threads keep
-    polling for a while after their last call (PyTorch's OpenMP team for about
-    10 ms on this 2-core VM) and would otherwise take cores from the next one.
-    Then `prime` untimed runs wake the contestant's own threads and caches
-    (after the idle, a first call measured 2-3x a steady one), so each batch
+    polling for a while after their last call (PyTorch's OpenMP team does) and
+    would otherwise take cores from the next one. Then `prime` untimed runs
+    wake the contestant's own threads and caches (after the idle a first call
+    is much slower than a steady one; docs/performance.md), so each batch
     times steady calls, as in a training loop.
     """
     for c in contestants.values():
@@ -349,8 +349,8 @@ def run(args):
     cases = build_cases(args.quick)
     # Two passes over the cases. First the kernel called directly, the copy and
     # PyTorch, before MindSpore is imported: once MindSpore was loaded and run in
-    # the process, PyTorch measured 1.7-3x slower on this VM (32x64x56x56:
-    # 12-17 ms against 5.6-7.2 ms), which would flatter the kernel. Then each
+    # the process, PyTorch ran much slower (docs/performance.md), which would
+    # flatter the kernel. Then each
     # case through MindSpore. No ratio mixes the two passes: each comes from the
     # interleaved rounds of one set of contestants.
     rows = []
@@ -493,8 +493,8 @@ def default_out_dir():
 
 def memory_info():
     """Which pages the tensors live on. On this kind of VM the kernel ran
-    15-35% slower on 4 KiB pages than on 2 MiB transparent huge pages (TLB
-    misses under nested paging). NumPy asks for huge pages (madvise) on big
+    slower on 4 KiB pages than on 2 MiB transparent huge pages (TLB misses
+    under nested paging; docs/performance.md). NumPy asks for huge pages (madvise) on big
     arrays, so the direct, PyTorch and copy contestants get them where the
     system's THP mode allows; MindSpore's tensors come from glibc malloc on
     4 KiB pages unless Python was started with

@@ -140,8 +140,8 @@ def rewrite_black_list() -> list:
 
 
 def context_param(name):
-    """A context parameter read from MindSpore's C++ context (``_c_expression.MSContext``): about 1 us,
-    where ``mindspore.get_context`` takes about 30 us. None where this release has no such path."""
+    """A context parameter read from MindSpore's C++ context (``_c_expression.MSContext``), far cheaper
+    than ``mindspore.get_context`` (docs/performance.md). None where this release has no such path."""
     try:
         from mindspore._c_expression import MSContext, ms_ctx_param
         return MSContext.get_instance().get_param(getattr(ms_ctx_param, name))

@@ -144,8 +144,8 @@ def _enable_dynamic_shape(op, op_name):
       "The pointer[value] is null" error); set by reg_info, which we do not use.
     The price: with cpp_infer_shape set, MindSpore 2.10 also runs the C++ infer at
     every PYNATIVE launch, each time resolving the library's path (realpath) and
-    dlopen/dlsym/dlclose-ing it: 36-56 us of a 280-370 us launch of
-    BatchNormBackward on (16, 32, 28, 28). PYNATIVE never needs it, so the launches
+    dlopen/dlsym/dlclose-ing it, a measurable part of each launch (docs/performance.md,
+    "No C++ shape infer in PYNATIVE"). PYNATIVE never needs it, so the launches
     that only PYNATIVE makes use primitives with ``static_shapes = True``.
     """
     op.add_prim_attr("reg_op_name", op_name)

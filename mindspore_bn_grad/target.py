@@ -59,8 +59,8 @@ def target_soc(name):
 
 def device_target() -> str:
     """MindSpore's device target: "CPU", "Ascend", "GPU"."""
-    # PYNATIVE infers at every call: MSContext's getter costs ~1 us where
-    # mindspore.get_context costs ~30 us. The public call is the fallback.
+    # PYNATIVE infers at every call: MSContext's getter (ms_compat.context_param) is much
+    # cheaper than mindspore.get_context (docs/performance.md). The public call is the fallback.
     from .ms_compat import context_param
     value = context_param("device_target")
     if value:

@@ -114,9 +114,8 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         # synchronous op path: the second one waits, yielding its core, until the kernels
         # queued before it (our backward) have run. That wait is kept on purpose: MindSpore
         # drains its queue before the next Python bprop anyway, spinning on a core the kernels
-        # need, and measured against ops.Zeros (asynchronous) the wait here was faster:
-        # ResNet-18 1.09x vs 0.97x, the MLP 1.20-1.21x vs 1.09-1.15x the original's step,
-        # the Conv stack equal (docs/performance.md).
+        # need; measured against ops.Zeros (asynchronous), the wait here was faster
+        # (docs/performance.md, "One deliberate wait after it").
         self.zeros_like = ops.ZerosLike()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
         self._owner = None if owner is None else _OwnerRef(owner)
