@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from mindspore_bn_grad.cli.args import positive_int
+
 from .kernel import Timed, _ms_sync, interleaved_medians, log
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (256, 1024)]
@@ -58,7 +60,7 @@ def _mode_setter(mode):
 
 def op_contestants(shape):
     import mindspore as ms
-    from mindspore.ops.operations import _grad_ops
+    from mindspore_bn_grad.ms_compat import builtin_batchnorm_grads
 
     from mindspore_bn_grad.cpu_kernel.native import prepare_double_direct
     from mindspore_bn_grad.double_backward import BatchNormDoubleBackward
@@ -74,7 +76,7 @@ def op_contestants(shape):
         setup = _mode_setter(mode)
         setup()
         ours = BatchNormDoubleBackward(training=True)
-        builtin = _grad_ops.BatchNormGradGrad(is_training=True, epsilon=1e-5)
+        builtin = builtin_batchnorm_grads()[1](is_training=True, epsilon=1e-5)
         if mode == "GRAPH":
             ours, builtin = _cell(ours), _cell(builtin)
         con[f"ours {mode}"] = Timed(lambda op=ours: op(*ours_args), _ms_sync, setup)
@@ -153,8 +155,8 @@ def run_double(reps=15, threads=None):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad bench --double",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
-    p.add_argument("--threads", type=int, default=None, help="kernel threads (default: all CPUs)")
+    p.add_argument("--reps", type=positive_int, default=15, help="timed runs per measurement (default 15)")
+    p.add_argument("--threads", type=positive_int, default=None, help="kernel threads, >= 1 (default: all CPUs)")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     run_double(args.reps, args.threads)
     return 0

@@ -17,7 +17,7 @@ after warm-up:
     / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
     (oneDNN; float32/float16 NCHW only) in the same mode.
 The direct rows of every case run first, before MindSpore is imported (next to
-MindSpore, PyTorch ran 1.7-3x slower), then the MindSpore rows.
+MindSpore, PyTorch ran slower: docs/performance.md), then the MindSpore rows.
 Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth measured in the same interleaved rounds as the row (the figure in
 the header is a separate measurement at the start). Training mode, all three
@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from mindspore_bn_grad.cli.args import positive_int
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 14, 14), (8, 512, 7, 7), (256, 1024), (16, 32, 64, 64),
           (64, 64, 112, 112)]
@@ -81,10 +83,10 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     imported a full collection walks millions of objects and lands on whichever
     contestant happens to trigger it. Before each contestant's turn the machine
     is left idle for `settle` seconds: the previous contestant's threads keep
-    polling for a while after their last call (PyTorch's OpenMP team for about
-    10 ms on this 2-core VM) and would otherwise take cores from the next one.
-    Then `prime` untimed runs wake the contestant's own threads and caches
-    (after the idle, a first call measured 2-3x a steady one), so each batch
+    polling for a while after their last call (PyTorch's OpenMP team does) and
+    would otherwise take cores from the next one. Then `prime` untimed runs
+    wake the contestant's own threads and caches (after the idle a first call
+    is much slower than a steady one; docs/performance.md), so each batch
     times steady calls, as in a training loop.
     """
     for c in contestants.values():
@@ -314,13 +316,13 @@ def ms_native_contestant(case, mode):
 
 def ms_builtin_contestant(case, mode):
     """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
-    from mindspore.ops.operations import _grad_ops
+    from mindspore_bn_grad.ms_compat import builtin_batchnorm_grads
     if case.dtype == "bfloat16" or case.channel_last:
         return None
     tx, tdy, tp = _ms_inputs(case)
     # (dout, x, scale, saved_mean, saved_variance, reserve)
     args = (tdy, tx, tp["weight"], tp["save_mean"], tp["save_invstd"], tp["save_invstd"])
-    op = _grad_ops.BatchNormGrad(is_training=True, epsilon=1e-5, data_format="NCHW")
+    op = builtin_batchnorm_grads()[0](is_training=True, epsilon=1e-5, data_format="NCHW")
     setup = _ms_mode_setter(mode)
     setup()
     if mode == "PYNATIVE":
@@ -373,8 +375,8 @@ def run(args):
     cases = build_cases(args.quick)
     # Two passes over the cases. First the kernel called directly, the copy and
     # PyTorch, before MindSpore is imported: once MindSpore was loaded and run in
-    # the process, PyTorch measured 1.7-3x slower on this VM (32x64x56x56:
-    # 12-17 ms against 5.6-7.2 ms), which would flatter the kernel. Then each
+    # the process, PyTorch ran much slower (docs/performance.md), which would
+    # flatter the kernel. Then each
     # case through MindSpore. No ratio mixes the two passes: each comes from the
     # interleaved rounds of one set of contestants.
     rows = []
@@ -525,8 +527,8 @@ def default_out_dir():
 
 def memory_info():
     """Which pages the tensors live on. On this kind of VM the kernel ran
-    15-35% slower on 4 KiB pages than on 2 MiB transparent huge pages (TLB
-    misses under nested paging). NumPy asks for huge pages (madvise) on big
+    slower on 4 KiB pages than on 2 MiB transparent huge pages (TLB misses
+    under nested paging; docs/performance.md). NumPy asks for huge pages (madvise) on big
     arrays, so the direct, PyTorch and copy contestants get them where the
     system's THP mode allows; MindSpore's tensors come from glibc malloc on
     4 KiB pages unless Python was started with
@@ -640,8 +642,9 @@ def main(argv=None):
                                 epilog="bench --train: whole networks training (see bench --train --help); "
                                        "bench --double: the double backward (see bench --double --help)")
     p.add_argument("--quick", action="store_true", help="three shapes, 5 runs each")
-    p.add_argument("--threads", type=int, default=None, help="kernel and torch threads (default: all CPUs)")
-    p.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="kernel and torch threads, >= 1 (default: all CPUs)")
+    p.add_argument("--reps", type=positive_int, default=15, help="timed runs per measurement (default 15)")
     p.add_argument("--out", default=None, help="directory for bench_cpu.{json,md,png} (default: bench/results/ "
                    "of the checkout, else a new temporary directory)")
     p.add_argument("--no-mindspore", action="store_true", help="skip the rows through MindSpore")

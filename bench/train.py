@@ -45,10 +45,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from mindspore_bn_grad.cli import args as cli_args
+
 from . import kernel as bench
 from .nets import NETS, VARIANTS, build, describe, train_step, variant_of
 
-MODES = ("GRAPH", "PYNATIVE")
+MODES = cli_args.MODES
 RESULT_TAG = "BENCH_TRAIN_RESULT "
 # BatchNorm's own kernels (forward and backward), by op type prefix: BatchNorm / BatchNormGrad in the
 # original; BatchNormExt / BatchNormGradExt (the native route) or BatchNorm and our Custom op (the

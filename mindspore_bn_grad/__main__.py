@@ -1,5 +1,6 @@
 """Command line: python -m mindspore_bn_grad <command> [args].
 
+  help      this list; help <command>: that command's options (also <command> --help)
   demo      train a small CNN on CPU with our BatchNorm backward (the main job)
   example   run the operator once and check it against NumPy
   support   print the per-SoC dtype/format support matrix from the YAML
@@ -27,10 +28,15 @@ COMMANDS = {
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+    if argv[:1] == ["help"] and argv[1:2] and argv[1] in COMMANDS:
+        argv = [argv[1], "--help"]
+    if not argv or argv[0] in ("help", "-h", "--help") or argv[0] not in COMMANDS:
         print(__doc__.strip())
-        if argv and argv[0] not in ("-h", "--help"):
+        if argv and argv[0] not in ("help", "-h", "--help"):
             print(f"\nunknown command {argv[0]!r}", file=sys.stderr)
+            return 2
+        if argv[1:] and argv[0] == "help":
+            print(f"\nunknown command {argv[1]!r}", file=sys.stderr)
             return 2
         return 0
     return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:]) or 0

@@ -36,7 +36,7 @@ def compiling():
     """True while MindSpore compiles a graph (``@ms.jit``, a GRAPH ``construct`` or ``bprop``).
 
     A Python function reaches a constexpr there as None (MindSpore's own
-    ``_run_in_jit`` works this way). In PYNATIVE this is a plain call, under 1 us.
+    ``_run_in_jit`` works this way). In PYNATIVE this is a plain call (docs/performance.md).
     """
     return _compiling(_probe)
 

@@ -102,3 +102,74 @@ def pynative_sync() -> None:
     except ImportError:  # 2.7
         from mindspore.common.api import _pynative_executor
     _pynative_executor.sync()
+
+
+# ---------------------------------------------------------------------------------------------
+# MindSpore internals: every private name of MindSpore this package uses goes through here, so a
+# release that moves one breaks in one place (tests/ut/test_ms_compat.py checks each of them on
+# the installed release; scripts/test_matrix.sh runs that on every supported one).
+# ---------------------------------------------------------------------------------------------
+
+def batchnorm_base():
+    """``mindspore.nn.layer.normalization._BatchNorm``: the base of nn.BatchNorm1d/2d/3d and SyncBatchNorm."""
+    from mindspore.nn.layer.normalization import _BatchNorm
+    return _BatchNorm
+
+
+def drop_primitive(cell, name) -> None:
+    """Forgets the primitive attribute ``name`` of ``cell`` (``Cell._primitives``) before a Cell
+    takes its place: a Cell keeps its primitives in a registry of their own."""
+    cell._primitives.pop(name, None)  # pylint: disable=protected-access
+
+
+def cell_primitives(cell) -> dict:
+    """The primitive attributes of ``cell`` (``Cell._primitives``): name -> primitive."""
+    return dict(getattr(cell, "_primitives", None) or {})
+
+
+def compile_phase(cell):
+    """The GRAPH-mode compile phase of the last graph ``cell`` was compiled into (``Cell._compile_phase``,
+    set on every cell of the graph), or None when it never was."""
+    return getattr(cell, "_compile_phase", None)
+
+
+def rewrite_black_list() -> list:
+    """The classes ``mindspore.rewrite`` (AMP O1) keeps as they are (``namespace._subtree_black_list``)."""
+    from mindspore.rewrite.common import namespace
+    return namespace._subtree_black_list  # pylint: disable=protected-access
+
+
+def context_param(name):
+    """A context parameter read from MindSpore's C++ context (``_c_expression.MSContext``), far cheaper
+    than ``mindspore.get_context`` (docs/performance.md). None where this release has no such path."""
+    try:
+        from mindspore._c_expression import MSContext, ms_ctx_param
+        return MSContext.get_instance().get_param(getattr(ms_ctx_param, name))
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        return None
+
+
+def ascend_soc_version() -> str:
+    """The Ascend SoC MindSpore reports (``_c_expression.MSContext.get_ascend_soc_version``)."""
+    from mindspore._c_expression import MSContext
+    return MSContext.get_instance().get_ascend_soc_version()
+
+
+def builtin_batchnorm_grads():
+    """MindSpore's own BatchNorm backward primitives (``ops.operations._grad_ops``), for the benchmarks:
+    (BatchNormGrad, BatchNormGradGrad)."""
+    from mindspore.ops.operations import _grad_ops
+    return _grad_ops.BatchNormGrad, _grad_ops.BatchNormGradGrad
+
+
+def global_comm():
+    """``mindspore.communication._comm_helper.GlobalComm`` (``INITED``, ``WORLD_COMM_GROUP``)."""
+    from mindspore.communication._comm_helper import GlobalComm
+    return GlobalComm
+
+
+def syncbatchnorm_group_registry() -> dict:
+    """MindSpore's registry of the groups its SyncBatchNorm created (rank list key -> group name),
+    shared so that one rank list makes one group (``normalization._syncbatchnorm_group_dict``)."""
+    from mindspore.nn.layer import normalization
+    return normalization._syncbatchnorm_group_dict()  # pylint: disable=protected-access

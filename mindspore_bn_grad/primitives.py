@@ -42,6 +42,15 @@ def kernel_kwargs(filename=None) -> dict:
     return {"func": native.aot_func(opdef.op_name)}
 
 
+def check_kernel_ready(filename=None) -> None:
+    """Builds or loads the prototype's kernel now and checks its settings (cache directory,
+    compiler, MS_BN_GRAD_NUM_THREADS): raises their clear error in Python.
+
+    For what gets compiled into a GRAPH graph later: MindSpore's parser turns an exception
+    raised while it reads an attribute into an AttributeError of its own."""
+    kernel_kwargs(filename)
+
+
 class Primitive(ops.Custom):
     """ops.Custom(func_type="aot") of the prototype `filename` with checked attributes `attrs`.
 
@@ -135,8 +144,8 @@ def _enable_dynamic_shape(op, op_name):
       "The pointer[value] is null" error); set by reg_info, which we do not use.
     The price: with cpp_infer_shape set, MindSpore 2.10 also runs the C++ infer at
     every PYNATIVE launch, each time resolving the library's path (realpath) and
-    dlopen/dlsym/dlclose-ing it: 36-56 us of a 280-370 us launch of
-    BatchNormBackward on (16, 32, 28, 28). PYNATIVE never needs it, so the launches
+    dlopen/dlsym/dlclose-ing it, a measurable part of each launch (docs/performance.md,
+    "No C++ shape infer in PYNATIVE"). PYNATIVE never needs it, so the launches
     that only PYNATIVE makes use primitives with ``static_shapes = True``.
     """
     op.add_prim_attr("reg_op_name", op_name)

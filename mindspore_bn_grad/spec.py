@@ -144,9 +144,41 @@ def load_yaml(filename: str) -> dict:
     return yaml.load(yaml_text(filename), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def _inherited(raw: dict, filename: str, seen=()) -> dict:
+    """The prototype `raw` with what it inherits filled in.
+
+    ``inherits: {from: <file of op_def/>, take: [keys]}`` takes each listed key of that prototype
+    (itself resolved first, so inheritance chains): a list (inputs, attrs, outputs, kernel_errors)
+    becomes the base's entries followed by the prototype's own under the same key (names must not
+    repeat); any other value is the base's unless the prototype gives its own. Nothing else is
+    inherited (op_name, aclnn, description, support are the prototype's own)."""
+    spec = raw.get("inherits")
+    if spec is None:
+        return raw
+    base_file = spec["from"]
+    if base_file in seen or base_file == filename:
+        raise ValueError(f"{filename}: inherits from {base_file}, which inherits from it")
+    (_, base), = load_yaml(base_file).items()
+    base = _inherited(base, base_file, seen + (filename,))
+    out = {k: v for k, v in raw.items() if k != "inherits"}
+    for key in spec["take"]:
+        if key not in base:
+            raise ValueError(f"{filename}: inherits {key!r} from {base_file}, which has none")
+        if isinstance(base[key], list):
+            merged = list(base[key]) + list(raw.get(key, ()))
+            names = [e["name"] for e in merged if isinstance(e, dict) and "name" in e]
+            if len(names) != len(set(names)):
+                raise ValueError(f"{filename}: {key} repeats a name of {base_file}'s: {names}")
+            out[key] = merged
+        else:
+            out.setdefault(key, base[key])
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def load_opdef(filename: str = BACKWARD_YAML) -> OpDef:
     (key, raw), = load_yaml(filename).items()
+    raw = _inherited(raw, filename)
     base = {}
     if "layouts_from" in raw:  # ranks, data_formats, dtypes shared with another prototype
         (_, base), = load_yaml(raw["layouts_from"]).items()

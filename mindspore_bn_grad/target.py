@@ -59,15 +59,12 @@ def target_soc(name):
 
 def device_target() -> str:
     """MindSpore's device target: "CPU", "Ascend", "GPU"."""
-    # PYNATIVE infers at every call: MSContext's getter costs ~1 us where
-    # mindspore.get_context costs ~30 us. The public call is the fallback.
-    try:
-        from mindspore._c_expression import MSContext, ms_ctx_param
-        value = MSContext.get_instance().get_param(ms_ctx_param.device_target)
-        if value:
-            return value
-    except (ImportError, AttributeError, RuntimeError, TypeError):
-        pass
+    # PYNATIVE infers at every call: MSContext's getter (ms_compat.context_param) is much
+    # cheaper than mindspore.get_context (docs/performance.md). The public call is the fallback.
+    from .ms_compat import context_param
+    value = context_param("device_target")
+    if value:
+        return value
     import mindspore as ms
     return ms.get_context("device_target")
 
@@ -81,8 +78,8 @@ def detected_target() -> str:
     """The SoC MindSpore reports on an Ascend device, else 'cpu'."""
     if device_target() != "Ascend":
         return "cpu"
-    from mindspore._c_expression import MSContext
-    return _resolve_reported(MSContext.get_instance().get_ascend_soc_version())
+    from .ms_compat import ascend_soc_version
+    return _resolve_reported(ascend_soc_version())
 
 
 def active_target() -> str:

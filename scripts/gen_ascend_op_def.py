@@ -320,6 +320,7 @@ def _op_namespace(filename):
             out.append(f'constexpr const char *kAttr{_camel(a.kernel_bits_name)} = "{a.kernel_bits_name}";'
                        f"  // {a.name} exactly: the int64 bits of the double")
     out += _attrs_struct(opdef)
+    out += _shape_rules(opdef)
     defaults = [i for i in opdef.inputs if i.default_value is not None]
     if defaults:
         out += ["", "// The value the kernel uses for an absent optional input (default_value)."]
@@ -340,6 +341,32 @@ def _op_namespace(filename):
         out += ["};"]
     out += ["", f"}}  // namespace {ns}", ""]
     return out
+
+
+def _when(arg, key):
+    """The input's condition `key` (empty_allowed_when, required_when) as When::kNever / kTraining /
+    kInference: what the C++ checks can express (a condition on training alone)."""
+    cond = getattr(arg, key)
+    if cond is None:
+        return "When::kNever"
+    if set(cond) != {"training"} or not isinstance(cond["training"], bool):
+        raise SystemExit(f"{arg.name}: {key} {cond} is not a condition on training alone, which is all "
+                         "the C++ checks (InputRule) can apply: extend InputRule first")
+    return "When::kTraining" if cond["training"] else "When::kInference"
+
+
+def _shape_rules(opdef):
+    """Each input's shape kind, when (0,) stands for "not given", when it is required and whether it
+    may be None (shape, empty_allowed_when, required_when, optional)."""
+    out = ["", "// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).",
+           "constexpr InputRule kInputRules[kNumInputs] = {"]
+    kinds = {"full": "kFull", "channel": "kChannel", "counts": "kCounts"}
+    for arg in opdef.inputs:
+        if arg.shape not in kinds:
+            raise SystemExit(f"{arg.name}: shape {arg.shape!r} has no ShapeKind")
+        out.append(f"  {{ShapeKind::{kinds[arg.shape]}, {_when(arg, 'empty_allowed_when')}, "
+                   f"{_when(arg, 'required_when')}, {_cpp_bool(arg.optional)}}},  // {arg.name}")
+    return out + ["};"]
 
 
 def _dtype_ident(name):
@@ -367,7 +394,19 @@ def render_cpu_spec():
     out += [f'  {{"{d}", DType::{_dtype_ident(d)}}},' for d in opdef.dtypes]
     out += ["};", "", "// How the kernel reads an element count of a given dtype.",
             "struct CounterDtype {", "  const char *name;", "  sync::CountDType count;",
-            "  DType floating;  // the float type, when count is kFloat", "};", "using sync::CountDType;", ""]
+            "  DType floating;  // the float type, when count is kFloat", "};", "using sync::CountDType;", "",
+            "// The rule of an input: its shape, when a (0,) tensor stands for an absent one, when it",
+            "// is required, whether it may be None (shape, empty_allowed_when, required_when, optional).",
+            "// kFull: grad_out's shape; kChannel: (C,); kCounts: 1-D, one count per rank.",
+            "enum class ShapeKind : int { kFull, kChannel, kCounts };",
+            "enum class When : int { kNever, kTraining, kInference };",
+            "struct InputRule {", "  ShapeKind shape;", "  When empty_allowed;", "  When required;",
+            "  bool optional;  // may be None", "};",
+            "constexpr bool Holds(When w, bool training) {",
+            "  return w == (training ? When::kTraining : When::kInference);", "}",
+            "constexpr bool EmptyAllowed(const InputRule &r, bool training) { return Holds(r.empty_allowed, training); }",
+            "constexpr bool Required(const InputRule &r, bool training) {",
+            "  return !r.optional || Holds(r.required, training);", "}", ""]
     for filename in (BNB_YAML,) + SYNC_YAMLS + (DOUBLE_YAML, FORWARD_YAML):
         out += _op_namespace(filename)
     out += ["}  // namespace spec", "}  // namespace bn_grad", "#endif  // MS_BN_GRAD_BN_SPEC_GEN_H_", ""]

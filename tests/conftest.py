@@ -2,6 +2,8 @@
 
 Helpers (reference.py, ut/_harness.py, ...) are imported by name: their folders
 are on pytest's `pythonpath` (setup.cfg)."""
+import os
+
 import pytest
 
 # First, before any test module can run a MindSpore operator: importing the package enables
@@ -10,6 +12,18 @@ import pytest
 import mindspore_bn_grad  # noqa: E402,F401
 
 MODES = ("pynative", "graph")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_working_directory(tmp_path_factory):
+    """The tests run in a scratch directory, so that the checkout stays clean: MindSpore writes into the
+    working directory (rank_0/om/analyze_fail.ir for every graph that fails to compile, as the GRAPH
+    rejection tests make them on purpose; rewritten_network/ for AMP O1), whatever save_graphs_path
+    says. Tests name their files by absolute paths; subprocesses inherit this directory."""
+    checkout = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(checkout)
 
 
 @pytest.fixture(autouse=True)

@@ -14,17 +14,30 @@ import time
 
 import numpy as np
 
+from .args import mode_name, positive_float, positive_int
+
 N_CLASSES = 10
+N_TRAIN = 1438  # of scikit-learn's 1797 digits, after the 20% test split
 
 
 def parse_args(argv):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.batch_size > N_TRAIN:
+        p.error(f"argument --batch-size: expected at most the {N_TRAIN} training images, got {args.batch_size}")
+    return args
+
+
+def parser():
     p = argparse.ArgumentParser(prog="python -m mindspore_bn_grad demo", description=__doc__.split("\n")[0])
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mode", choices=("graph", "pynative"), default="graph")
-    return p.parse_args(argv)
+    p.add_argument("--epochs", type=positive_int, default=8, help="passes over the training images (>= 1; default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="images per step (>= 1, at most the 1438 training images; default 64)")
+    p.add_argument("--lr", type=positive_float, default=0.05, help="Momentum learning rate (> 0; default 0.05)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split, the shuffling and the weights (default 0)")
+    p.add_argument("--mode", type=mode_name, default="GRAPH",
+                   help="MindSpore execution mode, GRAPH or PYNATIVE, any case (default GRAPH)")
+    return p
 
 
 def load_digits_split(seed, test_fraction=0.2):
@@ -118,14 +131,14 @@ def main(argv=None):
     from ..nn import convert_batchnorm
 
     ms.set_device("CPU")
-    ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)
+    ms.set_context(mode=ms.GRAPH_MODE if args.mode == "GRAPH" else ms.PYNATIVE_MODE)
     ms.set_seed(args.seed)
     t_start = time.perf_counter()
     mbg.BatchNormBackward()  # builds the CPU kernel on first use (cached afterwards)
     print(f"BatchNormBackward CPU kernel ready in {time.perf_counter() - t_start:.1f} s", flush=True)
 
     x_train, y_train, x_test, y_test = load_digits_split(args.seed)
-    print(f"digits: {len(y_train)} train / {len(y_test)} test images, 8x8; mode {args.mode.upper()}, CPU",
+    print(f"digits: {len(y_train)} train / {len(y_test)} test images, 8x8; mode {args.mode}, CPU",
           flush=True)
     net = convert_batchnorm(build_net())
     n_bn = sum(isinstance(c, (mbg.nn.BatchNorm1d, mbg.nn.BatchNorm2d)) for _, c in net.cells_and_names())

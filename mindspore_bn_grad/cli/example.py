@@ -4,6 +4,8 @@ Runs the worked example of docs/operator.md (section 6) and a random
 NCHW case in PYNATIVE mode and prints the largest difference from a float64
 NumPy computation of the same formulas.
 """
+import argparse
+
 import numpy as np
 
 
@@ -18,6 +20,8 @@ def _numpy_backward(dy, x, w, mean, invstd):
 
 
 def main(argv=()):
+    argparse.ArgumentParser(prog="python -m mindspore_bn_grad example",
+                            description=__doc__.split("\n\n")[1].replace("\n", " ")).parse_args(list(argv))
     import mindspore as ms
     from mindspore_bn_grad import batch_norm_backward
 

@@ -1,9 +1,19 @@
 """Builds the CPU kernel library from the C++ source shipped in csrc/.
 
 Built on first use and cached on disk, keyed by a hash of the sources, the
-compiler, the flags and the installed MindSpore's AotExtra header:
+flags, the CPU (the build uses -march=native) and the installed MindSpore's
+AotExtra header:
   $MS_BN_GRAD_CACHE_DIR, else $XDG_CACHE_HOME/mindspore_bn_grad, else
   ~/.cache/mindspore_bn_grad.
+The compiler is not part of the key and is looked up only when a build is
+needed: a valid cached library loads on a machine without a compiler (a cache
+shipped in an image), and MS_BN_GRAD_CXX naming a missing compiler is an error
+only then. Which compiler built a library is recorded beside it, in
+<library>.json (with the flags and the build time); to rebuild with another
+compiler, point MS_BN_GRAD_CACHE_DIR at a new directory.
+The build runs one compiler process per C++ file, as many at once as this
+process may use CPUs, then links; it says so on stderr when it starts and how
+long it took when it ends. Loading from the cache prints nothing.
 Several processes may build at once: one holds a file lock while it compiles
 into a temporary file that is renamed into place atomically; the others wait
 for the lock and then find the finished library.
@@ -24,25 +34,28 @@ temporary files of builds killed earlier are removed by the next build.
 Environment:
   MS_BN_GRAD_CXX       C++ compiler (else $CXX, else g++, c++, clang++ on PATH);
                        a compiler named here or in $CXX must exist
-  MS_BN_GRAD_CXXFLAGS  extra flags (e.g. sanitizers), part of the cache key
+  MS_BN_GRAD_CXXFLAGS  extra flags (e.g. sanitizers; shell syntax), part of the
+                       cache key, given to every compile and to the link
   MS_BN_GRAD_CACHE_DIR cache directory (no ':' in it: MindSpore splits its
                        'library:function' argument at ':')
 """
 import ctypes
 import errno
 import fcntl
-import functools
 import hashlib
 import hmac
 import importlib.util
 import os
+import json
 import platform
 import shlex
 import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
@@ -91,7 +104,12 @@ def find_compiler() -> str:
 
 
 def flags():
-    return list(BASE_FLAGS) + shlex.split(os.environ.get("MS_BN_GRAD_CXXFLAGS", ""))
+    extra = os.environ.get("MS_BN_GRAD_CXXFLAGS", "")
+    try:
+        return list(BASE_FLAGS) + shlex.split(extra)
+    except ValueError as e:  # "No closing quotation", "No escaped character"
+        raise KernelBuildError(f"BatchNormBackward: MS_BN_GRAD_CXXFLAGS expected compiler flags in "
+                               f"shell syntax, got {extra!r} ({e})") from e
 
 
 def mindspore_headers(include_root=None):
@@ -138,19 +156,18 @@ def _cpu_signature() -> str:
     return platform.processor()
 
 
-@functools.lru_cache(maxsize=None)
 def _compiler_version(compiler: str) -> str:
     try:
         return subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                              timeout=60).stdout
+                              timeout=60).stdout.strip().split("\n")[0]
     except (OSError, subprocess.SubprocessError):
         return ""
 
 
-def build_key(compiler: str, cxxflags, ms_key: bytes = b"") -> str:
+def build_key(cxxflags, ms_key: bytes = b"") -> str:
+    """The cache key: sources, flags, CPU and MindSpore header; nothing that needs the compiler."""
     h = hashlib.sha256(ms_key + b"\0")
-    for part in (compiler, _compiler_version(compiler), " ".join(cxxflags), platform.machine(),
-                 _cpu_signature()):
+    for part in (" ".join(cxxflags), platform.machine(), _cpu_signature()):
         h.update(part.encode() + b"\0")
     for src in sources():
         h.update(str(src.relative_to(CSRC)).encode() + b"\0" + src.read_bytes() + b"\0")
@@ -159,14 +176,14 @@ def build_key(compiler: str, cxxflags, ms_key: bytes = b"") -> str:
 
 def library_path() -> Path:
     """Path of the built library, checked against its digest (building it if needed)."""
-    compiler = find_compiler()
     ms_inc, ms_key = mindspore_headers()
     cxxflags = flags() + ms_inc
-    key = build_key(compiler, cxxflags, ms_key)
+    key = build_key(cxxflags, ms_key)
     directory = _private_dir(cache_dir())
     lib = directory / f"{LIB_STEM}_{key}.so"
     if _verified(lib):
         return lib
+    compiler = find_compiler()  # only now: a cached library needs none
     with _BuildLock(directory, key):
         if _verified(lib):  # another process built it while we waited
             return lib
@@ -278,18 +295,26 @@ class _BuildLock:
         os.close(self.fd)  # releases the lock
 
 
+_OBJ_SUFFIX = ".objs"  # a build's temporary directory of object files
+_MANIFEST_SUFFIX = ".json"
+_TEMP_SUFFIXES = (".so", DIGEST_SUFFIX, _MANIFEST_SUFFIX, _OBJ_SUFFIX)
+
+
 def _remove_stale_temps(directory: Path, key: str) -> None:
     """Removes temporary files of builds that were killed: ours (we hold the key's lock) and any
     other key's whose lock nobody holds."""
     prefix = f".{LIB_STEM}_"
     for p in directory.iterdir():
-        if not (p.name.startswith(prefix) and p.name.endswith((".so", DIGEST_SUFFIX))):
+        if not (p.name.startswith(prefix) and p.name.endswith(_TEMP_SUFFIXES)):
             continue
         other = p.name[len(prefix):].split(".", 1)[0]
         if other != key and _build_in_progress(directory, other):
             continue
         try:
-            p.unlink()
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
         except OSError:
             pass
 
@@ -323,38 +348,97 @@ def _die_with_parent(libc, parent):
     return preexec
 
 
-def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
-    stem = f".{LIB_STEM}_{key}."
-    fd, tmp = tempfile.mkstemp(prefix=stem, suffix=".so", dir=directory)
-    os.close(fd)
-    dfd, dtmp = tempfile.mkstemp(prefix=stem, suffix=DIGEST_SUFFIX, dir=directory)
-    cmd = [compiler, *cxxflags, *[str(s) for s in sources() if s.suffix == ".cpp"], "-o", tmp]
-    try:
-        proc = subprocess.Popen(["/bin/sh", "-c", _GROUP_GUARD, "sh", *cmd], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+def _progress(message: str) -> None:
+    print(f"mindspore_bn_grad: {message}", file=sys.stderr, flush=True)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), as the C++ side counts them."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _start(cmd, err_path):
+    with open(err_path, "wb") as err:  # a file, not a pipe: a chatty compiler never blocks on it
+        return subprocess.Popen(["/bin/sh", "-c", _GROUP_GUARD, "sh", *cmd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
                                 preexec_fn=_die_with_parent(ctypes.CDLL(None), os.getpid()))
-        try:
-            _, err = proc.communicate(timeout=600)
-        finally:
-            if proc.poll() is None:  # timeout, KeyboardInterrupt: take the compiler down with us
+
+
+def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
+    """Runs the commands, at most `jobs` at once; the first failure kills the others and raises
+    with its command and compiler output. All of them are killed on a timeout or an exception."""
+    pending = list(enumerate(cmds))
+    running = {}  # Popen -> (index, cmd)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                i, cmd = pending.pop(0)
+                running[_start(cmd, logdir / f"{i}.err")] = (i, cmd)
+            done = [p for p in running if p.poll() is not None]
+            if not done:
+                if time.monotonic() > deadline:
+                    raise KernelBuildError(f"BatchNormBackward: building the CPU kernel took more than "
+                                           f"{timeout} s; stopped")
+                time.sleep(0.02)
+                continue
+            for proc in done:
+                i, cmd = running.pop(proc)
+                if proc.returncode != 0:
+                    err = (logdir / f"{i}.err").read_text(errors="replace")
+                    raise KernelBuildError(
+                        "BatchNormBackward: building the CPU kernel failed:\n  "
+                        + " ".join(shlex.quote(c) for c in cmd) + "\n" + err[-4000:])
+    finally:
+        for proc in running:  # a failure, timeout or KeyboardInterrupt: take the compilers down with us
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if proc.returncode != 0:
-            raise KernelBuildError(
-                "BatchNormBackward: building the CPU kernel failed:\n  "
-                + " ".join(shlex.quote(c) for c in cmd) + "\n" + err[-4000:])
+            proc.wait()
+
+
+def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
+    """Compiles each translation unit on its own (in parallel), links them into `lib`, writes its
+    digest and manifest; every file appears under its final name only when complete."""
+    stem = f".{LIB_STEM}_{key}."
+    units = [s for s in sources() if s.suffix == ".cpp"]
+    jobs = max(1, min(len(units), usable_cpus()))
+    started = time.monotonic()
+    _progress(f"building the CPU kernel ({len(units)} C++ files, {jobs} at a time, with {compiler}) "
+              f"into {directory}; only on first use")
+    tmps = []
+    for suffix in (".so", DIGEST_SUFFIX, _MANIFEST_SUFFIX):
+        fd, t = tempfile.mkstemp(prefix=stem, suffix=suffix, dir=directory)
+        os.close(fd)
+        tmps.append(t)
+    tmp, dtmp, mtmp = tmps
+    compile_flags = [f for f in cxxflags if f != "-shared"]
+    try:
+        with tempfile.TemporaryDirectory(prefix=stem, suffix=_OBJ_SUFFIX, dir=directory) as objdir:
+            objdir = Path(objdir)
+            objs = [str(objdir / f"{i}_{u.stem}.o") for i, u in enumerate(units)]
+            _run_all([[compiler, *compile_flags, "-c", str(u), "-o", o] for u, o in zip(units, objs)],
+                     jobs, objdir)
+            _run_all([[compiler, *cxxflags, *objs, "-o", tmp]], 1, objdir)
         os.chmod(tmp, 0o755)
         with open(tmp, "rb") as f:
             digest = _sha256(f)
-        with os.fdopen(dfd, "w") as d:
-            dfd = None
-            d.write(digest + "\n")
-        os.chmod(dtmp, 0o644)
+        seconds = time.monotonic() - started
+        for path, text in ((dtmp, digest + "\n"), (mtmp, _manifest(compiler, cxxflags, digest, seconds))):
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(path, 0o644)
         os.replace(tmp, lib)
         os.replace(dtmp, lib.with_name(lib.name + DIGEST_SUFFIX))
+        os.replace(mtmp, lib.with_name(lib.name + _MANIFEST_SUFFIX))
     finally:
-        if dfd is not None:
-            os.close(dfd)
-        for t in (tmp, dtmp):
+        for t in tmps:
             if os.path.exists(t):
                 os.unlink(t)
+    _progress(f"built the CPU kernel in {seconds:.1f} s: {lib}")
+
+
+def _manifest(compiler, cxxflags, digest, seconds) -> str:
+    """What built the library (for the record; loading never reads it)."""
+    return json.dumps({"sha256": digest, "compiler": compiler, "compiler_version": _compiler_version(compiler),
+                       "flags": list(cxxflags), "machine": platform.machine(), "build_seconds": round(seconds, 1),
+                       "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1) + "\n"

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .build import KernelBuildError, library_path
+from .build import KernelBuildError, library_path, usable_cpus  # noqa: F401  (usable_cpus: public here)
 from ..spec import DOUBLE_YAML, ELEMT_YAML, FORWARD_YAML, REDUCE_YAML, kernel_errors, load_opdef
 
 ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
@@ -29,11 +29,6 @@ ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors
 THREADS_PER_CPU = 4
 
 _settings = {"num_threads": None}
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask), as the C++ side counts them."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def max_threads() -> int:

@@ -41,22 +41,17 @@ int ParseCall(const Call &call, const Attrs &attrs, BnBackwardArgs *a, int64_t *
   a->input = ConstTensor{call.params[INPUT], dt};
   a->grad_input = MutTensor{call.params[GRAD_INPUT], dt};
 
-  // Absent per-channel inputs take their defaults; without training the
-  // saved statistics may also come as (0,).
-  struct { Slot slot; bool empty_ok; ConstTensor *dst; } chan[] = {
-      {WEIGHT, false, &a->weight},
-      {RUNNING_MEAN, false, &a->running_mean},
-      {RUNNING_VAR, false, &a->running_var},
-      {SAVE_MEAN, !attrs.training, &a->save_mean},
-      {SAVE_INVSTD, !attrs.training, &a->save_invstd},
+  // Absent per-channel inputs take their defaults; the prototype's rules (kInputRules) say which
+  // may be None, where (0,) also stands for an absent one and which the mode requires.
+  struct { Slot slot; ConstTensor *dst; } chan[] = {
+      {WEIGHT, &a->weight}, {RUNNING_MEAN, &a->running_mean}, {RUNNING_VAR, &a->running_var},
+      {SAVE_MEAN, &a->save_mean}, {SAVE_INVSTD, &a->save_invstd},
   };
   for (auto &c : chan) {
-    rc = ParseChannelInput(call, c.slot, a->channels, /*optional=*/true, c.empty_ok, c.dst);
+    const InputRule &rule = kInputRules[c.slot];
+    rc = ParseChannelInput(call, c.slot, a->channels, rule.optional, EmptyAllowed(rule, attrs.training), c.dst);
     if (rc != kOk) return rc;
-  }
-  if (attrs.training && (a->save_mean.data == nullptr || a->save_invstd.data == nullptr) &&
-      a->channels > 0) {
-    return kMissingTensor;
+    if (Required(rule, attrs.training) && c.dst->data == nullptr && a->channels > 0) return kMissingTensor;
   }
   if ((rc = ParseChannelOutput(call, GRAD_WEIGHT, a->channels, &a->grad_weight)) != kOk) return rc;
   if ((rc = ParseChannelOutput(call, GRAD_BIAS, a->channels, &a->grad_bias)) != kOk) return rc;
@@ -153,39 +148,47 @@ std::string CheckShapes(const int *ndims, int64_t *const *shapes, bool channel_l
                         const std::vector<int64_t> &present) {
   const std::string op = "BatchNormBackward: ";
   if (present.empty()) return "";
-  const int rank = ndims[0];
+  const int rank = ndims[0];  // entry 0: grad_out, the first input (never None)
   const int64_t *full = shapes[0];
   if (!KnownRank(rank, full)) return "";
   if (!RankSupported(rank)) {
     return op + "grad_out expected rank " + std::to_string(kMinRank) + ".." + std::to_string(kMaxRank) +
            ", got rank " + std::to_string(rank);
   }
-  if (KnownRank(ndims[1], shapes[1])) {
-    bool same = ndims[1] == rank;
-    for (int i = 0; same && i < rank; ++i) {
-      same = full[i] == kUnknownDim || shapes[1][i] == kUnknownDim || full[i] == shapes[1][i];
-    }
-    if (!same) {
-      return op + "input expected the shape of grad_out " + FormatShape(rank, full) + ", got " +
-             FormatShape(ndims[1], shapes[1]);
-    }
-  }
-  if (present.size() != kNumInputs || present[GRAD_OUT] == 0 || present[INPUT] == 0) return "";
+  // Which input each entry is: all of them with one 0/1 per input; with [-1] only the leading
+  // inputs that are never None. The rules come from the prototype (kInputRules, generated).
+  const bool all = present.size() == static_cast<size_t>(kNumInputs);
   const int caxis = ChannelAxis(rank, channel_last);
-  int64_t channels = full[caxis];
-  if (channels == kUnknownDim && ndims[1] == rank && KnownRank(ndims[1], shapes[1])) channels = shapes[1][caxis];
-  int entry = 2;
-  for (int slot = WEIGHT; slot < kNumInputs; ++slot) {
-    if (present[slot] == 0) continue;
+  int64_t channels = kUnknownDim;
+  int entry = 0;
+  for (int slot = 0; slot < kNumInputs; ++slot) {
+    const InputRule &rule = kInputRules[slot];
+    if (!all && rule.optional) break;
+    if (all && present[slot] == 0) {
+      if (!rule.optional) return "";  // not the pattern primitives.py writes: check nothing
+      continue;
+    }
     const int nd = ndims[entry];
     const int64_t *shape = shapes[entry];
     ++entry;
     if (!KnownRank(nd, shape)) continue;
+    if (rule.shape == ShapeKind::kFull) {
+      bool same = nd == rank;
+      for (int i = 0; same && i < rank; ++i) {
+        same = full[i] == kUnknownDim || shape[i] == kUnknownDim || full[i] == shape[i];
+      }
+      if (!same) {
+        return op + kInputNames[slot] + " expected the shape of grad_out " + FormatShape(rank, full) +
+               ", got " + FormatShape(nd, shape);
+      }
+      if (channels == kUnknownDim) channels = shape[caxis];
+      continue;
+    }
+    if (rule.shape != ShapeKind::kChannel) continue;
     if (nd != 1) {
       return op + kInputNames[slot] + " expected a 1-D (C,) tensor, got shape " + FormatShape(nd, shape);
     }
-    const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);
-    if (shape[0] == kUnknownDim || (shape[0] == 0 && empty_ok)) continue;
+    if (shape[0] == kUnknownDim || (shape[0] == 0 && EmptyAllowed(rule, training))) continue;
     if (channels == kUnknownDim) {
       channels = shape[0];
     } else if (shape[0] != channels) {

@@ -14,8 +14,8 @@
 //   dy * (x - mean), finish (grad_weight, grad_bias, dx coefficients), write dx;
 //   element loads and stores: element_io.h (conversions: half.h); threads:
 //   bn_walk.h's ParallelFor on thread_pool.h; scratch memory: bn_walk.h.
-//   Last, FixNonFiniteWeightChannels (below) redoes channels with an infinite
-//   or NaN weight.
+//   Last, FixNonFiniteChannels (below) redoes channels with an infinite or NaN
+//   weight, mean or invstd in the formulas' own order.
 //
 // Determinism: tile boundaries depend on the shape only, and every sum is
 // combined in a fixed order, so results are bitwise identical for any thread
@@ -83,19 +83,25 @@ int Dispatch(const BnBackwardArgs &a) {
   return 0;
 }
 
-// Training folds the weight into every dx coefficient, so an infinite or
-// NaN weight would give Inf - Inf = NaN where the formula gives +-Inf. Such
-// channels (never seen in healthy training) are recomputed here in double,
-// in the order of docs/operator.md (section 1): weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat).
-void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
-  if (!a.training || !a.mask[kDx] || a.weight.data == nullptr) return;
+// The walks compute grad_weight as (sum of dy * (x - mean)) * invstd and fold
+// weight and invstd into the dx coefficients: the same numbers for finite
+// statistics, but not the same NaN / Inf where a channel's weight, mean or
+// invstd is not finite (Inf - Inf = NaN where the formula gives +-Inf, +-Inf
+// where it gives NaN). Such channels (never seen in healthy training) are
+// recomputed here in double, in the order of docs/operator.md (section 1):
+// xhat = (x - mean) * invstd first, then the sums, then
+//   training:  grad_input = weight * invstd / n * (n * dy - sum_dy - xhat * sum_dy_xhat)
+//   inference: grad_input = dy * invstd * weight
+// and grad_weight = sum_dy_xhat. grad_bias (sum of dy) does not depend on them.
+void FixNonFiniteChannels(const BnBackwardArgs &a) {
+  if (!a.mask[kDx] && !a.mask[kDw]) return;
   const int64_t C = a.channels, outer = a.outer, inner = a.inner;
   const double n = static_cast<double>(outer) * static_cast<double>(inner);
-  if (n <= 0) return;
+  if (n <= 0) return;  // FinishChannel wrote grad_weight = 0, the sum over nothing
   for (int64_t c = 0; c < C; ++c) {
-    if (std::isfinite(LoadAny(a.weight.data, a.weight.dtype, c))) continue;
     ChanIn in;
     ChannelInputs(a, c, c + 1, &in);
+    if (std::isfinite(in.w) && std::isfinite(in.mean) && std::isfinite(in.invstd)) continue;
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0, p = (o * C + c) * inner; i < inner; ++i, ++p) {
@@ -104,12 +110,15 @@ void FixNonFiniteWeightChannels(const BnBackwardArgs &a) {
         sum_dy_xhat += dy * ((LoadAny(a.input.data, a.input.dtype, p) - in.mean) * in.invstd);
       }
     }
+    if (a.mask[kDw]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xhat);
+    if (!a.mask[kDx]) continue;
     const double k = in.w * in.invstd / n;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0, p = (o * C + c) * inner; i < inner; ++i, ++p) {
         const double dy = LoadAny(a.grad_out.data, a.grad_out.dtype, p);
         const double xhat = (LoadAny(a.input.data, a.input.dtype, p) - in.mean) * in.invstd;
-        StoreAny(a.grad_input.data, a.grad_input.dtype, p, k * (n * dy - sum_dy - xhat * sum_dy_xhat));
+        StoreAny(a.grad_input.data, a.grad_input.dtype, p,
+                 a.training ? k * (n * dy - sum_dy - xhat * sum_dy_xhat) : dy * in.invstd * in.w);
       }
     }
   }
@@ -132,7 +141,7 @@ int BnBackward(const BnBackwardArgs &a) {
   if (a.channels <= 0) return 0;
   if (a.outer < 0 || a.inner < 0) return 1;
   const int rc = bwd::DispatchDtype(a);
-  if (rc == 0) bwd::FixNonFiniteWeightChannels(a);
+  if (rc == 0) bwd::FixNonFiniteChannels(a);
   return rc;
 }
 

@@ -89,7 +89,8 @@ template <class T>
 __attribute__((always_inline)) inline DxCoef<T> FinishChannel(const BnBackwardArgs &a, int64_t c,
                                                               const ChanIn &in, double sum_dy,
                                                               double sum_dy_xmu, double n) {
-  if (a.mask[kDw]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, sum_dy_xmu * in.invstd);
+  // n = 0 (an empty batch): a sum over nothing is 0, whatever invstd is (0 * Inf would be NaN).
+  if (a.mask[kDw]) StoreAny(a.grad_weight.data, a.grad_weight.dtype, c, n > 0 ? sum_dy_xmu * in.invstd : 0.0);
   if (a.mask[kDb]) StoreAny(a.grad_bias.data, a.grad_bias.dtype, c, sum_dy);
   const double scale = in.w * in.invstd;
   double ks = 0.0, mdys = 0.0;

@@ -33,7 +33,7 @@ constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
 
 // SumRows and DxRows, the two hot loops, stay functions of their own
-// (noinline): inlined into the tile loops they ran up to 1.4x slower.
+// (noinline): inlined into the tile loops they ran slower (docs/performance.md).
 template <DType D>
 struct ColPath {
   using T = ComputeType<D>;

@@ -45,17 +45,18 @@ int Run(const Call &call, const Attrs &at) {
   if (has_ggi) a.grad_grad_input = ConstTensor{call.params[GRAD_GRAD_INPUT], dt};
   a.grad_grad_out = MutTensor{call.params[GRAD_GRAD_OUT], dt};
   a.grad_input = MutTensor{call.params[GRAD_INPUT], dt};
-  struct { int slot; bool empty_ok; ConstTensor *dst; } chan[] = {
-      {WEIGHT, false, &a.weight}, {RUNNING_MEAN, false, &a.running_mean},
-      {RUNNING_VAR, false, &a.running_var}, {SAVE_MEAN, !at.training, &a.save_mean},
-      {SAVE_INVSTD, !at.training, &a.save_invstd}, {GRAD_GRAD_WEIGHT, false, &a.grad_grad_weight},
-      {GRAD_GRAD_BIAS, false, &a.grad_grad_bias}};
+  // The prototype's rules (kInputRules): where (0,) stands for an absent one, which the mode
+  // requires. None is accepted for each (the direct calls pass it for a zero upstream gradient;
+  // through MindSpore the Python infer holds the prototype's `optional`).
+  struct { int slot; ConstTensor *dst; } chan[] = {
+      {WEIGHT, &a.weight}, {RUNNING_MEAN, &a.running_mean}, {RUNNING_VAR, &a.running_var},
+      {SAVE_MEAN, &a.save_mean}, {SAVE_INVSTD, &a.save_invstd}, {GRAD_GRAD_WEIGHT, &a.grad_grad_weight},
+      {GRAD_GRAD_BIAS, &a.grad_grad_bias}};
   for (auto &c : chan) {
-    rc = ParseChannelInput(call, c.slot, C, /*optional=*/true, c.empty_ok, c.dst);
+    const InputRule &rule = kInputRules[c.slot];
+    rc = ParseChannelInput(call, c.slot, C, /*optional=*/true, EmptyAllowed(rule, at.training), c.dst);
     if (rc != kOk) return rc;
-  }
-  if (at.training && C > 0 && (a.save_mean.data == nullptr || a.save_invstd.data == nullptr)) {
-    return kMissingTensor;
+    if (Required(rule, at.training) && c.dst->data == nullptr && C > 0) return kMissingTensor;
   }
   if ((rc = ParseChannelOutput(call, GRAD_WEIGHT, C, &a.grad_weight)) != kOk) return rc;
   a.training = at.training;

@@ -53,6 +53,25 @@ struct CounterDtype {
 };
 using sync::CountDType;
 
+// The rule of an input: its shape, when a (0,) tensor stands for an absent one, when it
+// is required, whether it may be None (shape, empty_allowed_when, required_when, optional).
+// kFull: grad_out's shape; kChannel: (C,); kCounts: 1-D, one count per rank.
+enum class ShapeKind : int { kFull, kChannel, kCounts };
+enum class When : int { kNever, kTraining, kInference };
+struct InputRule {
+  ShapeKind shape;
+  When empty_allowed;
+  When required;
+  bool optional;  // may be None
+};
+constexpr bool Holds(When w, bool training) {
+  return w == (training ? When::kTraining : When::kInference);
+}
+constexpr bool EmptyAllowed(const InputRule &r, bool training) { return Holds(r.empty_allowed, training); }
+constexpr bool Required(const InputRule &r, bool training) {
+  return !r.optional || Holds(r.required, training);
+}
+
 // BatchNormBackward (op_def/batch_norm_backward.yaml).
 namespace batch_norm_backward {
 
@@ -105,6 +124,17 @@ void VisitAttrs(Attrs *a, Reader &r) {
   r.BoolList(kAttrOutputMask, a->output_mask, kOutputMaskLength);
   r.ChannelLast(kAttrLayout, &a->channel_last);
 }
+
+// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).
+constexpr InputRule kInputRules[kNumInputs] = {
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // grad_out
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // input
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // weight
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_mean
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_var
+  {ShapeKind::kChannel, When::kInference, When::kTraining, true},  // save_mean
+  {ShapeKind::kChannel, When::kInference, When::kTraining, true},  // save_invstd
+};
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
@@ -166,6 +196,15 @@ void VisitAttrs(Attrs *a, Reader &r) {
   r.ChannelLast(kAttrLayout, &a->channel_last);
 }
 
+// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).
+constexpr InputRule kInputRules[kNumInputs] = {
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // grad_out
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // input
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // mean
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // invstd
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // weight
+};
+
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
 
@@ -218,6 +257,18 @@ template <class Reader>
 void VisitAttrs(Attrs *a, Reader &r) {
   r.ChannelLast(kAttrLayout, &a->channel_last);
 }
+
+// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).
+constexpr InputRule kInputRules[kNumInputs] = {
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // grad_out
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // input
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // mean
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // invstd
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // weight
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // sum_dy
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // sum_dy_xmu
+  {ShapeKind::kCounts, When::kNever, When::kNever, false},  // counter
+};
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
@@ -293,6 +344,20 @@ void VisitAttrs(Attrs *a, Reader &r) {
   r.BoolList(kAttrOutputMask, a->output_mask, kOutputMaskLength);
   r.ChannelLast(kAttrLayout, &a->channel_last);
 }
+
+// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).
+constexpr InputRule kInputRules[kNumInputs] = {
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // grad_out
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // input
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // weight
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_mean
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_var
+  {ShapeKind::kChannel, When::kInference, When::kTraining, true},  // save_mean
+  {ShapeKind::kChannel, When::kInference, When::kTraining, true},  // save_invstd
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // grad_grad_input
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // grad_grad_weight
+  {ShapeKind::kChannel, When::kNever, When::kNever, false},  // grad_grad_bias
+};
 
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;

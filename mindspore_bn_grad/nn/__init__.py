@@ -17,6 +17,7 @@ _LAZY = {
     "BatchNormInferCell": "._cells",
     "SyncBatchNorm": "._sync",
     "convert_batchnorm": "._convert",
+    "ConversionWarning": "._convert",
     "patch_batchnorm": "._convert",
     "unpatch_batchnorm": "._convert",
     "batchnorm_patched": "._convert",

@@ -23,7 +23,7 @@ The rewritten_network/ folder that O1 leaves in the working directory is
 MindSpore's own (it writes one there for any network); our cells add nothing
 to it.
 """
-from mindspore.rewrite.common import namespace as _rewrite_namespace
+from .. import ms_compat
 
 _PRECISION_FLAGS = ("fp16", "fp32", "bf16")
 
@@ -37,7 +37,7 @@ class PrecisionNeutral:
 
 def opaque_to_rewrite(cls):
     """Class decorator: ``mindspore.rewrite`` (AMP O1) keeps instances of ``cls`` as they are."""
-    black_list = _rewrite_namespace._subtree_black_list  # pylint: disable=protected-access
+    black_list = ms_compat.rewrite_black_list()
     if cls not in black_list:
         black_list.append(cls)
     return cls

@@ -34,6 +34,7 @@ from mindspore import nn, ops
 
 from ..launch import SerialCall
 from ..backward import backward_op  # one BatchNormBackward per attribute set
+from ..primitives import check_kernel_ready
 from ..spec import is_channel_last
 from ..target import check_device_target
 from ._amp import PrecisionNeutral, opaque_to_rewrite
@@ -113,9 +114,8 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         # synchronous op path: the second one waits, yielding its core, until the kernels
         # queued before it (our backward) have run. That wait is kept on purpose: MindSpore
         # drains its queue before the next Python bprop anyway, spinning on a core the kernels
-        # need, and measured against ops.Zeros (asynchronous) the wait here was faster:
-        # ResNet-18 1.09x vs 0.97x, the MLP 1.20-1.21x vs 1.09-1.15x the original's step,
-        # the Conv stack equal (docs/performance.md).
+        # need; measured against ops.Zeros (asynchronous), the wait here was faster
+        # (docs/performance.md, "One deliberate wait after it").
         self.zeros_like = ops.ZerosLike()
         # weakref: the owner (the BatchNorm cell) holds this cell, not the other way round.
         self._owner = None if owner is None else _OwnerRef(owner)
@@ -194,13 +194,17 @@ def install(bn_cell, data_format=None):
 
     ``bn_cell`` keeps its Parameters, names and ``construct``; only the two
     primitives are replaced. ``bn_cell.momentum`` is already in ops.BatchNorm's
-    convention (1 - the nn momentum).
+    convention (1 - the nn momentum). The kernel is made ready here (built or
+    loaded, its settings checked): a set-up error raises now, in Python, with
+    its own message; in a GRAPH graph it would surface as MindSpore's parser
+    failing to read ``grad_op``.
     """
     check_device_target(type(bn_cell).__name__)
+    check_kernel_ready()
     fmt = data_format or bn_cell.format
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too
-        bn_cell._primitives.pop(name, None)  # pylint: disable=protected-access
+        ms_compat.drop_primitive(bn_cell, name)
     bn_cell.bn_train = BatchNormTrainCell(bn_cell.eps, bn_cell.momentum, fmt, owner=bn_cell)
     bn_cell.bn_infer = BatchNormInferCell(bn_cell.eps, fmt, owner=bn_cell)
     return bn_cell

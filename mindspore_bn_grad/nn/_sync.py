@@ -41,7 +41,6 @@ import numpy as np
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import Tensor, context, nn, ops
 from mindspore import dtype as mstype
-from mindspore.nn.layer import normalization as _ms_norm
 
 from ..launch import SerialCall, launch
 from ..spec import is_channel_last
@@ -52,8 +51,7 @@ from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 
 def _is_initialized():
-    from mindspore.communication._comm_helper import GlobalComm
-    return bool(GlobalComm.INITED)
+    return bool(ms_compat.global_comm().INITED)
 
 
 def resolve_group(process_groups):
@@ -89,7 +87,7 @@ def resolve_group(process_groups):
                     f"groups of all {world} ranks or of one rank (its CPU collectives run on the world "
                     f"group only; 2.8 and later have no such limit), got {process_groups}")
             key = "_".join(str(r) for r in sub)
-            registry = _ms_norm._syncbatchnorm_group_dict()  # pylint: disable=protected-access
+            registry = ms_compat.syncbatchnorm_group_registry()
             if key not in registry:
                 name = f"{len(sub)}_{hashlib.sha256(key.encode('utf-8')).hexdigest()}"
                 create_group(name, sub)
@@ -221,7 +219,7 @@ class SyncBatchNormTrainCell(SerialCall, PrecisionNeutral, nn.Cell):
 
 
 @opaque_to_rewrite  # AMP O1: see _amp.py
-class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
+class SyncBatchNorm(ms_compat.batchnorm_base()):
     r"""Cross-process synchronised BatchNorm with aclnn-style reduce / elementwise backward.
 
     Args as ``mindspore.nn.SyncBatchNorm`` (momentum 0.9 means
@@ -250,7 +248,7 @@ class SyncBatchNorm(_ms_norm._BatchNorm):  # pylint: disable=protected-access
         self.group_name, self.group_device_num, self.group_rank = resolve_group(process_groups)
         self.is_global = self.group_name is not None
         for name in ("bn_train", "bn_infer"):
-            self._primitives.pop(name, None)  # pylint: disable=protected-access
+            ms_compat.drop_primitive(self, name)
         self.bn_train = SyncBatchNormTrainCell(num_features, self.eps, self.momentum, self.group_name,
                                                self.group_device_num, self.group_rank, data_format)
         self.bn_infer = _InferCell(self.eps, data_format)

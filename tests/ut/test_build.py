@@ -1,5 +1,8 @@
 """The CPU kernel build: cache, concurrent first use, clear errors, no import side effects."""
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -42,6 +45,13 @@ def test_build_is_cached_in_the_configured_dir(tmp_path):
     assert r.stdout.split()[2:] == ["True", "True"]
     libs = sorted(p.name for p in cache.glob("*.so"))
     assert len(libs) == 1 and r.stdout.split()[0].endswith(libs[0])
+    # First use says what it does and how long it took, once; the cache is silent.
+    assert r.stderr.count("mindspore_bn_grad: building the CPU kernel (") == 1, r.stderr
+    assert re.search(r"mindspore_bn_grad: built the CPU kernel in \d+\.\d s: ", r.stderr), r.stderr
+    manifest = json.loads((cache / (libs[0] + ".json")).read_text())
+    assert os.path.isabs(manifest["compiler"]) and manifest["compiler_version"]
+    r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(cache)})
+    assert r.returncode == 0 and "mindspore_bn_grad:" not in r.stderr, r.stderr
     # Different flags are a different build; the first one stays valid.
     r = _py(code, {"MS_BN_GRAD_CACHE_DIR": str(cache), "MS_BN_GRAD_CXXFLAGS": "-DMS_BN_GRAD_TEST_FLAG=1"})
     assert r.returncode == 0, r.stderr
@@ -195,7 +205,7 @@ def test_cache_key_follows_the_mindspore_header_path_and_content(tmp_path):
 
     def key(root):
         flags, ms_key = cpu_build.mindspore_headers(root / "include")
-        return cpu_build.build_key("g++", cpu_build.flags() + flags, ms_key)
+        return cpu_build.build_key(cpu_build.flags() + flags, ms_key)
 
     a = _fake_mindspore(tmp_path / "a", "// AotExtra as in one release\n")
     b = _fake_mindspore(tmp_path / "b", "// AotExtra as in one release\n")
@@ -216,3 +226,113 @@ def test_library_loads_without_mindspore():
     """)
     assert r.returncode == 0, r.stderr
     assert "mindspore imported: False" in r.stdout
+
+
+_DIRECT_CALL = """
+    import numpy as np
+    from mindspore_bn_grad.cpu_kernel import native
+    x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+    gi, gw, gb = native.direct(x, x, np.ones(2, np.float32), None, None,
+                                np.zeros(2, np.float32), np.ones(2, np.float32))
+    print(native.lib()._name, gw.tolist(), gb.tolist())
+"""
+
+
+def _shipped_cache(tmp_path):
+    """A copy of this run's built library and digest in a directory of its own, as an image ships it."""
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    lib = cpu_build.library_path()
+    cache = tmp_path / "shipped"
+    cache.mkdir(mode=0o700)
+    for name in (lib.name, lib.name + cpu_build.DIGEST_SUFFIX):
+        shutil.copy2(lib.parent / name, cache / name)
+    return cache, lib.name
+
+
+def test_cached_library_loads_without_a_compiler(tmp_path):
+    """A valid cached library needs no compiler: not on PATH, not even MS_BN_GRAD_CXX naming a missing one."""
+    cache, name = _shipped_cache(tmp_path)
+    (tmp_path / "bin").mkdir()
+    for named in ({}, {"MS_BN_GRAD_CXX": str(tmp_path / "no" / "g++")}):
+        r = _py(_DIRECT_CALL, {"MS_BN_GRAD_CACHE_DIR": str(cache), "PATH": str(tmp_path / "bin"), **named},
+                env_drop=("CXX", "MS_BN_GRAD_CXX"))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split(maxsplit=1) == [str(cache / name), "[14.0, 126.0] [6.0, 22.0]\n"]
+        assert "mindspore_bn_grad:" not in r.stderr  # loaded, not built
+
+
+def test_named_missing_compiler_fails_when_a_build_is_needed(tmp_path):
+    missing = str(tmp_path / "no" / "g++")
+    r = _py(_DIRECT_CALL, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "empty"), "MS_BN_GRAD_CXX": missing})
+    assert r.returncode != 0
+    assert f"BatchNormBackward: no C++ compiler found at MS_BN_GRAD_CXX={missing!r}" in r.stderr
+
+
+_FAKE_CXX = """#!/bin/sh
+# Records each call (start, end, arguments), takes a while, writes its -o file.
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+echo "start $$ $(date +%s.%N) $*" >> "$FAKE_CXX_LOG"
+case "$*" in *"$FAKE_CXX_FAIL"*) echo "fake compiler: cannot compile this" >&2; exit 3;; esac
+sleep 0.7
+: > "$out"
+echo "end $$ $(date +%s.%N)" >> "$FAKE_CXX_LOG"
+"""
+
+
+def _fake_build(tmp_path, fail="never-matches"):
+    cxx = tmp_path / "fake-c++"
+    cxx.write_text(_FAKE_CXX)
+    cxx.chmod(0o755)
+    log = tmp_path / "calls.log"
+    r = _py("""
+        from mindspore_bn_grad.cpu_kernel import build as cpu_build
+        try:
+            print("LIB", cpu_build.library_path())
+        except cpu_build.KernelBuildError as e:
+            print("ERR", e)
+    """, {"MS_BN_GRAD_CACHE_DIR": str(tmp_path / "c"), "MS_BN_GRAD_CXX": str(cxx),
+          "FAKE_CXX_LOG": str(log), "FAKE_CXX_FAIL": fail})
+    return r, log.read_text().splitlines() if log.exists() else []
+
+
+def test_build_compiles_each_file_in_its_own_process_in_parallel_then_links(tmp_path):
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    units = [s.name for s in cpu_build.sources() if s.suffix == ".cpp"]
+    r, calls = _fake_build(tmp_path)
+    assert r.stdout.startswith("LIB "), r.stdout + r.stderr
+    starts = [c.split(" ", 3) for c in calls if c.startswith("start ") and not c.endswith(" --version")]
+    compiles = [args for _, _, _, args in starts if " -c " in args]
+    assert sorted(os.path.basename(a.split(" -c ")[1].split()[0]) for a in compiles) == sorted(units)
+    links = [args for _, _, _, args in starts if " -c " not in args]
+    assert len(links) == 1 and "-shared" in links[0] and links[0].count(".o ") == len(units)
+    assert starts[-1][3] == links[0]  # linked after every compile
+    # How many ran at once: as many as this process may use CPUs (one per file at most).
+    events = sorted([(float(c.split()[2]), 1) for c in calls if c.startswith("start ")
+                     and not c.endswith(" --version")]
+                    + [(float(c.split()[2]), -1) for c in calls if c.startswith("end ")])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert peak == min(cpu_build.usable_cpus(), len(units))
+    jobs = min(cpu_build.usable_cpus(), len(units))
+    assert f"building the CPU kernel ({len(units)} C++ files, {jobs} at a time" in r.stderr
+
+
+def test_one_failing_file_fails_the_build_with_its_command_and_output(tmp_path):
+    r, calls = _fake_build(tmp_path, fail="bn_sync_cpu.cpp")
+    assert "ERR BatchNormBackward: building the CPU kernel failed:" in r.stdout, r.stdout + r.stderr
+    assert "bn_sync_cpu.cpp" in r.stdout and "fake compiler: cannot compile this" in r.stdout
+    assert not any(" -c " not in c for c in calls if c.startswith("start ")), "linked after a failure"
+    assert not list((tmp_path / "c").glob(".*")), "temporary files left behind"
+    assert "built the CPU kernel in" not in r.stderr
+
+
+def test_unbalanced_quote_in_cxxflags_names_the_variable(monkeypatch):
+    from mindspore_bn_grad.cpu_kernel import build as cpu_build
+    monkeypatch.setenv("MS_BN_GRAD_CXXFLAGS", '-DFOO="')
+    with pytest.raises(cpu_build.KernelBuildError,
+                       match=r"MS_BN_GRAD_CXXFLAGS expected compiler flags in shell syntax, got '-DFOO=\"' "
+                             r"\(No closing quotation\)"):
+        cpu_build.flags()

@@ -95,3 +95,121 @@ def test_world_group_only_release_maps_or_refuses_cpu_process_groups(monkeypatch
     with pytest.raises(ValueError, match=r"^SyncBatchNorm: process_groups expected, on CPU with MindSpore "
                                          r"\S+, groups of all 3 ranks or of one rank .* got \[\[0, 1\], \[2\]\]$"):
         _sync.resolve_group([[0, 1], [2]])
+
+
+# ------------------------------------------------- the MindSpore internals, all behind ms_compat
+# Run on every supported release by scripts/test_matrix.sh: a release that moves one fails here,
+# by name, rather than somewhere inside a network.
+
+def test_internal_batchnorm_base():
+    from mindspore import nn
+    from mindspore_bn_grad import ms_compat
+    base = ms_compat.batchnorm_base()
+    assert all(issubclass(c, base) for c in (nn.BatchNorm1d, nn.BatchNorm2d, nn.SyncBatchNorm))
+
+
+def test_internal_cell_primitives_and_drop_primitive():
+    from mindspore import nn, ops
+    from mindspore_bn_grad import ms_compat
+    bn = nn.BatchNorm2d(2)
+    prims = ms_compat.cell_primitives(bn)
+    assert isinstance(prims["bn_train"], ops.BatchNorm) and isinstance(prims["bn_infer"], ops.BatchNorm)
+    ms_compat.drop_primitive(bn, "bn_train")
+    assert "bn_train" not in ms_compat.cell_primitives(bn) and "bn_infer" in ms_compat.cell_primitives(bn)
+
+
+def test_internal_compile_phase(tmp_path, monkeypatch):
+    import mindspore as ms
+    import numpy as np
+    from mindspore import nn
+    from mindspore_bn_grad import ms_compat
+    monkeypatch.chdir(tmp_path)
+    net = nn.SequentialCell(nn.Dense(3, 2), nn.ReLU())
+    assert ms_compat.compile_phase(net) is None and ms_compat.compile_phase(net[0]) is None
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        net(ms.Tensor(np.ones((1, 3), np.float32)))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert isinstance(ms_compat.compile_phase(net), str) and ms_compat.compile_phase(net[0])
+
+
+def test_internal_rewrite_black_list():
+    from mindspore_bn_grad import ms_compat
+    from mindspore_bn_grad.nn import BatchNormTrainCell  # noqa: F401  (registers our cells)
+    from mindspore_bn_grad.nn._cells import _BatchNormCell
+    assert _BatchNormCell in ms_compat.rewrite_black_list()
+
+
+def test_internal_context_params():
+    import mindspore as ms
+    from mindspore_bn_grad import ms_compat
+    assert ms_compat.context_param("device_target") == ms.get_context("device_target")
+    assert ms_compat.context_param("no_such_parameter") is None
+    from mindspore._c_expression import MSContext  # what ascend_soc_version reads
+    assert callable(MSContext.get_instance().get_ascend_soc_version)
+
+
+def test_internal_builtin_batchnorm_grads():
+    from mindspore.ops.primitive import Primitive
+    from mindspore_bn_grad import ms_compat
+    grad, gradgrad = ms_compat.builtin_batchnorm_grads()
+    assert grad.__name__ == "BatchNormGrad" and gradgrad.__name__ == "BatchNormGradGrad"
+    assert issubclass(grad, Primitive) and issubclass(gradgrad, Primitive)
+
+
+def test_internal_communication():
+    from mindspore_bn_grad import ms_compat
+    comm = ms_compat.global_comm()
+    assert isinstance(comm.INITED, bool) and isinstance(comm.WORLD_COMM_GROUP, str)
+    assert isinstance(ms_compat.syncbatchnorm_group_registry(), dict)
+
+
+def test_internal_requires_grad_nowait():
+    import mindspore as ms
+    import numpy as np
+    from mindspore_bn_grad import ms_compat
+    p = ms.Parameter(ms.Tensor(np.ones(2, np.float32)), requires_grad=False)
+    assert getattr(p, "_param_info", None) is not None  # else the fast path is gone
+    assert ms_compat.requires_grad_nowait(p) is False
+    p.requires_grad = True
+    assert ms_compat.requires_grad_nowait(p) is True
+
+
+# What only ms_compat may use: MindSpore's private modules and the private attributes we read.
+PRIVATE_ATTRS = {"_primitives", "_compile_phase", "_param_info", "_subtree_black_list", "_BatchNorm",
+                 "_syncbatchnorm_group_dict", "_pynative_executor", "_grad_ops", "_c_expression"}
+
+
+def _internals_used(tree):
+    import ast
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mindspore":
+            private = [p for p in node.module.split(".") if p.startswith("_")]
+            private += [a.name for a in node.names if a.name.startswith("_")]
+            if private:
+                yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "mindspore" and any(p.startswith("_") for p in a.name.split(".")):
+                    yield node.lineno, f"import {a.name}"
+        elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRS:
+            yield node.lineno, f".{node.attr}"
+
+
+def test_only_ms_compat_touches_mindspore_internals():
+    import ast
+    from pathlib import Path
+    root = Path(ROOT)
+    shipped = sorted(root.glob("mindspore_bn_grad/**/*.py")) + sorted(root.glob("bench/*.py"))
+    assert len(shipped) > 20
+    offenders = [f"{path.relative_to(root)}:{n}: {what}" for path in shipped if path.name != "ms_compat.py"
+                 for n, what in _internals_used(ast.parse(path.read_text()))]
+    assert offenders == [], "MindSpore internals outside ms_compat.py:\n" + "\n".join(offenders)
+
+
+def test_the_internals_guard_finds_them():
+    import ast
+    code = ("from mindspore._c_expression import MSContext\nimport mindspore.ops.operations._grad_ops\n"
+            "from mindspore.nn.layer.normalization import _BatchNorm\ncell._primitives.pop('x')\n")
+    assert [n for n, _ in _internals_used(ast.parse(code))] == [1, 2, 3, 4]

@@ -80,8 +80,18 @@ SPECIALS = {
     "weight_nan": {"weight": [np.nan]},
     "weight_inf": {"weight": [np.inf, -np.inf]},
     "mean_nan": {"save_mean": [np.nan], "running_mean": [np.nan]},
+    "mean_inf": {"save_mean": [np.inf, -np.inf], "running_mean": [-np.inf, np.inf]},
     "var_inf": {"running_var": [np.inf]},
+    "var_negative": {"running_var": [-4.0]},  # invstd NaN in inference
+    "invstd_inf": {"save_invstd": [np.inf, -np.inf]},
+    "invstd_nan": {"save_invstd": [np.nan]},
+    "invstd_zero": {"save_invstd": [0.0]},
 }
+
+# The references are evaluated on the specials themselves (and float16 overflows on purpose):
+# NumPy's "invalid value" and "overflow" RuntimeWarnings are what this file is about, so they are
+# not reported.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -103,11 +113,10 @@ def test_nan_inf_propagate_like_reference(kind, dtype, path, training):
 
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_infinite_invstd_poisons_only_its_channel(path):
-    """save_invstd = Inf (a variance of exactly 0 with eps 0). The reference's
-    sum of dy * ((x - mean) * invstd) is then NaN, while the kernel, like
-    torch's native_batch_norm_backward, computes (sum of dy * (x - mean)) *
-    invstd, which may be +/-Inf instead: both are non-finite, so here only
-    "non-finite" is required of that channel, and the other channels must be
+    """save_invstd = Inf (a variance of exactly 0 with eps 0). The formula's
+    sum of dy * ((x - mean) * invstd) is then NaN or +/-Inf by the signs of its
+    terms, and the kernel gives exactly that (not (sum of dy * (x - mean)) *
+    invstd, torch's order, whose NaN / Inf differ); the other channels are
     exactly as in the reference (no cross-channel contamination)."""
     shape, fmt = PATHS[path]
     arrays, c = _base(shape, fmt, seed=5)
@@ -118,9 +127,27 @@ def test_infinite_invstd_poisons_only_its_channel(path):
     axis = len(shape) - 1 if fmt == "NHWC" else 1
     gi, wi = np.moveaxis(got[0], axis, 0), np.moveaxis(want[0], axis, 0)
     assert not np.isfinite(gi[0]).any() and not np.isfinite(got[1][0])
-    assert_same_specials("grad_input[1:]", gi[1:], wi[1:], "float32")
-    assert_same_specials("grad_weight[1:]", got[1][1:], want[1][1:], "float32")
+    assert_same_specials("grad_input", gi, wi, "float32")
+    assert_same_specials("grad_weight", got[1], want[1], "float32")
     assert_same_specials("grad_bias", got[2], want[2], "float32")
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("fmt, shape", [("NCHW", (0, 3, 5)), ("NHWC", (0, 5, 3)), ("NCHW", (4, 3, 0))])
+def test_empty_channel_sums_are_zero_whatever_the_statistics(fmt, shape, training):
+    """A sum over nothing is 0: with no elements per channel grad_weight and grad_bias are 0, also for
+    a NaN or infinite mean / invstd / variance (0 * Inf would be NaN)."""
+    c = 3
+    arrays = {"grad_out": np.zeros(shape), "input": np.zeros(shape), "weight": np.array([1.0, np.inf, 2.0]),
+              "running_mean": np.array([np.nan, 0.0, np.inf]), "running_var": np.array([-1.0, 0.0, np.nan]),
+              "save_mean": np.array([np.nan, 0.0, -np.inf]), "save_invstd": np.array([np.inf, np.nan, 1.0])}
+    attrs = dict(training=training, eps=0.0, output_mask=(True, True, True), data_format=fmt)
+    got, q, *_ = direct_outputs(arrays, {n: "float32" for n in NAMES}, attrs)
+    want = batch_norm_backward_ref(*(q[n] for n in NAMES), **attrs)
+    assert got[0].shape == shape and want[0].shape == shape
+    for name, g, w in zip(("grad_weight", "grad_bias"), got[1:], want[1:]):
+        assert np.array_equal(w, np.zeros(c)), (name, w)  # the reference (docs/operator.md) says 0
+        assert np.array_equal(g, np.zeros(c)), (name, g)
 
 
 @pytest.mark.parametrize("mask", [(False, True, True), (True, False, False), (False, False, True)])

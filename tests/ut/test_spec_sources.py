@@ -10,7 +10,7 @@ from mindspore_bn_grad.spec import load_opdef, load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml",
-       "batch_norm_forward.yaml")
+       "batch_norm_double_backward.yaml", "batch_norm_forward.yaml")
 
 # Every key of the three prototypes -> (file, pattern) where it is used beyond loading.
 CONSUMERS = {
@@ -19,6 +19,7 @@ CONSUMERS = {
     "support": ("mindspore_bn_grad/support_rules.py", r"load_opdef\(\)\.support"),
     "description": ("mindspore_bn_grad/cli/support.py", r"o\.description"),
     "layouts_from": ("mindspore_bn_grad/spec.py", r'raw\["layouts_from"\]'),
+    "inherits": ("mindspore_bn_grad/spec.py", r'raw\.get\("inherits"\)'),
     "inputs": ("mindspore_bn_grad/infer.py", r"opdef\.inputs"),
     "inputs.name": ("mindspore_bn_grad/infer.py", r"arg\.name"),
     "inputs.aclnn": ("mindspore_bn_grad/cli/support.py", r"i\.aclnn"),
@@ -82,14 +83,21 @@ def test_every_yaml_key_is_consumed():
 
 
 def _sources(patterns):
-    files = [p for pat in patterns for p in sorted(ROOT.glob(pat))]
-    return {p: p.read_text() for p in files if not p.name.endswith(".gen.h")}
+    """Every file the patterns name; a pattern that names none fails (a renamed folder must not turn
+    the guard off)."""
+    files = []
+    for pat in patterns:
+        found = [p for p in sorted(ROOT.glob(pat)) if not p.name.endswith(".gen.h")]
+        assert found, f"{pat} matches no source file: follow the rename in CPP / PY"
+        files += found
+    return {p: p.read_text() for p in files}
 
 
 CPP = ("mindspore_bn_grad/csrc/*.h", "mindspore_bn_grad/csrc/*.cpp", "ascend_impl/op_host/*.h",
        "ascend_impl/op_host/*.cpp", "ascend_impl/op_kernel/*.h", "ascend_impl/op_kernel/*.cpp")
-# The operator modules (nn/ and the benchmark are outside this rule for now).
-PY = ("mindspore_bn_grad/_*.py", "mindspore_bn_grad/cli/support.py")
+# Every Python module that ships (the package, its sub-packages, the benchmarks) and the generators.
+PY = ("mindspore_bn_grad/*.py", "mindspore_bn_grad/cli/*.py", "mindspore_bn_grad/cpu_kernel/*.py",
+      "mindspore_bn_grad/nn/*.py", "bench/*.py", "scripts/*.py")
 
 
 def _cpp_facts():
@@ -105,6 +113,7 @@ def _cpp_facts():
         ("a slot enum", r"enum\s+\w*\s*(:\s*\w+\s*)?\{[^}]*\b(%s)\b" % "|".join(n.upper() for n in names)),
         ("an error code", r"\bk(BadParamCount|BadDtype|BadRank|BadShape|MissingTensor|Overflow|KernelFailed)\s*="),
         ("an absent-input default", r"LoadParam\((\w+,\s*)?(WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
+        ("an empty-allowed rule", r"\btraining\b[^;{]*\b(SAVE_MEAN|SAVE_INVSTD)\b|\b(SAVE_MEAN|SAVE_INVSTD)\b[^;{]*\btraining\b"),
     ]
 
 
@@ -142,7 +151,8 @@ def test_the_checks_fail_on_a_restated_fact():
                "a rank bound": "if (rank < 2 || rank > 8) return kBadRank;",
                "a slot enum": "enum Slot { GRAD_OUT, INPUT, WEIGHT };",
                "an error code": "enum Error { kOk = 0, kBadParamCount = 1 };",
-               "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);"}
+               "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);",
+               "an empty-allowed rule": "const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);"}
     for what, pattern in _cpp_facts():
         assert re.search(pattern, samples[what]), what
     py = {"a slot list": 'names = ["grad_out", "input", "weight", "running_mean"]',
@@ -151,6 +161,11 @@ def test_the_checks_fail_on_a_restated_fact():
           "a counter dtype list": 'COUNTER_DTYPES = ("float32",)'}
     for what, pattern in _py_facts():
         assert re.search(pattern, py[what]), what
+
+
+def test_a_pattern_that_names_no_file_fails():
+    with pytest.raises(AssertionError, match="matches no source file"):
+        _sources(("mindspore_bn_grad/_op*.py",))  # a module name from before the renames
 
 
 def test_kernel_error_messages_come_from_the_yaml():

@@ -23,12 +23,13 @@ SCRIPT = ROOT / "scripts" / "check_ascend_api.sh"
 
 ENV_VARS = ("ASCEND_DEVKIT_PATH", "ASCEND_HOME_PATH", "ASCEND_METADEF_PATH", "ASCEND_GE_PATH", "ASCEND_OPBASE_PATH")
 TESTED_COMMIT = "82b89a1"
-SKIP_REASON = (
-    "needs the public Ascend C API headers: check out the asc-devkit repository (tested at commit "
-    f"{TESTED_COMMIT}, e.g. https://github.com/mirror-cann/asc-devkit) outside this project and set "
-    "ASCEND_DEVKIT_PATH to it, or source a CANN toolkit (ASCEND_HOME_PATH); for the op_host check also set "
-    "ASCEND_METADEF_PATH and ASCEND_GE_PATH (public metadef and ge repositories) and optionally "
-    "ASCEND_OPBASE_PATH (opbase)")
+# One line (pytest repeats it per skipped test). The long form: check out the asc-devkit repository
+# (tested at TESTED_COMMIT, e.g. https://github.com/mirror-cann/asc-devkit) outside this project and
+# set ASCEND_DEVKIT_PATH to it, or source a CANN toolkit (ASCEND_HOME_PATH); for the op_host check
+# also set ASCEND_METADEF_PATH and ASCEND_GE_PATH (the public metadef and ge repositories) and
+# optionally ASCEND_OPBASE_PATH (opbase).
+SKIP_REASON = (f"needs the Ascend C API headers (asc-devkit {TESTED_COMMIT}): set ASCEND_DEVKIT_PATH or "
+               "ASCEND_HOME_PATH; for op_host also ASCEND_METADEF_PATH, ASCEND_GE_PATH")
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 MODES = {"full": 0, "reduce": 1, "elemt": 2}
 COUNTERS = {"float32": (0, np.float32), "int32": (1, np.int32), "int64": (2, np.int64)}
