@@ -14,7 +14,7 @@ the in-place update of the moving statistics, the output. What the native route 
 do, and so where conversion keeps the Cell route (``_cells.py``), is listed in
 ``cell_route_reason``.
 """
-from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
+from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import mint, nn
 
 from ..spec import is_channel_last
@@ -79,7 +79,7 @@ class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
 def install_native(bn_cell):
     """Points a user subclass's ``bn_train`` / ``bn_infer`` at BatchNormExt (the native route)."""
     for name in ("bn_train", "bn_infer"):
-        bn_cell._primitives.pop(name, None)  # pylint: disable=protected-access
+        ms_compat.drop_primitive(bn_cell, name)
     bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)
     bn_cell.bn_infer = NativeBatchNormCell(False, bn_cell.eps, bn_cell.momentum)
     return bn_cell
