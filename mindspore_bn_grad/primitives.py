@@ -17,7 +17,8 @@ From the prototype and the checked attributes it wires:
   library has a C++ infer for the operator (``<op_name>InferShape``), unless
   the class says ``static_shapes = True`` (for PYNATIVE launches only: see
   ``_enable_dynamic_shape``);
-- a bprop that raises a clear error when the operator is not differentiable.
+- a bprop that raises a clear error when the operator is not differentiable;
+- its ``ops.vmap`` rule (vmap.py), from the same prototype facts.
 """
 import struct
 
@@ -29,6 +30,9 @@ from . import target
 from .checks import fail
 from .infer import make_infer
 from .spec import load_opdef
+from . import vmap
+
+vmap.register()  # ops.vmap over every primitive made here (vmap.fold_rule)
 
 
 def kernel_kwargs(filename=None) -> dict:
