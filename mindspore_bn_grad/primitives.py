@@ -32,8 +32,6 @@ from .infer import make_infer
 from .spec import load_opdef
 from . import vmap
 
-vmap.register()  # ops.vmap over every primitive made here (vmap.fold_rule)
-
 
 def kernel_kwargs(filename=None) -> dict:
     """func / reg_info of ops.Custom for the prototype's kernel on the current device target."""
@@ -73,6 +71,7 @@ class Primitive(ops.Custom):
         self.opdef = opdef
         self.op_attrs = attrs
         self.dynamic_shape = not (self.is_ascend_c or self.static_shapes) and _has_cpp_infer(opdef.op_name)
+        vmap.register()  # ops.vmap over it (vmap.fold_rule); at first use, not at import
         if self.dynamic_shape:
             _enable_dynamic_shape(self, opdef.op_name)
 

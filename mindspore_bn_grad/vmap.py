@@ -6,7 +6,8 @@ MindSpore looks a vmap rule up by primitive name (``get_vmap_rule`` in
 multi-output primitives (``For 'Stack', the element of 'input_x[0]' must be
 Tensor, but got type 'list'``). ``register()`` (called by primitives.py) adds a
 getter under "Custom" that answers for our primitives (they carry ``opdef``)
-and hands any other Custom to the getter that was there before, if any.
+and hands any other Custom to the getter that was there before, if any. It
+runs when the first primitive is made, not at import.
 
 The rule folds the vmapped axis into the channel axis, which is exact because
 every per-channel quantity of BatchNorm is computed over the non-channel axes
@@ -29,9 +30,14 @@ from .spec import OpDef
 _FULL, _CHANNEL = "full", "channel"
 
 
+_registered = []
+
+
 def register():
     """Makes ops.vmap use fold_rule for the package's primitives (idempotent). False if MindSpore has no
     vmap rule registry where this release looks (then ops.vmap keeps its own fallback)."""
+    if _registered:
+        return True
     try:
         from mindspore.ops._vmap.vmap_base import vmap_rules_getters
     except ImportError:
@@ -47,6 +53,7 @@ def register():
 
     getter._bn_grad_getter = True
     vmap_rules_getters.register("Custom")(getter)
+    _registered.append(getter)
     return True
 
 

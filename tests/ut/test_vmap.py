@@ -280,10 +280,11 @@ def test_sync_elemt_vmapped_counter_loops():
 
 
 def test_other_custom_ops_keep_mindspore_rules():
-    """The "Custom" getter answers only for our primitives."""
+    """The "Custom" getter (registered when the first primitive is made) answers only for ours."""
     from mindspore.ops._vmap.vmap_base import vmap_rules_getters
+    op = BatchNormBackward()
     getter = vmap_rules_getters.get("Custom", None)
-    assert getter(BatchNormBackward(), 2) is not None
+    assert getter(op, 2) is not None
     plain = ops.Custom(lambda x: x, out_shape=lambda s: s, out_dtype=lambda t: t, func_type="pyfunc")
     assert getter(plain, 2) is None
     assert bn_vmap.register()  # idempotent: registering again keeps one getter
