@@ -238,6 +238,35 @@ def test_fold_runs_one_launch_not_a_loop(monkeypatch):
     check_members(outs, 0, refs, "folded")
 
 
+def test_nested_vmap_and_unmapped_call():
+    """vmap of vmap folds twice; an operator call whose inputs are all unmapped runs as is."""
+    rng = np.random.default_rng(11)
+    outer, inner = 2, 3
+    members = [[member((4, 5, 3), "NHWC", False, rng) for _ in range(inner)] for _ in range(outer)]
+    names = ("grad_out", "input", "weight", "running_mean", "running_var")
+    stacked = [ms.Tensor(np.stack([np.stack([m[n] for m in row]) for row in members])) for n in names]
+    op = BatchNormBackward(False, EPS, (True,) * 3, "NHWC")
+
+    def backward(dy, x, w, mean, var):
+        return op(dy, x, w, mean, var, None, None)
+
+    outs = [o.asnumpy() for o in ops.vmap(ops.vmap(backward, 0, 0), 0, 0)(*stacked)]
+    for i, row in enumerate(members):
+        refs = [batch_norm_backward_ref(*[m[n] for n in names], training=False, eps=EPS, data_format="NHWC")
+                for m in row]
+        check_members([o[i] for o in outs], 0, refs, f"nested vmap, outer member {i}")
+
+    def scaled(s, dy, x, w, mean, var):
+        gi, gw, gb = op(dy, x, w, mean, var, None, None)
+        return gi * s, gw, gb
+
+    m = members[0][0]
+    scales = np.arange(1, 4, dtype=np.float32)
+    gi = ops.vmap(scaled, (0,) + (None,) * 5)(ms.Tensor(scales), *[ms.Tensor(m[n]) for n in names])[0].asnumpy()
+    ref = batch_norm_backward_ref(*[m[n] for n in names], training=False, eps=EPS, data_format="NHWC")[0]
+    check_members([gi], 0, [(s * ref,) for s in scales], "unmapped call")
+
+
 # --- the SyncBatchNorm pair ---------------------------------------------------------------------------
 
 def sync_members(fmt, rng, size=3):
