@@ -17,7 +17,8 @@ From the prototype and the checked attributes it wires:
   library has a C++ infer for the operator (``<op_name>InferShape``), unless
   the class says ``static_shapes = True`` (for PYNATIVE launches only: see
   ``_enable_dynamic_shape``);
-- a bprop that raises a clear error when the operator is not differentiable.
+- a bprop that raises a clear error when the operator is not differentiable;
+- its ``ops.vmap`` rule (vmap.py), from the same prototype facts.
 """
 import struct
 
@@ -29,6 +30,7 @@ from . import target
 from .checks import fail
 from .infer import make_infer
 from .spec import load_opdef
+from . import vmap
 
 
 def kernel_kwargs(filename=None) -> dict:
@@ -78,6 +80,7 @@ class Primitive(ops.Custom):
         self.opdef = opdef
         self.op_attrs = attrs
         self.dynamic_shape = not (self.is_ascend_c or self.static_shapes) and _has_cpp_infer(opdef.op_name)
+        vmap.register()  # ops.vmap over it (vmap.fold_rule); at first use, not at import
         if self.dynamic_shape:
             _enable_dynamic_shape(self, opdef.op_name)
 
