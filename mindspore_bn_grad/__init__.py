@@ -1,11 +1,13 @@
 """mindspore-bn-grad: aclnnBatchNormBackward semantics for MindSpore.
 
-Importing this package has one side effect, documented: it enables MindSpore's CPU
-op plugin (``cpu_kernel/plugin.py``), which only works before MindSpore creates its
+Importing this package has no side effects (nothing is read, compiled or configured
+until a name below is first used: PEP 562 lazy attributes), with one documented,
+opt-in exception: with ``MS_BN_GRAD_OP_PLUGIN=1`` it enables MindSpore's CPU op
+plugin (``cpu_kernel/plugin.py``), which only works before MindSpore creates its
 first CPU kernel: while ``MS_OP_PLUGIN_PATH`` is unset it points that variable at
 our kernel library (building the library once if it is not cached, with a progress
-line). ``MS_BN_GRAD_OP_PLUGIN=0`` turns this off. Nothing else is read, compiled or
-configured until a name below is first used (PEP 562 lazy attributes).
+line). It is off by default because MindSpore 2.10 mishandles strided views on CPU
+while any op plugin is loaded (docs/native_route.md).
 """
 import importlib
 

@@ -91,6 +91,18 @@ class KernelError:
 
 
 @dataclass(frozen=True)
+class MindSporePrimitive:
+    """MindSpore's own primitive with an operator's semantics, as its CPU op plugin hands it over."""
+    name: str
+    arguments: Tuple[Tuple[str, str], ...]   # (our entry, MindSpore's name), in MindSpore's order
+    outputs_from: int                        # arguments before this index are inputs
+
+    @property
+    def ours(self) -> List[str]:
+        return [o for o, _ in self.arguments]
+
+
+@dataclass(frozen=True)
 class OpDef:
     key: str
     op_name: str
@@ -107,6 +119,7 @@ class OpDef:
     mask_attrs: Tuple[str, ...] = ()         # bool attributes behind the mask bits
     kernel_errors: Tuple[KernelError, ...] = ()
     single_output: bool = False
+    mindspore_primitive: Optional[MindSporePrimitive] = None
 
     def input(self, name) -> TensorArg:
         return next(a for a in self.inputs if a.name == name)
@@ -207,7 +220,19 @@ def load_opdef(filename: str = BACKWARD_YAML) -> OpDef:
                  description=" ".join(raw["description"].split()), support=raw.get("support"),
                  mask_attrs=tuple(raw.get("mask_attrs", ())),
                  kernel_errors=tuple(KernelError(**e) for e in raw.get("kernel_errors", ())),
-                 single_output=len(outputs) == 1)
+                 single_output=len(outputs) == 1, mindspore_primitive=_mindspore_primitive(raw, filename))
+
+
+def _mindspore_primitive(raw, filename):
+    mp = raw.get("mindspore_primitive")
+    if mp is None:
+        return None
+    known = {a["name"] for a in raw["inputs"]} | {a["name"] for a in raw["attrs"]} | {o["name"] for o in raw["outputs"]}
+    args = tuple((a["ours"], a["theirs"]) for a in mp["arguments"])
+    unknown = [o for o, _ in args if o not in known]
+    if unknown:
+        raise ValueError(f"{filename}: mindspore_primitive names {unknown}, not entries of the prototype")
+    return MindSporePrimitive(name=mp["name"], arguments=args, outputs_from=int(mp["outputs_from"]))
 
 
 def kernel_errors() -> Dict[int, str]:

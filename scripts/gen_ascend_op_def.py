@@ -339,7 +339,26 @@ def _op_namespace(filename):
             else:
                 out.append(f'  {{"{d}", CountDType::k{d.capitalize()}, DType::kNone}},')
         out += ["};"]
+    out += _mindspore_primitive(opdef)
     out += ["", f"}}  // namespace {ns}", ""]
+    return out
+
+
+def _mindspore_primitive(opdef):
+    """MindSpore's own primitive of this operator, as its CPU op plugin hands its arguments over."""
+    mp = opdef.mindspore_primitive
+    if mp is None:
+        return []
+    out = ["", f"// MindSpore's own {mp.name} (mindspore_primitive): its arguments in the order its CPU op",
+           "// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries.",
+           "namespace mindspore_primitive {", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
+    out += [f"  {o.upper()} = {k}," for k, o in enumerate(mp.ours)]
+    out += [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};"]
+    slots = opdef.input_names + opdef.output_names
+    out += ["// The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).",
+            "constexpr int kArgOfSlot[NUM_SLOTS] = {"]
+    out += [f"  {mp.ours.index(n) if n in mp.ours else -1},  // {n}" for n in slots]
+    out += ["};", "}  // namespace mindspore_primitive"]
     return out
 
 

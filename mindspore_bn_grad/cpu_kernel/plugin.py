@@ -8,8 +8,16 @@ own C++ autograd (no Python bprop). Our kernel library is such a library
 and the native route of converted networks (``nn/_native.py``) run our
 forward and backward kernels.
 
-``enable_at_import()`` is the package's one import-time side effect: while
-``MS_OP_PLUGIN_PATH`` is unset and no MindSpore CPU kernel can have been
+Opt-in (``MS_BN_GRAD_OP_PLUGIN=1``), because MindSpore 2.10 changes behaviour for
+every operator once any op plugin is loaded: on CPU it stops making strided views
+contiguous before a kernel runs (``ValueConverter::ContiguousTensorValue`` skips the
+copy when ``GetOpPluginHandle()`` is non-null), and its own CPU kernels read a
+transposed tensor as if it were dense, so ``x.transpose(...) * y`` is silently wrong
+in PYNATIVE (tests/native/test_op_plugin.py pins it). Enabling it is safe for programs
+whose PYNATIVE code passes no strided view to MindSpore's operators.
+
+``enable_at_import()`` is the package's one import-time side effect, when opted in:
+while ``MS_OP_PLUGIN_PATH`` is unset and no MindSpore CPU kernel can have been
 created, it makes sure the kernel library exists (building it once, with a
 progress line) and points the variable at it. It never raises; what it did
 and why is in ``state()``.
@@ -35,9 +43,15 @@ from dataclasses import dataclass
 from typing import Optional
 
 ENV = "MS_OP_PLUGIN_PATH"
-OPT_OUT = "MS_BN_GRAD_OP_PLUGIN"  # "0": never enable the op plugin
-# The primitives the library provides (csrc/op_plugin.cpp kRegisteredOps).
-PRIMITIVES = ("BatchNormExt", "BatchNormGradExt")
+SWITCH = "MS_BN_GRAD_OP_PLUGIN"  # "1": enable the op plugin at import; "0" or unset: do not
+WHY_OFF = (f"it is off by default: MindSpore 2.10 computes wrong results on strided views in PYNATIVE while "
+           f"any op plugin is loaded (docs/native_route.md); {SWITCH}=1 enables it")
+
+
+def primitives():
+    """MindSpore's primitives the library serves (csrc/op_plugin.cpp; the prototypes' mindspore_primitive)."""
+    from ..spec import BACKWARD_YAML, FORWARD_YAML, load_opdef
+    return tuple(load_opdef(f).mindspore_primitive.name for f in (FORWARD_YAML, BACKWARD_YAML))
 
 
 @dataclass
@@ -73,25 +87,37 @@ def enable_at_import() -> None:
         _STATE.reason = f"the kernel library could not be prepared ({e})"
 
 
+def requested() -> bool:
+    """Whether this process asked for the op plugin: MS_BN_GRAD_OP_PLUGIN=1, or MS_OP_PLUGIN_PATH
+    naming our library (the export that plugin-path prints)."""
+    switch = os.environ.get(SWITCH, "").strip()
+    return switch == "1" or (switch != "0" and _is_ours(os.environ.get(ENV, "")))
+
+
 def _enable() -> None:
-    if os.environ.get(OPT_OUT, "").strip() == "0":
-        _STATE.reason = f"{OPT_OUT}=0 is set"
+    switch = os.environ.get(SWITCH, "").strip()
+    if switch == "0":
+        _STATE.reason = f"{SWITCH}=0 is set"
         return
     current = os.environ.get(ENV)
     if current:
-        # Set before Python started (for example by the export the warning suggests): that
-        # library is what MindSpore will load; status() checks whether ours is in it.
+        # Set before Python started (for example by the export plugin-path prints): that library
+        # is what MindSpore will load; status() checks whether ours is in it.
         _STATE.library = current
-        if not _is_ours(current):
+        if _is_ours(current):
+            return
+        if switch == "1":
             _chain(current)
+        else:
+            _STATE.reason = f"{ENV} names another op plugin ({current}); {SWITCH}=1 chains ours with it"
+        return
+    if switch != "1":
+        _STATE.reason = WHY_OFF
         return
     import importlib.util
     if importlib.util.find_spec("mindspore") is None:
         _STATE.reason = "MindSpore is not installed"
         return
-    if _mindspore_may_have_kernels():
-        # Setting it now still works when no CPU kernel was created yet; the self-test tells.
-        pass
     from .build import library_path
     path = str(library_path())
     os.environ[ENV] = path
@@ -100,6 +126,8 @@ def _enable() -> None:
 
 
 def _is_ours(path: str) -> bool:
+    if not path:
+        return False
     try:
         from .build import cache_dir, LIB_STEM
         real = os.path.realpath(path)
@@ -131,8 +159,6 @@ def _launch_count(handle) -> int:
 
 def _self_test() -> str:
     """'' when a BatchNormExt launch ran our kernel, else why not."""
-    if os.environ.get(OPT_OUT, "").strip() == "0":
-        return f"{OPT_OUT}=0 is set"
     if not os.environ.get(ENV):
         return _STATE.reason or f"{ENV} is not set"
     from . import native
@@ -167,14 +193,15 @@ def _self_test() -> str:
 def status() -> bool:
     """True when MindSpore launches our kernels for BatchNormExt / BatchNormGradExt on CPU.
 
-    Runs the self-test once (a MindSpore CPU launch); on False, warns once why and what to do."""
+    Runs the self-test once (a MindSpore CPU launch) when the plugin was asked for; on
+    False, warns once why and what to do (not when it was simply left off)."""
     with _LOCK:
         if _STATE.checked is None:
-            why = _self_test()
+            why = _self_test() if requested() else (_STATE.reason or WHY_OFF)
             _STATE.checked = not why
             if why:
                 _STATE.reason = why
-        if not _STATE.checked and not _STATE.warned:
+        if not _STATE.checked and not _STATE.warned and requested():
             _STATE.warned = True
             warnings.warn(fallback_message(), RuntimeWarning, stacklevel=3)
         return _STATE.checked
@@ -192,8 +219,9 @@ def op_plugin_active() -> bool:
 def fallback_message() -> str:
     return (f"mindspore_bn_grad: MindSpore's CPU op plugin is not active ({_STATE.reason}); "
             "converted BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* "
-            "has no CPU kernel. To enable it, import mindspore_bn_grad before any MindSpore operator "
-            f"runs, or start Python with `export {ENV}=$(python -m mindspore_bn_grad plugin-path)`.")
+            f"has no CPU kernel. To enable it, set {SWITCH}=1 and import mindspore_bn_grad before any "
+            f"MindSpore operator runs, or start Python with `export {ENV}=$(python -m mindspore_bn_grad "
+            "plugin-path)`.")
 
 
 def state() -> _State:

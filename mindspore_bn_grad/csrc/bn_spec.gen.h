@@ -146,6 +146,42 @@ constexpr int kMaskBitGradInput = 0;
 constexpr int kMaskBitGradWeight = 1;
 constexpr int kMaskBitGradBias = 2;
 
+// MindSpore's own BatchNormGradExt (mindspore_primitive): its arguments in the order its CPU op
+// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries.
+namespace mindspore_primitive {
+constexpr const char *kName = "BatchNormGradExt";
+enum Arg : int {
+  GRAD_OUT = 0,
+  INPUT = 1,
+  WEIGHT = 2,
+  RUNNING_MEAN = 3,
+  RUNNING_VAR = 4,
+  SAVE_MEAN = 5,
+  SAVE_INVSTD = 6,
+  TRAINING = 7,
+  EPS = 8,
+  OUTPUT_MASK = 9,
+  GRAD_INPUT = 10,
+  GRAD_WEIGHT = 11,
+  GRAD_BIAS = 12,
+  NUM_ARGS = 13,
+};
+constexpr int kNumInputs = 10;
+// The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).
+constexpr int kArgOfSlot[NUM_SLOTS] = {
+  0,  // grad_out
+  1,  // input
+  2,  // weight
+  3,  // running_mean
+  4,  // running_var
+  5,  // save_mean
+  6,  // save_invstd
+  10,  // grad_input
+  11,  // grad_weight
+  12,  // grad_bias
+};
+}  // namespace mindspore_primitive
+
 }  // namespace batch_norm_backward
 
 // BatchNormReduceBackward (op_def/batch_norm_reduce_backward.yaml).
@@ -417,11 +453,54 @@ void VisitAttrs(Attrs *a, Reader &r) {
   r.ChannelLast(kAttrLayout, &a->channel_last);
 }
 
+// Rule of each input, by slot (shape, empty_allowed_when, required_when, optional).
+constexpr InputRule kInputRules[kNumInputs] = {
+  {ShapeKind::kFull, When::kNever, When::kNever, false},  // input
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // weight
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // bias
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_mean
+  {ShapeKind::kChannel, When::kNever, When::kNever, true},  // running_var
+};
+
 // The value the kernel uses for an absent optional input (default_value).
 constexpr double kAbsentWeight = 1.0;
 constexpr double kAbsentBias = 0.0;
 constexpr double kAbsentRunningMean = 0.0;
 constexpr double kAbsentRunningVar = 1.0;
+
+// MindSpore's own BatchNormExt (mindspore_primitive): its arguments in the order its CPU op
+// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries.
+namespace mindspore_primitive {
+constexpr const char *kName = "BatchNormExt";
+enum Arg : int {
+  INPUT = 0,
+  WEIGHT = 1,
+  BIAS = 2,
+  RUNNING_MEAN = 3,
+  RUNNING_VAR = 4,
+  TRAINING = 5,
+  MOMENTUM = 6,
+  EPS = 7,
+  OUTPUT = 8,
+  SAVE_MEAN = 9,
+  SAVE_INVSTD = 10,
+  NUM_ARGS = 11,
+};
+constexpr int kNumInputs = 8;
+// The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).
+constexpr int kArgOfSlot[NUM_SLOTS] = {
+  0,  // input
+  1,  // weight
+  2,  // bias
+  3,  // running_mean
+  4,  // running_var
+  8,  // output
+  9,  // save_mean
+  10,  // save_invstd
+  -1,  // running_mean_out
+  -1,  // running_var_out
+};
+}  // namespace mindspore_primitive
 
 }  // namespace batch_norm_forward
 

@@ -47,25 +47,10 @@ using namespace aot;  // NOLINT: Call, the parse helpers, the error codes
 
 std::atomic<int64_t> g_launches{0};
 
-// MindSpore's argument order (its op definitions of BatchNormExt and
-// BatchNormGradExt; checked by tests/ut/test_op_plugin.py against the
-// installed release's Python signature).
-namespace ext {
-enum Slot : int {
-  INPUT = 0, WEIGHT, BIAS, RUNNING_MEAN, RUNNING_VAR,  // tensors, all but input optional
-  TRAINING, MOMENTUM, EPS,                            // scalars
-  OUTPUT, SAVE_MEAN, SAVE_INVSTD,                     // outputs
-  NUM_SLOTS,
-};
-}  // namespace ext
-namespace grad_ext {
-enum Slot : int {
-  DOUT = 0, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR, SAVED_MEAN, SAVED_RSTD,  // tensors
-  TRAINING, EPS, OUTPUT_MASK,                                                  // scalars
-  DX, DWEIGHT, DBIAS,                                                          // outputs
-  NUM_SLOTS,
-};
-}  // namespace grad_ext
+// MindSpore's argument order of each primitive: generated from the prototypes'
+// mindspore_primitive entries (op_def/*.yaml) into bn_spec.gen.h.
+namespace ext = spec::batch_norm_forward::mindspore_primitive;
+namespace grad_ext = spec::batch_norm_backward::mindspore_primitive;
 
 // Strided views (PYNATIVE hands them over as they are, e.g. a transposed
 // tensor): each is gathered into a dense copy that the kernels read instead.
@@ -144,7 +129,9 @@ ConstTensor OptionalInput(const Call &call, int slot, int64_t channels, Error *r
 
 int RunForward(Call call, KernelInputInfo *info) {
   using namespace ext;  // NOLINT
-  if (call.Check(NUM_SLOTS) != kOk || info == nullptr || info->GetInputSize() != OUTPUT) return kBadParamCount;
+  if (call.Check(NUM_ARGS) != kOk || info == nullptr || info->GetInputSize() != static_cast<size_t>(kNumInputs)) {
+    return kBadParamCount;
+  }
   if (!info->IsScalarInput(TRAINING) || !info->IsScalarInput(MOMENTUM) || !info->IsScalarInput(EPS)) {
     return kBadParamCount;
   }
@@ -159,7 +146,7 @@ int RunForward(Call call, KernelInputInfo *info) {
   BnForwardArgs a;
   DType dt = DType::kNone;
   int64_t numel = 0;
-  rc = ParseActivations(call, NUM_SLOTS, {INPUT, OUTPUT}, /*channel_last=*/false, &a, &dt, &numel);
+  rc = ParseActivations(call, NUM_ARGS, {INPUT, OUTPUT}, /*channel_last=*/false, &a, &dt, &numel);
   if (rc != kOk) return rc;
   a.input = ConstTensor{call.params[INPUT], dt};
   a.output = MutTensor{call.params[OUTPUT], dt};
@@ -188,13 +175,15 @@ int RunForward(Call call, KernelInputInfo *info) {
 int RunBackward(Call call, KernelInputInfo *info) {
   using namespace grad_ext;  // NOLINT
   namespace bnb = spec::batch_norm_backward;
-  if (call.Check(NUM_SLOTS) != kOk || info == nullptr || info->GetInputSize() != DX) return kBadParamCount;
+  if (call.Check(NUM_ARGS) != kOk || info == nullptr || info->GetInputSize() != static_cast<size_t>(kNumInputs)) {
+    return kBadParamCount;
+  }
   if (!info->IsScalarInput(TRAINING) || !info->IsScalarInput(EPS) || !info->IsScalarInput(OUTPUT_MASK)) {
     return kBadParamCount;
   }
   DenseInputs dense;
   std::vector<void *> gathered;
-  const Error rc = GatherInputs(info, &call, DOUT, SAVED_RSTD, &dense, &gathered);
+  const Error rc = GatherInputs(info, &call, GRAD_OUT, SAVE_INVSTD, &dense, &gathered);
   if (rc != kOk) return rc;
   bnb::Attrs attrs;
   attrs.training = info->GetBoolInput(TRAINING);
@@ -204,23 +193,23 @@ int RunBackward(Call call, KernelInputInfo *info) {
   if (mask.size() != static_cast<size_t>(bnb::kOutputMaskLength)) return kBadParamCount;
   for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = mask[i] != 0;
 
-  // Our BatchNormBackward takes the same tensors in the same order, without the scalars.
-  constexpr int kTensors[bnb::NUM_SLOTS] = {DOUT, INPUT, WEIGHT, RUNNING_MEAN, RUNNING_VAR,
-                                            SAVED_MEAN, SAVED_RSTD, DX, DWEIGHT, DBIAS};
+  // Our BatchNormBackward's tensor slots, each taken from the argument that carries it.
   void *params[bnb::NUM_SLOTS];
   int ndims[bnb::NUM_SLOTS];
   int64_t *shapes[bnb::NUM_SLOTS];
   const char *dtypes[bnb::NUM_SLOTS];
   for (int i = 0; i < bnb::NUM_SLOTS; ++i) {
-    params[i] = call.params[kTensors[i]];
-    ndims[i] = call.ndims[kTensors[i]];
-    shapes[i] = call.shapes[kTensors[i]];
-    dtypes[i] = call.dtypes[kTensors[i]];
+    const int arg = kArgOfSlot[i];
+    if (arg < 0) return kBadParamCount;
+    params[i] = call.params[arg];
+    ndims[i] = call.ndims[arg];
+    shapes[i] = call.shapes[arg];
+    dtypes[i] = call.dtypes[arg];
   }
   return RunBatchNormBackward(Call{bnb::NUM_SLOTS, params, ndims, shapes, dtypes}, attrs);
 }
 
-const char *kRegisteredOps[] = {"BatchNormExt", "BatchNormGradExt"};
+const char *kRegisteredOps[] = {ext::kName, grad_ext::kName};
 
 }  // namespace
 }  // namespace plugin

@@ -5,11 +5,10 @@ constructor arguments and defaults, the Parameters (``gamma``, ``beta``,
 ``moving_mean``, ``moving_variance``), their names, the checkpoint layout,
 ``construct`` (eval mode, ``use_batch_statistics``) and ``isinstance`` checks
 (for example AMP's keep-in-float32 list) are MindSpore's own. The only change
-is the route to our kernels (``route``, see _native.py): on CPU with MindSpore's
-op plugin active, ``construct`` calls MindSpore's ``BatchNormExt`` on the cell's own
-Parameters, which runs our forward and backward kernels through MindSpore's C++
-autograd (the native route); otherwise ``bn_train`` / ``bn_infer`` are cells with a
-registered bprop (the Cell route, _cells.py).
+is ``bn_train`` / ``bn_infer``, by the route to our kernels (``route``, see _native.py):
+on CPU with MindSpore's op plugin active, cells that call MindSpore's ``BatchNormExt``,
+which runs our forward and backward kernels through MindSpore's C++ autograd (the
+native route); otherwise cells with a registered bprop (the Cell route, _cells.py).
 
 Beyond MindSpore on CPU: ``BatchNorm2d(data_format="NHWC")`` works (MindSpore's CPU
 BatchNorm refuses it); the channel axis is then the last one.
@@ -21,7 +20,7 @@ from mindspore.common import dtype as mstype
 
 from ._amp import opaque_to_rewrite
 from ._cells import install
-from ._native import batch_norm, choose_route
+from ._native import choose_route, install_native
 
 
 @opaque_to_rewrite  # AMP O1 keeps our cells as they are: see _amp.py
@@ -30,22 +29,15 @@ class OurBatchNorm:
 
     bn_route = "cell"
 
-    def construct(self, x):
-        if self.bn_route == "native":
-            self._check_input_dim(self.shape(x), self.cls_name)
-            if self.use_batch_statistics is None:
-                training = self.training
-            else:
-                training = self.use_batch_statistics
-            return batch_norm(x, self.moving_mean, self.moving_variance, self.gamma, self.beta, training,
-                              self.momentum, self.eps)
-        return super().construct(x)
-
 
 def route_cell(cell, route, data_format):
-    """Puts ``cell`` (one of ours) on ``route`` ('auto', 'native' or 'cell')."""
+    """Puts ``cell`` (one of ours) on ``route`` ('auto', 'native' or 'cell'): its ``bn_train`` /
+    ``bn_infer`` become BatchNormExt cells (native) or cells with our bprop (cell). MindSpore's own
+    ``construct`` stays."""
     cell.bn_route = choose_route(route, data_format, type(cell).__name__)
-    if cell.bn_route == "cell":
+    if cell.bn_route == "native":
+        install_native(cell)
+    else:
         install(cell, data_format)
     return cell
 
@@ -101,6 +93,7 @@ class BatchNorm3d(OurBatchNorm, ms_nn.BatchNorm3d):
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics, dtype)
         to_ours(self.bn2d, route)
+        self.bn_route = self.bn2d.bn_route
 
 
 _OURS = {ms_nn.BatchNorm1d: BatchNorm1d, ms_nn.BatchNorm2d: BatchNorm2d, ms_nn.BatchNorm3d: BatchNorm3d}
@@ -115,9 +108,9 @@ def to_ours(cell, route="auto"):
     ours = _OURS[type(cell)]
     cell.__class__ = ours
     if ours is BatchNorm3d:
-        cell.bn_route = "cell"  # its bn2d does the work
         if not isinstance(cell.bn2d, OurBatchNorm):
             to_ours(cell.bn2d, route)
+        cell.bn_route = cell.bn2d.bn_route  # its bn2d does the work
     else:
         route_cell(cell, route, cell.format)
     return cell

@@ -12,7 +12,7 @@ import warnings
 
 from mindspore import mint
 
-from ..target import device_target
+from .. import target
 from ._native import choose_route
 
 _MINT_BATCHNORMS = (mint.nn.BatchNorm1d, mint.nn.BatchNorm2d, mint.nn.BatchNorm3d)
@@ -29,8 +29,8 @@ def convert_mint_cell(cell, route="auto"):
     if route == "cell":
         reason = (f"mint.nn.{name} calls BatchNormExt itself and has no Cell route; it takes the "
                   "native route or none")
-    elif device_target() != "CPU":
-        reason = (f"mint.nn.{name} on {device_target()} keeps MindSpore's aclnnBatchNorm kernels "
+    elif target.device_target() != "CPU":
+        reason = (f"mint.nn.{name} on {target.device_target()} keeps MindSpore's aclnnBatchNorm kernels "
                   "(the same semantics as ours); use mindspore.nn.BatchNorm* cells to run our Ascend C kernel")
     else:
         reason = ""

@@ -3,8 +3,8 @@
 On CPU, with MindSpore's op plugin active (``cpu_kernel/plugin.py``), MindSpore's
 ``BatchNormExt`` (the forward of ``mint.nn.functional.batch_norm``, aclnnBatchNorm's
 semantics) and ``BatchNormGradExt`` (its C++ bprop, aclnnBatchNormBackward's) run our
-kernels. A converted ``nn.BatchNorm*`` cell then calls ``BatchNormExt`` on its own
-Parameters: no Python bprop, so PYNATIVE never drains its queue for one, GRAPH
+kernels. A converted ``nn.BatchNorm*`` cell's ``bn_train`` / ``bn_infer`` then call
+``BatchNormExt`` on the cell's own Parameters: no Python bprop, so PYNATIVE never drains its queue for one, GRAPH
 compiles no bprop graph of ours, and the forward is our kernel too.
 
 ``BatchNormExt`` and ``ops.BatchNorm`` agree on everything a cell relies on: the
@@ -17,8 +17,8 @@ do, and so where conversion keeps the Cell route (``_cells.py``), is listed in
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
 from mindspore import mint, nn
 
+from .. import target
 from ..spec import is_channel_last
-from ..target import device_target
 from ._amp import PrecisionNeutral, opaque_to_rewrite
 
 ROUTES = ("auto", "native", "cell")
@@ -34,9 +34,9 @@ def check_route(route, where):
 
 def cell_route_reason(data_format):
     """Why a BatchNorm in ``data_format`` cannot take the native route here ('' when it can)."""
-    target = device_target()
-    if target != "CPU":
-        return f"the device target is {target} (the native route is MindSpore's CPU op plugin)"
+    device = target.device_target()
+    if device != "CPU":
+        return f"the device target is {device} (the native route is MindSpore's CPU op plugin)"
     if is_channel_last(data_format):
         return f"data_format {data_format!r} (MindSpore's BatchNormExt is channel-first only)"
     from ..cpu_kernel import plugin
@@ -48,6 +48,7 @@ def cell_route_reason(data_format):
 def choose_route(route, data_format, where):
     """'native' or 'cell' for a BatchNorm in ``data_format``; route='native' that cannot be is an error."""
     check_route(route, where)
+    target.check_device_target(where)
     if route == "cell":
         return "cell"
     why = cell_route_reason(data_format)
@@ -60,10 +61,12 @@ def choose_route(route, data_format, where):
 
 @opaque_to_rewrite
 class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
-    """``bn_train`` / ``bn_infer`` of a user subclass of ``nn.BatchNorm*`` on the native route.
+    """``bn_train`` / ``bn_infer`` of a BatchNorm cell on the native route.
 
     Same five inputs as ``ops.BatchNorm``; returns a tuple whose first element is the
-    output (all the cell's construct reads)."""
+    output (all the cell's construct reads). Neutral to AMP's precision flags (_amp.py), as
+    the primitive it stands in for: a flagged cell would cast the moving statistics to a
+    float16 copy, and BatchNormExt's in-place update would be lost in it."""
 
     def __init__(self, training, eps, momentum):
         super().__init__()
@@ -77,7 +80,7 @@ class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
 
 
 def install_native(bn_cell):
-    """Points a user subclass's ``bn_train`` / ``bn_infer`` at BatchNormExt (the native route)."""
+    """Points a BatchNorm cell's ``bn_train`` / ``bn_infer`` at BatchNormExt (the native route)."""
     for name in ("bn_train", "bn_infer"):
         ms_compat.drop_primitive(bn_cell, name)
     bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)
@@ -86,12 +89,6 @@ def install_native(bn_cell):
 
 
 def is_native(bn_cell):
-    return getattr(bn_cell, "bn_route", None) == "native" or isinstance(
-        getattr(bn_cell, "bn_train", None), NativeBatchNormCell)
-
-
-def batch_norm(x, moving_mean, moving_variance, gamma, beta, training, momentum, eps):
-    """BatchNormExt: the forward of the native route (our kernel through the op plugin)."""
-    return _batch_norm(x, moving_mean, moving_variance, gamma, beta, training, momentum, eps)
+    return isinstance(getattr(bn_cell, "bn_train", None), NativeBatchNormCell)
 
 

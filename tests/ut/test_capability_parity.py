@@ -441,6 +441,7 @@ def test_second_order_gradients(mode):
             _close(name, got_gw[name], want_gw[name], 1e-4)
 
 
+@pytest.mark.native_route
 def test_second_order_on_the_native_route_is_mindspores_bug():
     """Why second order takes the Cell route (docs/native_route.md): MindSpore 2.10's C++ bprop of
     BatchNormGradExt returns one gradient fewer than the primitive has inputs, which PYNATIVE refuses.

@@ -292,7 +292,7 @@ def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
         np.testing.assert_allclose(got, builtin, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("route", ["native", "cell"])
+@pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route), "cell"])
 def test_graph_with_unknown_dims_trains_a_converted_batchnorm(route):
     """A graph compiled with unknown batch and height (set_inputs with None) runs a converted BatchNorm's
     backward on two sizes: the graph got the primitive that supports unknown dims."""
@@ -369,6 +369,7 @@ def test_graph_ir_contains_our_op(tmp_path):
     assert not any("BatchNormGrad" in t for t in final)
 
 
+@pytest.mark.native_route
 def test_graph_ir_of_the_native_route(tmp_path):
     """The compiled GRAPH of a native-route network runs BatchNormExt / BatchNormGradExt (ours, through the op
     plugin), with no Custom op and none of MindSpore's legacy BatchNorm / BatchNormGrad."""

@@ -22,7 +22,6 @@ from mindspore import mint, nn
 from mindspore_bn_grad.cpu_kernel import native, plugin
 from reference import batch_norm_backward_ref, batch_norm_forward_ref
 
-pytestmark = pytest.mark.skipif(not plugin.status(), reason="MindSpore's CPU op plugin is not active here")
 
 
 def launches():
@@ -61,6 +60,7 @@ class FunctionalNet(nn.Cell):
         return mint.nn.functional.batch_norm(x, rm, rv, w, b, self.training_flag, self.momentum, self.eps)
 
 
+@pytest.mark.native_route
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("shape", [(4, 3), (4, 3, 5), (2, 3, 4, 5), (2, 3, 2, 3, 2)])
 def test_mint_functional_forward_backward_and_running_stats(mode, training, shape):
@@ -92,6 +92,7 @@ def test_mint_functional_forward_backward_and_running_stats(mode, training, shap
     assert launches() >= before + 3  # forward twice (call, grad) and the backward: ours
 
 
+@pytest.mark.native_route
 @pytest.mark.parametrize("affine,stats", [(False, True), (True, False), (False, False)])
 def test_mint_functional_absent_tensors(mode, affine, stats):
     set_mode(mode)
@@ -113,6 +114,7 @@ def test_mint_functional_absent_tensors(mode, affine, stats):
 
 @pytest.mark.parametrize("cls,shape", [(mint.nn.BatchNorm1d, (8, 4)), (mint.nn.BatchNorm1d, (4, 4, 6)),
                                        (mint.nn.BatchNorm2d, (4, 4, 3, 3)), (mint.nn.BatchNorm3d, (2, 4, 2, 3, 2))])
+@pytest.mark.native_route
 def test_mint_cells_train_and_eval(mode, cls, shape):
     """mint.nn.BatchNorm*: two training steps (running statistics), then eval, against float64."""
     set_mode(mode)
@@ -144,6 +146,7 @@ def test_mint_cells_train_and_eval(mode, cls, shape):
     np.testing.assert_allclose(bn(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.native_route
 def test_float16_input():
     set_mode("pynative")
     rng = np.random.default_rng(4)
@@ -154,6 +157,7 @@ def test_float16_input():
     np.testing.assert_allclose(y.asnumpy().astype(np.float64), y_ref, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.native_route
 def test_strided_views_are_read_as_they_are():
     """PYNATIVE hands the plugin strided views (a transpose, an offset slice): same values."""
     set_mode("pynative")
@@ -178,35 +182,60 @@ def test_strided_views_are_read_as_they_are():
     np.testing.assert_allclose(gx, gx_ref, rtol=5e-5, atol=5e-5)
 
 
+@pytest.mark.native_route
+def test_mindspore_mishandles_strided_views_while_a_plugin_is_loaded():
+    """Why the op plugin is opt-in (docs/native_route.md): with any op plugin loaded, MindSpore 2.10
+    no longer makes strided views dense before its own CPU kernels run, which then read a transposed
+    tensor as if it were dense. If a MindSpore release fixes this, this test fails, and the plugin
+    can be enabled by default."""
+    set_mode("pynative")
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    w = rng.normal(size=(2, 4, 5, 3)).astype(np.float32)
+    view = mint.transpose(mint.transpose(ms.Tensor(a), 1, 3), 1, 2)  # (2, 4, 5, 3), strided
+    got = (view * ms.Tensor(w)).asnumpy()
+    want = a.transpose(0, 2, 3, 1) * w
+    assert np.abs(got - want).max() > 0.1, "MindSpore multiplied the strided view correctly"
+
+
+@pytest.mark.native_route
 def test_registered_primitives_match_mindspore_signatures():
     """The argument order op_plugin.cpp assumes is MindSpore's (its primitives' Python signatures)."""
     from mindspore.ops.auto_generate import gen_ops_prim
     import inspect
-    def names(fn):
-        return [p.replace("runnning", "running") for p in list(inspect.signature(fn).parameters)[1:]]
+    from mindspore_bn_grad.spec import BACKWARD_YAML, FORWARD_YAML, load_opdef
 
-    # the kernel gets the call's tensors, then the primitive's init arguments, then the rest
-    assert names(gen_ops_prim.BatchNormExt.__call__) == [
-        "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "epsilon"]
-    assert names(gen_ops_prim.BatchNormGradExt.__call__) == [
-        "dout", "input", "weight", "running_mean", "running_var", "saved_mean", "saved_rstd", "output_mask"]
-    assert names(gen_ops_prim.BatchNormGradExt.__init__) == ["training", "eps"]
+    def names(fn):
+        return list(inspect.signature(fn).parameters)[1:]
+
+    # the kernel gets the call's tensors, then the primitive's init arguments, then the rest of the call
+    for yaml_file in (FORWARD_YAML, BACKWARD_YAML):
+        mp = load_opdef(yaml_file).mindspore_primitive
+        prim = getattr(gen_ops_prim, mp.name)
+        call, init = names(prim.__call__), [n for n in names(prim.__init__) if n not in ("args", "kwargs")]
+        tensors = [n for n in call if n not in init and n != "output_mask"]
+        want = tensors + init + [n for n in call if n not in tensors and n not in init]
+        theirs = [t for _, t in mp.arguments]
+        assert theirs[:mp.outputs_from] == want, (mp.name, theirs, want)
     lib = native.lib()
     lib.GetRegisteredOpCount.restype = ctypes.c_int
     lib.GetAllRegisteredOps.restype = ctypes.POINTER(ctypes.c_char_p)
     names = lib.GetAllRegisteredOps()
-    assert sorted(names[i].decode() for i in range(lib.GetRegisteredOpCount())) == sorted(plugin.PRIMITIVES)
+    assert sorted(names[i].decode() for i in range(lib.GetRegisteredOpCount())) == sorted(plugin.primitives())
 
 
 # ------------------------------------------------------------------ enabling, in fresh processes
 
-def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH",)):
+def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN")):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(env_extra or {})
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     return proc
+
+
+ON = {"MS_BN_GRAD_OP_PLUGIN": "1"}
 
 
 def test_import_enables_the_plugin_and_the_self_test_proves_it():
@@ -219,7 +248,7 @@ def test_import_enables_the_plugin_and_the_self_test_proves_it():
         assert build._verified(__import__("pathlib").Path(path)), path
         assert mindspore_bn_grad.op_plugin_active()
         print("OK", path)
-    """)
+    """, ON)
     assert "OK" in proc.stdout
 
 
@@ -244,22 +273,30 @@ def test_too_late_falls_back_to_the_cell_route_with_one_warning():
         g = ms.grad(lambda t: net(t).sum())(ms.Tensor(x)).asnumpy()
         assert np.abs(g).max() < 1e-4, g  # d(sum of a normalised output)/dx = 0
         print("OK")
-    """)
+    """, ON)
     assert "OK" in proc.stdout
 
 
-def test_opt_out_variable():
+@pytest.mark.parametrize("switch", [None, "0"])
+def test_off_by_default_and_with_zero(switch):
+    """Unset (the default) or 0: nothing is set or built at import, the Cell route is used, and no
+    warning (nobody asked for the plugin); the reason is available."""
     proc = run_python("""
         import os, warnings
+        warnings.simplefilter("error")
         import mindspore_bn_grad
+        from mindspore_bn_grad.cpu_kernel import plugin
+        from mindspore import nn
         assert "MS_OP_PLUGIN_PATH" not in os.environ
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            assert not mindspore_bn_grad.op_plugin_active()
-        assert any("MS_BN_GRAD_OP_PLUGIN=0" in str(x.message) for x in w)
-        print("OK")
-    """, {"MS_BN_GRAD_OP_PLUGIN": "0"})
-    assert "OK" in proc.stdout
+        assert not mindspore_bn_grad.op_plugin_active()
+        net = mindspore_bn_grad.convert_batchnorm(nn.BatchNorm2d(3))
+        assert net.bn_route == "cell"
+        print("REASON", plugin.state().reason)
+    """, {} if switch is None else {"MS_BN_GRAD_OP_PLUGIN": switch}, drop=("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN"))
+    if switch is None:
+        assert "off by default" in proc.stdout and "strided views" in proc.stdout
+    else:
+        assert "MS_BN_GRAD_OP_PLUGIN=0 is set" in proc.stdout
 
 
 def test_exported_plugin_path_works_before_import():
@@ -305,5 +342,19 @@ def test_a_users_plugin_is_chained_not_clobbered(tmp_path):
         assert chain.MsBnGradTestUserOp(0, None, None, None, None, None, None) == 5  # theirs, found through the chain
         assert mindspore_bn_grad.op_plugin_active()  # BatchNormExt: ours, not their 77
         print("OK")
-    """, {"MS_OP_PLUGIN_PATH": str(lib)})
+    """, {"MS_OP_PLUGIN_PATH": str(lib), **ON})
     assert "OK" in proc.stdout
+
+
+@pytest.mark.native_route
+@pytest.mark.xfail(strict=True, reason="open (docs/native_route.md): under AMP O3 in PYNATIVE, BatchNormExt's "
+                   "in-place update of the moving statistics lands in a float16 copy; use route='cell' with O3")
+def test_native_route_amp_o3_pynative_updates_the_moving_statistics():
+    import mindspore_bn_grad as mbg
+    set_mode("pynative")
+    x = ms.Tensor(np.random.default_rng(7).normal(loc=1.0, size=(4, 3, 4, 4)).astype(np.float32))
+    net = mbg.convert_batchnorm(nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)]), route="native")
+    net = ms.amp.auto_mixed_precision(net, "O3")
+    net.set_train()
+    ms.grad(lambda t: net(t).sum(), 0)(x)
+    assert np.abs(net[1].moving_mean.asnumpy()).max() > 0

@@ -107,7 +107,7 @@ def _waits_during_training(net, count_waits, x):
     return seen
 
 
-@pytest.mark.parametrize("route", ["native", "cell"])
+@pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route), "cell"])
 def test_converted_backward_never_waits(count_waits, route):
     ms.set_context(mode=ms.PYNATIVE_MODE)
     x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32))
@@ -343,6 +343,7 @@ def test_our_backward_launch_never_waits_for_the_queue(gate, gated_bprops, train
     assert waited == [], f"{len(waited)} of our backward launches waited for the queue (the gate was forced open)"
 
 
+@pytest.mark.native_route
 @pytest.mark.parametrize("train", [True, False])
 def test_native_route_training_step_never_drains_the_queue(gate, train):
     """The native route has no Python bprop: a whole PYNATIVE training step (forward, MindSpore's C++
