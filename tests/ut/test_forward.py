@@ -23,6 +23,7 @@ from mindspore_bn_grad.cpu_kernel import native
 SHAPES = {
     "row": ((3, 5, 7, 9), "NCHW"),               # inner 63: vectors + tail
     "row_tiles": ((5, 2, 61, 67), "NCHW"),       # 2 channels: threads split the tiles
+    "row_blocks": ((2, 64, 7, 7), "NCHW"),        # blocks of channels, 8-lane groups straddling two
     "col_nhwc": ((3, 5, 7, 13), "NHWC"),          # 13 columns
     "col_short": ((4, 37, 5), "NCHW"),            # NCL, inner 5: column path over 185 columns
     "nc": ((9, 300), "NCHW"),                     # NC: a partial column block
@@ -167,9 +168,10 @@ def test_large_mean_keeps_the_variance(dtype):
     np.testing.assert_allclose(got[2], want[2], rtol=2e-5)
 
 
-@pytest.mark.parametrize("case", ["row", "row_tiles", "col_nhwc", "col_short"])
+@pytest.mark.parametrize("case", ["row", "row_tiles", "row_blocks", "col_nhwc", "col_short"])
 @pytest.mark.parametrize("training", [True, False])
 def test_bitwise_identical_for_any_thread_count(case, training):
+    """Also across block sizes (they follow the thread count): row_blocks takes blocks of 16, 8, 5, 4."""
     shape, fmt = SHAPES[case]
     big = (shape[0] * 16,) + shape[1:]  # past the one-thread threshold
     arrays = make(big, fmt, seed=9)
