@@ -10,6 +10,9 @@
    rejections (before any kernel), and MindSpore's nn.BatchNorm2d as a second
    oracle (forward output and running statistics).
 """
+import re
+import traceback
+
 import numpy as np
 import pytest
 
@@ -331,6 +334,43 @@ def test_rejections(mode, case):
     _, build, attrs, exc, pattern = case
     args = build()
     tensors = [args[n] for n in ("input", "weight", "bias", "running_mean", "running_var")]
-    with pytest.raises(exc, match="^BatchNormForward: " + pattern):
-        outs = call(mode, tensors, **attrs)
-        [o.asnumpy() for o in outs]
+    with pytest.raises(Exception) as info:
+        [o.asnumpy() for o in call(mode, tensors, **attrs)]
+    e = info.value
+    assert type(e) is exc, f"{type(e).__name__}: {e}"
+    assert re.search("^BatchNormForward: " + pattern, str(e)), str(e)
+    # raised by the package's own check, not from a kernel's return code
+    assert [f.name for f in traceback.extract_tb(e.__traceback__)][-1] == "fail"
+
+
+def test_refused_on_ascend(monkeypatch):
+    """No Ascend kernel: a clear error naming MindSpore's own BatchNormExt, before anything is built."""
+    import mindspore_bn_grad as mbg
+    from mindspore_bn_grad import target
+
+    monkeypatch.setattr(target, "device_target", lambda: "Ascend")
+    with pytest.raises(RuntimeError, match=r"^BatchNormForward: device_target expected 'CPU', got 'Ascend' .*"
+                                           r"BatchNormExt"):
+        mbg.BatchNormForward(training=True)
+
+
+def test_functional_form_inside_a_graph():
+    """batch_norm_forward() called in a GRAPH construct builds the primitive there."""
+    import mindspore as ms
+    import mindspore_bn_grad as mbg
+
+    class Net(ms.nn.Cell):
+        def construct(self, x, w, b, rm, rv):
+            return mbg.batch_norm_forward(x, w, b, rm, rv, True, 0.3, 1e-5, "NHWC")
+
+    shape, fmt = SHAPES["col_nhwc"]
+    arrays = make(shape, fmt, seed=17)
+    tensors = [_ms(arrays[n]) for n in ("input", "weight", "bias", "running_mean", "running_var")]
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        outs = [o.asnumpy().astype(np.float64) for o in Net()(*tensors)]
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    q = [t.asnumpy().astype(np.float64) for t in tensors]
+    assert_matches(outs, batch_norm_forward_ref(*q, training=True, momentum=0.3, data_format=fmt),
+                   RTOL["float32"], STATS_RTOL["float32"])
