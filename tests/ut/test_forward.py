@@ -1,7 +1,8 @@
 """BatchNormForward (op_def/batch_norm_forward.yaml, docs/forward.md) against the float64 reference.
 
 1. The compiled kernel called directly (cpu_kernel.native.forward_direct):
-   both walks (csrc/bn_forward_row.cpp, csrc/bn_forward_column.cpp), every
+   both walks (csrc/bn_forward_row.cpp: per channel, blocks, split tiles;
+   csrc/bn_forward_column.cpp: fused, chunked), every
    dtype, ranks 2..8, training and inference, absent and mixed-dtype
    parameters, empty batches, n == 1, running statistics updated in place,
    accuracy with a large mean, bitwise determinism across thread counts, and
@@ -27,7 +28,8 @@ SHAPES = {
     "row": ((3, 5, 7, 9), "NCHW"),               # inner 63: vectors + tail
     "row_tiles": ((5, 2, 61, 67), "NCHW"),       # 2 channels: threads split the tiles
     "row_blocks": ((2, 64, 7, 7), "NCHW"),        # blocks of channels, 8-lane groups straddling two
-    "col_nhwc": ((3, 5, 7, 13), "NHWC"),          # 13 columns
+    "col_nhwc": ((3, 5, 7, 13), "NHWC"),          # 13 columns, every row in one tile (fused)
+    "col_nhwc_chunks": ((16, 16, 16, 24), "NHWC"),  # 4096 rows: chunks of rows, combined
     "col_short": ((4, 37, 5), "NCHW"),            # NCL, inner 5: column path over 185 columns
     "nc": ((9, 300), "NCHW"),                     # NC: a partial column block
     "ndhwc": ((2, 3, 4, 5, 11), "NDHWC"),
@@ -171,7 +173,7 @@ def test_large_mean_keeps_the_variance(dtype):
     np.testing.assert_allclose(got[2], want[2], rtol=2e-5)
 
 
-@pytest.mark.parametrize("case", ["row", "row_tiles", "row_blocks", "col_nhwc", "col_short"])
+@pytest.mark.parametrize("case", ["row", "row_tiles", "row_blocks", "col_nhwc", "col_nhwc_chunks", "col_short"])
 @pytest.mark.parametrize("training", [True, False])
 def test_bitwise_identical_for_any_thread_count(case, training):
     """Also across block sizes (they follow the thread count): row_blocks takes blocks of 16, 8, 5, 4."""
