@@ -21,34 +21,18 @@ import sys
 
 import numpy as np
 
-from .kernel import ELEM, Timed, _ms_sync, interleaved_medians, log, ratio, torch_activation
+from .kernel import Case, Timed, _ms_sync, interleaved_medians, log, ratio, torch_activation
 
 # (shape in NC... order, layout)
 CASES = [((32, 64, 56, 56), "NCHW"), ((32, 256, 14, 14), "NCHW"), ((256, 1024), "NCHW"),
          ((32, 64, 56, 56), "NHWC")]
 
 
-class FwdCase:
+class FwdCase(Case):
+    """A float32 case of kernel.Case (shape in NC... order, layout) with the forward's inputs."""
+
     def __init__(self, shape, layout):
-        self.shape, self.layout, self.dtype = tuple(shape), layout, "float32"
-
-    @property
-    def channel_last(self):
-        return self.layout == "NHWC"
-
-    @property
-    def data_shape(self):
-        if self.channel_last:
-            n, c, *sp = self.shape
-            return (n, *sp, c)
-        return self.shape
-
-    @property
-    def tensor_bytes(self):
-        return int(np.prod(self.shape)) * ELEM[self.dtype]
-
-    def label(self):
-        return f"{self.shape} {self.dtype} {self.layout}"
+        super().__init__(shape, "float32", layout)
 
     def arrays(self, seed=0):
         rng = np.random.default_rng(seed)

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from .. import support_rules
-from ..spec import BACKWARD_YAML, ELEMT_YAML, REDUCE_YAML, load_opdef
+from ..spec import BACKWARD_YAML, ELEMT_YAML, FORWARD_YAML, REDUCE_YAML, load_opdef
 
 MAX_LISTED = 500
 
@@ -97,10 +97,10 @@ def _when(cond):
 
 
 def arguments_markdown() -> str:
-    """The arguments of the three operators, from their prototypes (docs/arguments.md)."""
+    """The arguments of the operators, from their prototypes (docs/arguments.md)."""
     lines = ["<!-- Generated from op_def/*.yaml by scripts/gen_support_table.py; do not edit by hand. -->", "",
              "# Arguments of the operators", ""]
-    for filename in (BACKWARD_YAML, REDUCE_YAML, ELEMT_YAML):
+    for filename in (BACKWARD_YAML, REDUCE_YAML, ELEMT_YAML, FORWARD_YAML):
         o = load_opdef(filename)
         lines += [f"## {o.op_name} (`{o.aclnn}`)", "", o.description, "", "Inputs (in call order):", ""]
         rows = []
@@ -118,8 +118,9 @@ def arguments_markdown() -> str:
         lines += _table(["name", "type", "default", "kernel attribute", "values"], rows)
         lines += ["", "Outputs:", ""]
         mask = (lambda bit: f"{o.mask_attrs[bit]}") if o.mask_attrs else (lambda bit: f"output_mask[{bit}]")
-        rows = [[f"`{x.name}`", x.aclnn, "like grad_out" if x.like else "(C,)",
-                 " else ".join(x.dtype_from), mask(x.mask_bit) if len(o.outputs) > 1 else "always"]
+        rows = [[f"`{x.name}`", x.aclnn, f"like {x.like}" if x.like else "(C,)",
+                 " else ".join(x.dtype_from),
+                 mask(x.mask_bit) if len(o.outputs) > 1 and x.mask_bit is not None else "always"]
                 for x in o.outputs]
         lines += _table(["name", "ACLNN name", "shape", "dtype of", "computed when"], rows)
         lines.append("")

@@ -10,6 +10,10 @@
 // per-column coefficients, the tiles backwards (those read last are still
 // cached). Tile boundaries depend on the shape only, so results are bitwise
 // identical for any thread count.
+//
+// Fused walk: when a column block of every row fits kFusedBytes and a column
+// is a channel (channel-last or (N, C) with few rows), each column block is
+// summed, finished and normalized in one visit, from L2.
 #include <algorithm>
 #include <cstdint>
 
@@ -23,6 +27,7 @@ constexpr int64_t kColBlock = 256;            // columns per tile (multiple of 8
 constexpr int64_t kColTileElems = 32768;      // target elements per tile
 constexpr int64_t kColFlushRows = 256;        // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial moments
+constexpr int64_t kFusedBytes = 256 << 10;    // a column block of every row at most this big: fused
 
 template <DType D>
 struct FwdColPath {
@@ -43,7 +48,15 @@ struct FwdColPath {
       nchunks = max_chunks;
       rows_per_chunk = (M + nchunks - 1) / nchunks;
     }
+    if (inner == 1 && M * std::min<int64_t>(L, kColBlock) * static_cast<int64_t>(ElemSize(D)) <= kFusedBytes) {
+      rows_per_chunk = std::max<int64_t>(1, M);  // every row in one (L2-sized) tile: see Fused
+      nchunks = 1;
+    }
   }
+
+  // One chunk of rows and one column per channel: a tile holds whole channels,
+  // so it finishes and normalizes them itself, from L2 (Fused).
+  bool fused() const { return nchunks == 1 && inner == 1; }
 
   void Bind(Scratch *scratch) {
     const int64_t tn = (static_cast<int64_t>(sizeof(T)) * L + 7) / 8 + 4;  // doubles per T array (+ slack)
@@ -115,11 +128,12 @@ struct FwdColPath {
   }
 
   // y of rows [r0, r1), columns [j0, j0 + w), from the per-column coefficients.
+  // (mean, scale, bias: indexed from column j0.)
   template <bool kStream>
-  __attribute__((noinline)) void NormRows(int64_t r0, int64_t r1, int64_t j0, int64_t w) const {
+  __attribute__((noinline)) void NormRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean,
+                                          const T *scale, const T *bias) const {
     const void *const x = a.input.data;
     void *const y = a.output.data;
-    const T *mean = c_mean + j0, *scale = c_scale + j0, *bias = c_bias + j0;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t off = r * L + j0;
       int64_t j = 0;
@@ -151,7 +165,31 @@ struct FwdColPath {
     });
   }
 
+  // Column block b, every row: moments, the channels' finish and y in one visit.
+  void Fused(int64_t b, bool stream) const {
+    const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+    Moments m[kColBlock];
+    alignas(32) T mean[kColBlock], scale[kColBlock], bias[kColBlock];
+    if (a.training) TileMoments(0, M, j0, w, m);
+    for (int64_t j = 0; j < w; ++j) {
+      const NormCoef<T> k = Cast<T>(FinishChannel(a, j0 + j, m[j]));
+      mean[j] = k.mean;
+      scale[j] = k.scale;
+      bias[j] = k.bias;
+    }
+    if (stream) NormRows<true>(0, M, j0, w, mean, scale, bias);
+    else NormRows<false>(0, M, j0, w, mean, scale, bias);
+  }
+
   void Run(Scratch *scratch) {
+    if (fused()) {
+      const bool stream = StreamOk();
+      ParallelFor(nblocks, plan.nthreads, false, [&](int64_t b) {
+        Fused(b, stream);
+        if (stream) StreamFence();
+      });
+      return;
+    }
     Bind(scratch);
     if (a.training) {
       ParallelTiles(false, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t k) {
@@ -175,10 +213,10 @@ struct FwdColPath {
     const bool stream = StreamOk();
     ParallelTiles(true, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
       if (stream) {
-        NormRows<true>(r0, r1, j0, w);
+        NormRows<true>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_bias + j0);
         StreamFence();
       } else {
-        NormRows<false>(r0, r1, j0, w);
+        NormRows<false>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_bias + j0);
       }
     });
   }

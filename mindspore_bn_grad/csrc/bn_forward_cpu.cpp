@@ -61,7 +61,8 @@ NormCoef<double> FinishChannel(const BnForwardArgs &a, int64_t c, const Moments 
 namespace {
 
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
-constexpr int64_t kStreamMinBytes = 4 << 20;    // output at least this big: non-temporal stores
+constexpr int64_t kStreamMinBytes = 16 << 20;   // output at least this big (x + y past a 32 MB L3):
+                                                // non-temporal stores; below, both stay cached
 
 template <DType D>
 int Dispatch(const BnForwardArgs &a) {

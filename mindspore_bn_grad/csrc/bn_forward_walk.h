@@ -179,6 +179,55 @@ inline void NormRun(const void *x, void *y, int64_t off, int64_t len, const Norm
   for (; i < len; ++i) St<D>(y, off + i, std::fma(Ld<D>(x, off + i) - k.mean, k.scale, k.bias));
 }
 
+// y over one row of a block of channels: [off, off + width) holds channels
+// j = 0, 1, ... (`inner` elements each, coefficients k[j]) side by side. One
+// stream over the whole row (with kStream: whole cache lines around the
+// cache, however short a channel's run); an 8-lane group that straddles two
+// channels takes per-lane coefficients. Same bits as NormRun per channel.
+template <DType D, bool kStream>
+inline void NormBlockRow(const void *x, void *y, int64_t off, int64_t width, int64_t inner,
+                         const NormCoef<ComputeType<D>> *k) {
+  int64_t e = 0, j = 0, next = inner;  // element e of the row is in channel j while e < next
+  auto scalar = [&](int64_t e1) {
+    for (; e < e1; ++e) {
+      while (e >= next) { ++j; next += inner; }
+      St<D>(y, off + e, std::fma(Ld<D>(x, off + e) - k[j].mean, k[j].scale, k[j].bias));
+    }
+  };
+  if constexpr (kStream && kVec<D>) {  // to the alignment of the stream store
+    constexpr uintptr_t es = D == DType::kFloat32 ? 4 : 2;
+    int64_t head = 0;
+    while (head < width && ((reinterpret_cast<uintptr_t>(y) + (off + head) * es) & (kStreamAlign<D> - 1))) ++head;
+    scalar(head);
+  }
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kVec<D>) {
+    for (; e + 8 <= width; e += 8) {
+      while (e >= next) { ++j; next += inner; }
+      __m256 m, sc, b;
+      if (e + 8 <= next) {
+        m = _mm256_set1_ps(k[j].mean);
+        sc = _mm256_set1_ps(k[j].scale);
+        b = _mm256_set1_ps(k[j].bias);
+      } else {
+        alignas(32) float fm[8], fs[8], fb[8];
+        for (int l = 0, jl = static_cast<int>(j); l < 8; ++l) {
+          while (e + l >= (jl + 1) * inner) ++jl;
+          fm[l] = k[jl].mean;
+          fs[l] = k[jl].scale;
+          fb[l] = k[jl].bias;
+        }
+        m = _mm256_load_ps(fm);
+        sc = _mm256_load_ps(fs);
+        b = _mm256_load_ps(fb);
+      }
+      VSt<D, kStream>(y, off + e, _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + e), m), sc, b));
+    }
+  }
+#endif
+  scalar(width);
+}
+
 // Channel c: from its moments (training; ignored in inference) writes
 // save_mean / save_invstd and the running statistics, and returns how to
 // normalize it (bn_forward_cpu.cpp).
