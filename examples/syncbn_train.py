@@ -133,8 +133,9 @@ def train(args):
     net.set_train(False)
     logits = net(Tensor(x)).asnumpy()
     acc = float((logits.argmax(1) == y).mean())
-    # every rank must hold the same weights (running statistics: the same within each group)
-    flat = np.concatenate([p.asnumpy().ravel() for p in net.trainable_params()]).astype(np.float32)
+    # every rank must hold the same weights, and the same running statistics unless --groups splits them
+    params = net.trainable_params() if args.groups else net.get_parameters()
+    flat = np.concatenate([p.asnumpy().ravel() for p in params]).astype(np.float32)
     spread = allreduce(Tensor(flat)).asnumpy() / world - flat
     print(f"rank {rank}: {len(x)} samples, train accuracy {acc:.3f}, "
           f"max parameter difference to the rank mean {np.abs(spread).max():.2e}", flush=True)

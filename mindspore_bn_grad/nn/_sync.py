@@ -33,6 +33,11 @@ collective, gets an empty input gradient and zero gamma/beta gradients.
 When every rank's batch is empty, the batch mean and variance are taken as 0,
 as MindSpore's BatchNorm does: the running statistics decay towards 0 by the
 momentum and stay finite.
+
+Across processes (``_sync_check.py``): building a SyncBatchNorm after
+``init()`` exchanges a small layout header over all ranks and raises
+SyncBatchNormMismatchError on every rank if they disagree; ``SyncGuard`` turns
+a collective that fails in a step into SyncBatchNormPeerLostError.
 """
 import hashlib
 import itertools

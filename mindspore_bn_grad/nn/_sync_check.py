@@ -2,9 +2,9 @@
 
 ``check_same_layout`` runs once per SyncBatchNorm, when it is built: every rank
 of the job writes a small integer header (num_features, parameter dtype,
-data_format, eps, momentum, a hash of process_groups; 16-bit pieces, exact in
-float32) into its row of a (world, K) table, one AllReduce over the world group sums the table (a
-gather), and every rank compares the rows. Ranks that disagree all raise
+data_format, eps, momentum, a hash of process_groups; in 16-bit pieces, exact
+in float32) into its row of a (world, 12) table, one AllReduce over the world
+group sums the table (a gather), and every rank compares the rows. Ranks that disagree all raise
 ``SyncBatchNormMismatchError`` before any group is created or any statistic
 changes. Every rank takes part (also a rank alone in its group), so the header
 exchanges pair up as long as the ranks build the same layers in the same order.
@@ -176,17 +176,21 @@ class SyncGuard:
             raise self.peer_lost(err) from err
 
     def peer_lost(self, err):
+        """The error for a failed collective: the step, the groups it may belong to, what to check."""
         from mindspore.communication import get_group_size, get_rank
         rank, world = get_rank(), get_group_size()
         groups = _group_lines(self.network)
-        mine = [g for g in groups if rank in g] or [tuple(range(world))]
-        where = "; ".join(f"group {list(g)} ({', '.join(groups.get(g, ['the gradient reducer']))})" for g in mine)
-        peers = sorted({r for g in mine for r in g} - {rank})
+        mine = [g for g in groups if rank in g]
+        where = [f"group {list(g)} (SyncBatchNorm {', '.join(groups[g])})" for g in mine]
+        if not any(len(g) == world for g in mine):
+            where.append(f"all {world} ranks (the gradient reducer, other collectives)")
+        peers = sorted(set(range(world)) - {rank})
         name, value = comm_timeout_s()
+        said = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
         return SyncBatchNormPeerLostError(
-            f"SyncBatchNorm lost a peer in step {self.step}: rank {rank} (world of {world}) waited for "
-            f"{_ranks_text(peers)} of {where} and a collective of the step did not complete (a peer waits at most "
-            f"{name}={value} s). Check: whether one of {_ranks_text(peers)} exited or was killed (its worker log, "
-            f"msrun's log on its host), whether its host is reachable from this one (link, firewall, "
-            f"master_addr/port), and that every rank runs the same steps. Resume from the last checkpoint once "
-            f"all hosts are back. MindSpore said: {str(err).strip().splitlines()[0] if str(err).strip() else err}")
+            f"SyncBatchNorm lost a peer in step {self.step}: on rank {rank} (world of {world}) a collective of "
+            f"the step did not complete; a peer waits at most {name}={value} s (MindSpore said: {said}). "
+            f"The collective belongs to {' or '.join(where)}. Check: whether one of {_ranks_text(peers)} exited "
+            f"or was killed (its worker log, msrun's output on its host, 'is timed out' in the scheduler log), "
+            f"whether its host is reachable from this one (link, firewall, master_addr/port), and that every "
+            f"rank runs the same steps. Resume every rank from the last checkpoint once all hosts are back.")
