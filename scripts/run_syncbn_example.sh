@@ -6,7 +6,8 @@
 # Env: SYNCBN_WORKERS (default 2), SYNCBN_PORT (default: a free port),
 #      SYNCBN_LOG_DIR (default: a temporary folder, removed at the end: set it to keep the logs).
 # Several hosts: run examples/syncbn_train.py on each host (docs/syncbn.md).
-# Nothing temporary is left behind, whatever the outcome.
+# Nothing temporary is left behind, whatever the outcome. msrun runs in a temporary folder: give
+# paths in the options (--checkpoint-dir) as absolute paths.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode="${1:-pynative}"
