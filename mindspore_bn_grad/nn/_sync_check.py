@@ -65,6 +65,14 @@ def _header(num_features, dtype, data_format, eps, momentum, process_groups):
             "process_groups": _halves(zlib.crc32(groups.encode()))}
 
 
+def header_table(fields, rank, world):
+    """The (world, 12) float32 table with this rank's header in its row, zeros elsewhere."""
+    mine = np.array([v for f in _FIELDS for v in fields[f]], np.float32)
+    table = np.zeros((world, mine.size), np.float32)
+    table[rank] = mine
+    return table
+
+
 def _ranks_text(ranks):
     return "rank " + str(ranks[0]) if len(ranks) == 1 else "ranks " + str(ranks)
 
@@ -77,9 +85,7 @@ def check_same_layout(num_features, dtype, data_format, eps, momentum, process_g
     if world < 2:
         return
     fields = _header(num_features, dtype, data_format, eps, momentum, process_groups)
-    mine = np.array([v for f in _FIELDS for v in fields[f]], np.float32)
-    table = np.zeros((world, mine.size), np.float32)
-    table[rank] = mine
+    table = header_table(fields, rank, world)
     try:
         got = ops.AllReduce(ops.ReduceOp.SUM, GlobalComm.WORLD_COMM_GROUP)(Tensor(table)).asnumpy()
     except RuntimeError as err:
@@ -91,27 +97,45 @@ def check_same_layout(num_features, dtype, data_format, eps, momentum, process_g
             f"order. MindSpore said: {err}") from err
     shown = {"num_features": num_features, "dtype": dtype, "data_format": data_format, "eps": eps,
              "momentum": momentum, "process_groups": process_groups}
+    problem = layout_mismatch(got, rank, fields, shown)
+    if problem:
+        raise SyncBatchNormMismatchError(problem)
+
+
+def layout_mismatch(table, rank, fields, shown):
+    """The error text for the first field in which a row of the gathered `table` differs from ours, or None."""
     col = 0
     for field in _FIELDS:
         width = len(fields[field])
-        cols = got[:, col:col + width].astype(np.int64)
+        cols = table[:, col:col + width].astype(np.int64)
+        mine = np.array(fields[field], np.int64)
         col += width
-        same = np.all(cols == mine[col - width:col].astype(np.int64), axis=1)
+        same = np.all(cols == mine, axis=1)
         if np.all(same):
             continue
         differ = [int(r) for r in np.nonzero(~same)[0]]
         if field == "magic":
-            detail = f"{_ranks_text(differ)} sent no SyncBatchNorm header at this point"
-        elif field == "num_features":
+            return (f"SyncBatchNorm: a layout header expected from every rank, got none from {_ranks_text(differ)}"
+                    f" (it ran another collective of the same size at this point). The ranks build different "
+                    f"SyncBatchNorm layers or run different code; nothing was synchronised yet.")
+        if field == "num_features":
             values = cols[:, 0] * 65536 + cols[:, 1]
             detail = ", ".join(f"{int(v)} on {_ranks_text([int(r) for r in np.nonzero(values == v)[0]])}"
                                for v in np.unique(values))
         else:
             detail = f"something else on {_ranks_text(differ)}"
-        raise SyncBatchNormMismatchError(
-            f"SyncBatchNorm: {field} expected the same on every rank (rank {rank} has {shown.get(field, field)!r}),"
-            f" got {detail}. The ranks build different SyncBatchNorm layers (or in a different order); nothing "
-            f"was synchronised yet.")
+        return (f"SyncBatchNorm: {field} expected the same on every rank (rank {rank} has "
+                f"{shown.get(field, field)!r}), got {detail}. The ranks build different SyncBatchNorm layers (or "
+                f"in a different order); nothing was synchronised yet.")
+    return None
+
+
+def _rank_and_world():
+    from mindspore.communication._comm_helper import GlobalComm
+    if not GlobalComm.INITED:
+        return 0, 1
+    from mindspore.communication import get_group_size, get_rank
+    return get_rank(), get_group_size()
 
 
 def register_layer(layer):
@@ -177,8 +201,7 @@ class SyncGuard:
 
     def peer_lost(self, err):
         """The error for a failed collective: the step, the groups it may belong to, what to check."""
-        from mindspore.communication import get_group_size, get_rank
-        rank, world = get_rank(), get_group_size()
+        rank, world = _rank_and_world()
         groups = _group_lines(self.network)
         mine = [g for g in groups if rank in g]
         where = [f"group {list(g)} (SyncBatchNorm {', '.join(groups[g])})" for g in mine]
