@@ -36,33 +36,24 @@ class Trainer:
 
     def __init__(self, case, groups, world):
         import mindspore as ms
-        from mindspore import Tensor, nn, ops
+        from mindspore import Tensor, ops
         from mindspore_bn_grad.nn import SyncBatchNorm
+        from sum_loss import WeightedSumLoss
         gamma, beta = C.initial_params()
         fmt = C.ALL[case][0]
         self.bn = SyncBatchNorm(C.CHANNELS, eps=C.EPS, momentum=C.MOMENTUM, gamma_init=Tensor(gamma),
                                 beta_init=Tensor(beta), process_groups=C.groups_of(case, groups), data_format=fmt)
         self.bn.set_train()
-
-        class Loss(nn.Cell):
-            def __init__(self, bn):
-                super().__init__()
-                self.bn = bn
-
-            def construct(self, x, w):
-                y = self.bn(x)
-                return (y * w).sum(), y
-
-        self.net = Loss(self.bn)
+        self.net = WeightedSumLoss(self.bn)
         self.grad = ms.value_and_grad(self.net, grad_position=0, weights=self.net.trainable_params(),
                                       has_aux=True)
         self.reduce = ops.AllReduce()
         self.world = world
 
     def step(self, x, w):
-        from mindspore import Tensor
+        from mindspore import Tensor, ops
         (_, y), (gx, (gg, gb)) = self.grad(Tensor(x), Tensor(w))
-        both = self.reduce(ops_concat(gg, gb)).asnumpy() / self.world
+        both = self.reduce(ops.concat((gg, gb))).asnumpy() / self.world
         c = C.CHANNELS
         for p, g in ((self.bn.gamma, both[:c]), (self.bn.beta, both[c:])):
             p.set_data(Tensor((p.asnumpy() - C.LR * g).astype(np.float32)))
@@ -70,11 +61,6 @@ class Trainer:
         got = {"y": y, "gx": gx, "gg": gg, "gb": gb, "mm": self.bn.moving_mean, "mv": self.bn.moving_variance,
                "gamma": self.bn.gamma, "beta": self.bn.beta}
         return {k: v.asnumpy().copy() for k, v in got.items()}
-
-
-def ops_concat(a, b):
-    from mindspore import ops
-    return ops.concat((a, b))
 
 
 def _set_mode(mode):
