@@ -207,7 +207,7 @@ class Failure:
             assert got["type"] == "SyncBatchNormPeerLostError", (r, got)
             msg = got["message"]
             assert f"SyncBatchNorm lost a peer in step {FAIL_STEP}" in msg, msg
-            assert "group [" in msg and "Check:" in msg and "MS_CPU_COMM_OP_TIMEOUT" in msg, msg
+            assert "The collective belongs to" in msg and "Check:" in msg and "MS_CPU_COMM_OP_TIMEOUT" in msg, msg
             mine = next(s for s in C.sync_sets(C.RESUME_CASE, GROUPS, WORLD) if r in s)
             if len(mine) > 1:
                 assert f"group {mine}" in msg, msg
