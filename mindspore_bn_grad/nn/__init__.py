@@ -4,7 +4,9 @@
 ``mindspore.nn``'s; ``convert_batchnorm(net)`` converts an existing network in
 place; ``patch_batchnorm()`` / ``unpatch_batchnorm()`` / ``batchnorm_patched()``
 are an explicit, reversible opt-in for code that builds ``mindspore.nn``
-cells itself. Names load on first use (importing this package imports
+cells itself. ``SyncGuard`` runs training steps of a SyncBatchNorm network and
+turns a lost peer into ``SyncBatchNormPeerLostError``; ranks that build
+different SyncBatchNorm layers get ``SyncBatchNormMismatchError``. Names load on first use (importing this package imports
 nothing from MindSpore until then).
 """
 import importlib
@@ -16,6 +18,9 @@ _LAZY = {
     "BatchNormTrainCell": "._cells",
     "BatchNormInferCell": "._cells",
     "SyncBatchNorm": "._sync",
+    "SyncGuard": "._sync_check",
+    "SyncBatchNormMismatchError": "._sync_check",
+    "SyncBatchNormPeerLostError": "._sync_check",
     "convert_batchnorm": "._convert",
     "ConversionWarning": "._convert",
     "patch_batchnorm": "._convert",

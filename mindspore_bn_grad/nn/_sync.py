@@ -33,6 +33,11 @@ collective, gets an empty input gradient and zero gamma/beta gradients.
 When every rank's batch is empty, the batch mean and variance are taken as 0,
 as MindSpore's BatchNorm does: the running statistics decay towards 0 by the
 momentum and stay finite.
+
+Across processes (``_sync_check.py``): building a SyncBatchNorm after
+``init()`` exchanges a small layout header over all ranks and raises
+SyncBatchNormMismatchError on every rank if they disagree; ``SyncGuard`` turns
+a collective that fails in a step into SyncBatchNormPeerLostError.
 """
 import hashlib
 import itertools
@@ -47,11 +52,23 @@ from ..spec import is_channel_last
 from ..target import check_device_target
 from ..sync_backward import BatchNormElemtBackward, BatchNormReduceBackward
 from ._amp import PrecisionNeutral, opaque_to_rewrite
+from ._sync_check import check_same_layout, register_layer
 
 
 
 def _is_initialized():
     return bool(ms_compat.global_comm().INITED)
+
+
+def group_members(process_groups):
+    """The global ranks this rank synchronises with (itself included), by the rules of resolve_group."""
+    if not _is_initialized():
+        return [0]
+    from mindspore.communication import get_group_size, get_rank
+    rank, world = get_rank(), get_group_size()
+    if process_groups is None:
+        return list(range(world))
+    return next((list(sub) for sub in process_groups if rank in sub), [rank])
 
 
 def resolve_group(process_groups):
@@ -245,8 +262,12 @@ class SyncBatchNorm(ms_compat.batchnorm_base()):
                          moving_var_init, use_batch_statistics, init_format, dtype)
         self.format = data_format
         self.process_groups = process_groups
+        if _is_initialized():  # every rank, before any group exists: see _sync_check.py
+            check_same_layout(num_features, dtype, data_format, eps, momentum, process_groups)
         self.group_name, self.group_device_num, self.group_rank = resolve_group(process_groups)
         self.is_global = self.group_name is not None
+        self.group_ranks = group_members(process_groups) if self.is_global else []
+        register_layer(self)
         for name in ("bn_train", "bn_infer"):
             ms_compat.drop_primitive(self, name)
         self.bn_train = SyncBatchNormTrainCell(num_features, self.eps, self.momentum, self.group_name,

@@ -10,19 +10,10 @@ from reference import batch_norm_train_ref
 
 def _step(mode, bn, x, w):
     import mindspore as ms
-    from mindspore import Tensor, nn
+    from mindspore import Tensor
+    from sum_loss import WeightedSumLoss
     ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
-
-    class Loss(nn.Cell):
-        def __init__(self, bn):
-            super().__init__()
-            self.bn = bn
-
-        def construct(self, x, w):
-            y = self.bn(x)
-            return (y * w).sum(), y
-
-    net = Loss(bn)
+    net = WeightedSumLoss(bn)
     step = ms.value_and_grad(net, grad_position=0, weights=net.trainable_params(), has_aux=True)
     (_, y), (gx, (gg, gb)) = step(Tensor(x), Tensor(w))
     return [a.asnumpy() for a in (y, gx, gg, gb)] + [bn.moving_mean.asnumpy(), bn.moving_variance.asnumpy()]

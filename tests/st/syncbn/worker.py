@@ -18,22 +18,14 @@ def main():
     out_dir, modes = sys.argv[1], sys.argv[2].split(",")
     names = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CASES)
     import mindspore as ms
-    from mindspore import Tensor, nn
+    from mindspore import Tensor
     from mindspore.communication import get_rank, init
 
     ms.set_context(device_target="CPU")
     init()
     rank = get_rank()
     from mindspore_bn_grad.nn._sync import SyncBatchNorm
-
-    class Loss(nn.Cell):
-        def __init__(self, bn):
-            super().__init__()
-            self.bn = bn
-
-        def construct(self, x, w):
-            y = self.bn(x)
-            return (y * w).sum(), y
+    from sum_loss import WeightedSumLoss
 
     for mode in modes:
         ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
@@ -43,7 +35,7 @@ def main():
             bn = SyncBatchNorm(gamma.size, eps=EPS, momentum=MOMENTUM, gamma_init=Tensor(gamma),
                                beta_init=Tensor(beta), process_groups=groups, data_format=fmt)
             bn.set_train()
-            net = Loss(bn)
+            net = WeightedSumLoss(bn)
             step = ms.value_and_grad(net, grad_position=0, weights=net.trainable_params(), has_aux=True)
             (_, y), (gx, (gg, gb)) = step(Tensor(x[part]), Tensor(w[part]))
             np.savez(os.path.join(out_dir, f"{mode}_{name}_rank{rank}.npz"), y=y.asnumpy(), gx=gx.asnumpy(),
