@@ -2,6 +2,7 @@
 
     python -m mindspore_bn_grad bench [--quick] [--threads N] [--out DIR]
     python -m mindspore_bn_grad bench --double    (the double backward; double.py)
+    python -m mindspore_bn_grad bench --forward   (only the BatchNormForward rows; forward.py)
     python bench/bench_cpu.py [same options]
     python -m mindspore_bn_grad bench --train [...]   (whole networks: see train.py)
 
@@ -21,6 +22,7 @@ Effective bandwidth counts x and dy read and dx written once; % is of the
 copy bandwidth measured in the same interleaved rounds as the row (the figure in
 the header is a separate measurement at the start). Training mode, all three
 outputs, unless a row says otherwise.
+Then the BatchNormForward rows (bench/forward.py), in the same two passes.
 Garbage collection is off inside timed loops (as in timeit), for every contestant.
 Writes bench_cpu.json, bench_cpu.md (the table) and bench_cpu.png (needs
 matplotlib: pip install mindspore-bn-grad[bench]) into --out (default: bench/results/
@@ -286,6 +288,30 @@ def ms_ours_contestant(case, mode):
     return Timed(fn, _ms_sync, setup)
 
 
+def ms_native_contestant(case, mode):
+    """MindSpore's own BatchNormGradExt primitive, which the op plugin runs on our kernel (the native
+    route's backward); None where it cannot run (channel-last: BatchNormGradExt is channel-first)."""
+    from mindspore_bn_grad.cpu_kernel import plugin
+    if case.channel_last or not plugin.status():
+        return None
+    from mindspore.ops.auto_generate import gen_ops_prim
+    tx, tdy, tp = _ms_inputs(case)
+    op = gen_ops_prim.BatchNormGradExt(training=True, eps=1e-5)
+    args = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"], tp["save_invstd"],
+            (1, 1, 1))
+    setup = _ms_mode_setter(mode)
+    setup()
+    if mode == "PYNATIVE":
+        def fn():
+            return op(*args)
+    else:
+        net = _graph_cell(op, len(args))
+
+        def fn():
+            return net(*args)
+    return Timed(fn, _ms_sync, setup)
+
+
 def ms_builtin_contestant(case, mode):
     """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
     from mindspore.ops.operations import _grad_ops
@@ -386,26 +412,34 @@ def run(args):
         gc.collect()
         log("    " + ", ".join(f"{k}={v:.3g}" for k, v in r.items() if isinstance(v, float)))
         rows.append(r)
+    from . import forward  # the BatchNormForward rows, in the same two passes
+    fwd_cases = forward.cases_for(args.quick)
+    fwd_rows = forward.direct_pass(fwd_cases, reps, threads, have_torch)
     if not args.no_mindspore:
         for i, (case, r) in enumerate(zip(cases, rows), 1):
             log(f"[{i}/{len(cases)}] {case.label()}: through MindSpore")
             con = {}
             for mode in ("PYNATIVE", "GRAPH"):
                 con[f"ms_{mode.lower()}"] = ms_ours_contestant(case, mode)
+                con[f"native_{mode.lower()}"] = ms_native_contestant(case, mode)
                 con[f"builtin_{mode.lower()}"] = ms_builtin_contestant(case, mode)
             med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
             ms_ = {k: (med[k] * 1e3 if k in med else None) for k in con}
             for key in ("pynative", "graph"):
                 r[f"ms_{key}_ms"] = ms_[f"ms_{key}"]
+                r[f"native_{key}_ms"] = ms_[f"native_{key}"]
                 r[f"builtin_{key}_ms"] = ms_[f"builtin_{key}"]
                 r[f"speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"ms_{key}_ms"])
+                r[f"native_speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"native_{key}_ms"])
             _ms_mode_setter("PYNATIVE")()
             del con
             gc.collect()
-            log("    " + ", ".join(f"{k}={r[k]:.3g}" for k in r if k.startswith(("ms_", "builtin_", "speedup_vs_b"))
+            log("    " + ", ".join(f"{k}={r[k]:.3g}" for k in r if k.startswith(("ms_", "native_", "builtin_",
+                                                                              "speedup_vs_b"))
                                    and isinstance(r[k], float)))
+        forward.mindspore_pass(fwd_cases, fwd_rows, reps)
     return {"machine": machine_info(threads), "copy_gbs": copy_gbs, "threads": threads,
-            "quick": bool(args.quick), "rows": rows}
+            "quick": bool(args.quick), "rows": rows, "forward_rows": fwd_rows}
 
 
 def twin_case(case):
@@ -522,8 +556,9 @@ def table(result):
     rows = result["rows"]
     lines = [
         "| shape | dtype | layout | MB | direct ms | GB/s | copy GB/s | % copy | mask FTT / full | torch ms | x torch"
-        " | PYNATIVE ours / built-in ms | x | GRAPH ours / built-in ms | x |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        " | PYNATIVE ours / built-in ms | x | GRAPH ours / built-in ms | x"
+        " | native PYNATIVE ms | x | native GRAPH ms | x |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {r['tensor_mb']:.1f} | "
@@ -533,7 +568,9 @@ def table(result):
             f"{_f(r.get('ms_pynative_ms'), '{:.3f}')} / {_f(r.get('builtin_pynative_ms'), '{:.3f}')} | "
             f"{_f(r.get('speedup_vs_builtin_pynative'))} | "
             f"{_f(r.get('ms_graph_ms'), '{:.3f}')} / {_f(r.get('builtin_graph_ms'), '{:.3f}')} | "
-            f"{_f(r.get('speedup_vs_builtin_graph'))} |")
+            f"{_f(r.get('speedup_vs_builtin_graph'))} | "
+            f"{_f(r.get('native_pynative_ms'), '{:.3f}')} | {_f(r.get('native_speedup_vs_builtin_pynative'))} | "
+            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_speedup_vs_builtin_graph'))} |")
     extra = [r for r in rows if "vs_float32_time" in r or "vs_channel_first_time" in r]
     if extra:
         lines += ["", "Twins timed in the row's own rounds: a half-precision case against float32 "
@@ -553,7 +590,11 @@ def table(result):
         head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
                  f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
                  f"MindSpore's tensors on {mindspore_pages(m)}.")
-    return head + "\n\n" + "\n".join(lines) + "\n"
+    out = head + "\n\n" + "\n".join(lines) + "\n"
+    if result.get("forward_rows"):
+        from .forward import table as forward_table
+        out += "\n" + forward_table(result["forward_rows"])
+    return out
 
 
 def chart(result, path):

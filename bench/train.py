@@ -15,8 +15,8 @@ of the original: the same initial parameters, the same batch).
    mark, which only a fresh process can give per variant), the losses of the
    first two steps, then MindSpore's profiler (mindspore.profiler.profile,
    CPU activity, into a temporary directory) over a few steady steps: kernel
-   time per op type. BatchNorm backward is BatchNormGrad* in the original and
-   our BatchNormBackward (the Custom op) in the converted network.
+   time per op type. BatchNorm (forward and backward) is BatchNorm* in the original and
+   BatchNormExt* (native route) or BatchNorm and our Custom op (Cell route) converted.
 2. Steady state, in this one process with both variants built side by side:
    for each thread setting (our kernel's threads, mindspore_bn_grad.set_num_threads;
    MindSpore's own kernels are not affected), `rounds` rounds of k steps of each
@@ -25,11 +25,11 @@ of the original: the same initial parameters, the same batch).
    all timed steps of a variant; ratio = original / converted (> 1: converted
    is faster); the spread of the per-round ratios is reported too.
 
-The share of BatchNorm backward in the original step is its profiled kernel
+The share of BatchNorm (forward + backward) in the original step is its profiled kernel
 time over the profiled wall time of the same steps; the bound it implies for
 an operator speed-up s is 1 / (1 - share * (1 - 1/s)), with s the
-original/converted BatchNorm-backward kernel time measured in the same
-network (and 1 / (1 - share) for an infinitely fast backward).
+original/converted BatchNorm kernel time measured in the same
+network (and 1 / (1 - share) for infinitely fast BatchNorm kernels).
 Writes bench_train.json and bench_train.md into --out.
 """
 import argparse
@@ -50,7 +50,10 @@ from .nets import NETS, VARIANTS, build, describe, train_step, variant_of
 
 MODES = ("GRAPH", "PYNATIVE")
 RESULT_TAG = "BENCH_TRAIN_RESULT "
-BN_BACKWARD = {"original": "BatchNormGrad", "converted": "Custom"}  # op type (prefix) per variant
+# BatchNorm's own kernels (forward and backward), by op type prefix: BatchNorm / BatchNormGrad in the
+# original; BatchNormExt / BatchNormGradExt (the native route) or BatchNorm and our Custom op (the
+# Cell route) in the converted network.
+BN_OPS = ("BatchNorm", "Custom")
 
 
 def log(msg):
@@ -106,9 +109,9 @@ def op_times_ms(prof_dir):
     return totals
 
 
-def bn_backward_ms(op_ms, variant):
-    prefix = BN_BACKWARD[variant]
-    return sum(v for k, v in op_ms.items() if k.startswith(prefix))
+def bn_ms(op_ms):
+    """Milliseconds per step in BatchNorm's kernels, forward and backward."""
+    return sum(v for k, v in op_ms.items() if k.startswith(BN_OPS))
 
 
 def profile_steps(step, n):
@@ -154,7 +157,7 @@ def child(spec):
     return {"import_s": import_s, "build_s": build_s, "first_step_s": first_s, "losses": losses,
             "steady_ms": steady, "rss_after_import_mb": rss_after_import, "peak_rss_mb": peak_rss,
             "profile_wall_ms": wall_ms, "profile_op_ms": op_ms,
-            "bn_backward_ms": bn_backward_ms(op_ms, spec["variant"]),
+            "bn_ms": bn_ms(op_ms),
             "kernel_ms": sum(op_ms.values())}
 
 
@@ -196,7 +199,7 @@ def isolated_row(net, mode, args, progress):
             log(f"    FAILED: {res['error']}")
         else:
             log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
-                f"BatchNorm backward {res['bn_backward_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+                f"BatchNorm kernels {res['bn_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
     return derive_isolated(row)
 
 
@@ -206,13 +209,13 @@ def derive_isolated(row):
     ok = "error" not in o and "error" not in c
     row["first_step_ratio"] = bench.ratio(c["first_step_s"], o["first_step_s"]) if ok else None
     row["peak_rss_ratio"] = bench.ratio(c["peak_rss_mb"], o["peak_rss_mb"]) if ok else None
-    share = bench.ratio(o["bn_backward_ms"], o["profile_wall_ms"]) if "error" not in o else None
+    share = bench.ratio(o["bn_ms"], o["profile_wall_ms"]) if "error" not in o else None
     row["bn_share"] = share
     row["bound_infinite"] = None if share is None or share >= 1 else 1 / (1 - share)
-    op_speedup = bench.ratio(o["bn_backward_ms"], c["bn_backward_ms"]) if ok else None
+    op_speedup = bench.ratio(o["bn_ms"], c["bn_ms"]) if ok else None
     row["bn_op_speedup"] = op_speedup
     row["bound"] = (None if share is None or not op_speedup else 1 / (1 - share * (1 - 1 / op_speedup)))
-    saved_bn = o["bn_backward_ms"] - c["bn_backward_ms"] if ok else None
+    saved_bn = o["bn_ms"] - c["bn_ms"] if ok else None
     row["saving_vs_bn_saved"] = (None if not saved_bn else
                                  (o["profile_wall_ms"] - c["profile_wall_ms"]) / saved_bn)
     return row
@@ -308,11 +311,12 @@ METHOD = (
     "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
     "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
     "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
-    "as they do by default. BatchNorm-backward kernel time is from MindSpore's profiler (CPU activity, "
-    "{profile_steps} steps): BatchNormGrad* in the original, our BatchNormBackward (Custom op) in the "
-    "converted network (the rsqrt/add/zeros_like around it not counted); share = that time / the wall time "
+    "as they do by default. BatchNorm kernel time (forward + backward) is from MindSpore's profiler (CPU activity, "
+    "{profile_steps} steps): BatchNorm* in the original; BatchNormExt* (the native route: our kernels "
+    "through MindSpore's op plugin) or BatchNorm and our Custom op (the Cell route) in the converted network "
+    "(small ops around them not counted); share = that time / the wall time "
     "of the same profiled steps; bound = 1 / (1 - share * (1 - 1/s)) with s = original / converted "
-    "BatchNorm-backward time in the same network.")
+    "BatchNorm time in the same network.")
 
 
 def _load(avg):
@@ -340,10 +344,10 @@ def report(result):
         lines.append(f"| {r['net']} | {r['mode']} | {r['threads']} ({r['kernel_threads']}) | "
                      f"{r['original_ms']:.1f} | {r['converted_ms']:.1f} | {r['ratio']:.2f}x | "
                      f"{min(rr):.2f}-{max(rr):.2f} |")
-    lines += ["", "Isolated processes (default threads): first step, peak RSS, BatchNorm backward from the profiler:", "",
+    lines += ["", "Isolated processes (default threads): first step, peak RSS, BatchNorm kernels (forward + backward) from the profiler:", "",
               "| network | mode | first step s original / converted | converted / original | "
-              "peak RSS MB original / converted | converted / original | BN backward ms/step original / converted "
-              "| profiled step ms original / converted | BN-bwd share of original step | bound (this s) | "
+              "peak RSS MB original / converted | converted / original | BN ms/step original / converted "
+              "| profiled step ms original / converted | BN share of original step | bound (this s) | "
               "bound (s = inf) |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["isolated"]:
@@ -355,7 +359,7 @@ def report(result):
         lines.append(
             f"| {r['net']} | {r['mode']} | {o['first_step_s']:.2f} / {c['first_step_s']:.2f} | "
             f"{_f(r['first_step_ratio'])}x | {o['peak_rss_mb']:.0f} / {c['peak_rss_mb']:.0f} | "
-            f"{_f(r['peak_rss_ratio'], '{:.3f}')}x | {o['bn_backward_ms']:.2f} / {c['bn_backward_ms']:.2f} | "
+            f"{_f(r['peak_rss_ratio'], '{:.3f}')}x | {o['bn_ms']:.2f} / {c['bn_ms']:.2f} | "
             f"{o['profile_wall_ms']:.1f} / {c['profile_wall_ms']:.1f} | {_f(100 * r['bn_share'], '{:.1f}')}% | "
             f"{_f(r['bound'])}x (s = {_f(r['bn_op_speedup'])}) | {_f(r['bound_infinite'])}x |")
     return "\n".join(lines) + "\n"

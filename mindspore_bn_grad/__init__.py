@@ -1,9 +1,17 @@
 """mindspore-bn-grad: aclnnBatchNormBackward semantics for MindSpore.
 
-Importing this package has no side effects: nothing is read, compiled or
+Importing this package has one side effect, documented: it enables MindSpore's CPU
+op plugin (``cpu_kernel/plugin.py``), which only works before MindSpore creates its
+first CPU kernel: while ``MS_OP_PLUGIN_PATH`` is unset it points that variable at
+our kernel library (building the library once if it is not cached, with a progress
+line). ``MS_BN_GRAD_OP_PLUGIN=0`` turns this off. Nothing else is read, compiled or
 configured until a name below is first used (PEP 562 lazy attributes).
 """
 import importlib
+
+from .cpu_kernel import plugin as _plugin
+
+_plugin.enable_at_import()
 
 __version__ = "0.1.0"
 
@@ -12,6 +20,8 @@ _LAZY = {
     "batch_norm_backward": ".backward",
     "BatchNormBackward": ".backward",
     "BatchNormDoubleBackward": ".double_backward",
+    "batch_norm_forward": ".forward",
+    "BatchNormForward": ".forward",
     "set_target_soc": ".target",
     "get_target_soc": ".target",
     "target_soc": ".target",
@@ -21,6 +31,7 @@ _LAZY = {
     "patch_batchnorm": ".nn._convert",
     "unpatch_batchnorm": ".nn._convert",
     "batchnorm_patched": ".nn._convert",
+    "op_plugin_active": ".cpu_kernel.plugin",
 }
 
 __all__ = sorted(_LAZY) + ["nn"]

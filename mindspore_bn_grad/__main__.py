@@ -7,6 +7,9 @@
             (bench --train: whole networks training, original vs converted BatchNorm;
             bench --double: the double backward; the benchmarks live outside this
             package, in mindspore_bn_grad_bench)
+  plugin-path
+            print the op plugin library's path, for
+            export MS_OP_PLUGIN_PATH=$(python -m mindspore_bn_grad plugin-path)
 
 Each command is a module of mindspore_bn_grad.cli with a main(argv).
 """
@@ -18,6 +21,7 @@ COMMANDS = {
     "example": "mindspore_bn_grad.cli.example",
     "support": "mindspore_bn_grad.cli.support",
     "bench": "mindspore_bn_grad.cli.bench",
+    "plugin-path": "mindspore_bn_grad.cli.plugin",
 }
 
 

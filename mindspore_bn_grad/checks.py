@@ -81,8 +81,8 @@ def check_tensor_args(opdef, tensors) -> None:
 def check_rank(rank, attrs, opdef=None):
     opdef = opdef or load_opdef()
     if not opdef.min_rank <= rank <= opdef.max_rank:
-        fail(ValueError, "grad_out", f"rank {opdef.min_rank}..{opdef.max_rank}", f"rank {rank}",
-             op=opdef.op_name)
+        fail(ValueError, opdef.inputs[0].name, f"rank {opdef.min_rank}..{opdef.max_rank}", f"rank {rank}",
+             op=opdef.op_name)  # the first input is the activation (grad_out, or input for the forward)
     fmt = opdef.data_formats[attrs["data_format"]]
     if rank not in fmt.ranks:
         fail(ValueError, "data_format", f"a format that fits rank {rank} "

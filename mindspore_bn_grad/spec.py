@@ -16,6 +16,7 @@ BACKWARD_YAML = "batch_norm_backward.yaml"
 DOUBLE_YAML = "batch_norm_double_backward.yaml"
 REDUCE_YAML = "batch_norm_reduce_backward.yaml"
 ELEMT_YAML = "batch_norm_elemt_backward.yaml"
+FORWARD_YAML = "batch_norm_forward.yaml"
 
 @dataclass(frozen=True)
 class TensorArg:

@@ -24,7 +24,7 @@ them is stale (tests/ut/ascend_sim/test_ascend_tooling.py runs it).
   (`Param`), the output-mask bits (`Output`), the value of an absent input
   (`default_value`), the rank bounds and the channel-last layout names.
 * mindspore_bn_grad/csrc/bn_spec.gen.h: the same for the CPU kernel: tensor
-  slots of the three operators, attribute names and defaults, output-mask
+  slots of the operators (the backward ones and BatchNormForward), attribute names and defaults, output-mask
   encoding, defaults of absent inputs, rank bounds, channel-last layout names,
   dtype names, `counter` dtypes, and the error codes (`kernel_errors`).
 
@@ -46,6 +46,7 @@ from mindspore_bn_grad.support_rules import combinations  # noqa: E402  (sync op
 BNB_YAML = "batch_norm_backward.yaml"
 SYNC_YAMLS = ("batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
 DOUBLE_YAML = "batch_norm_double_backward.yaml"  # CPU only: no Ascend C op definition
+FORWARD_YAML = "batch_norm_forward.yaml"          # CPU only: no Ascend C op definition
 OP_HOST = ROOT / "ascend_impl" / "op_host"
 OUT = OP_HOST / "batch_norm_backward_def.gen.h"
 SYNC_OUTS = {name: OP_HOST / name.replace(".yaml", "_def.gen.h") for name in SYNC_YAMLS}
@@ -349,7 +350,7 @@ def _dtype_ident(name):
 def render_cpu_spec():
     """mindspore_bn_grad/csrc/bn_spec.gen.h (included by the kernels' interface headers)."""
     opdef = load_opdef()
-    src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml"
+    src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml and batch_norm_forward.yaml"
     out = _header(src, "MS_BN_GRAD_BN_SPEC_GEN_H_", ['"bn_sync.h"', '"tensor.h"'])
     out += ["namespace bn_grad {", "namespace spec {", "",
             "// Codes the kernel entries return (kernel_errors); 0 is success.", "enum Error : int {", "  kOk = 0,"]
@@ -367,7 +368,7 @@ def render_cpu_spec():
     out += ["};", "", "// How the kernel reads an element count of a given dtype.",
             "struct CounterDtype {", "  const char *name;", "  sync::CountDType count;",
             "  DType floating;  // the float type, when count is kFloat", "};", "using sync::CountDType;", ""]
-    for filename in (BNB_YAML,) + SYNC_YAMLS + (DOUBLE_YAML,):
+    for filename in (BNB_YAML,) + SYNC_YAMLS + (DOUBLE_YAML, FORWARD_YAML):
         out += _op_namespace(filename)
     out += ["}  // namespace spec", "}  // namespace bn_grad", "#endif  // MS_BN_GRAD_BN_SPEC_GEN_H_", ""]
     return "\n".join(out)

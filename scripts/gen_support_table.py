@@ -1,10 +1,8 @@
 #!/usr/bin/env python
 """Regenerates the support table and the argument tables from op_def/.
 
-Writes docs/arguments.md (the prototypes' arguments, from op_def/*.yaml),
-docs/support_table.md and the block between
-`<!-- support-table:start -->` and `<!-- support-table:end -->` in README.md
-(appended at the end when the markers are missing). `--check` writes nothing
+Writes docs/arguments.md (the prototypes' arguments, from op_def/*.yaml) and
+docs/support_table.md (which the README links). `--check` writes nothing
 and exits 1 when either file is out of date. tests/ut/test_support_table.py
 runs the same comparison.
 """
@@ -15,17 +13,14 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "support_table.md"
 ARGS_DOC = ROOT / "docs" / "arguments.md"
-README = ROOT / "README.md"
 
 
 def expected():
     """{path: wanted text} for the generated files."""
     sys.path.insert(0, str(ROOT))
-    from mindspore_bn_grad.cli.support import arguments_markdown, replace_block, support_markdown
-    table = support_markdown()
-    readme = README.read_text(encoding="utf-8") if README.exists() else ""
-    doc = "# BatchNormBackward: dtype and format support per target\n\n" + table
-    return {DOC: doc, README: replace_block(readme, table), ARGS_DOC: arguments_markdown()}
+    from mindspore_bn_grad.cli.support import arguments_markdown, support_markdown
+    doc = "# BatchNormBackward: dtype and format support per target\n\n" + support_markdown()
+    return {DOC: doc, ARGS_DOC: arguments_markdown()}
 
 
 def main(argv=None):

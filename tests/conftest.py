@@ -4,6 +4,11 @@ Helpers (reference.py, ut/_harness.py, ...) are imported by name: their folders
 are on pytest's `pythonpath` (setup.cfg)."""
 import pytest
 
+# First, before any test module can run a MindSpore operator: importing the package enables
+# MindSpore's CPU op plugin (our kernels as BatchNormExt / BatchNormGradExt), which MindSpore
+# reads once per process, when it creates its first CPU kernel (docs/native_route.md).
+import mindspore_bn_grad  # noqa: E402,F401
+
 MODES = ("pynative", "graph")
 
 

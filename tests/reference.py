@@ -8,7 +8,8 @@ dtype, converted to float64 here); absent tensors are None.
 - sync_reduce_ref / sync_elemt_ref: the two SyncBatchNorm backward steps
   (section 7);
 - batch_norm_train_ref: a whole training-mode BatchNorm over one batch
-  (forward, backward, running-statistics update), the oracle of SyncBatchNorm.
+  (forward, backward, running-statistics update), the oracle of SyncBatchNorm;
+- batch_norm_forward_ref: BatchNormForward (docs/forward.md).
 """
 import numpy as np
 
@@ -174,3 +175,42 @@ def batch_norm_double_backward_ref(grad_out, x, weight=None, running_mean=None, 
     g = b(ggw) * dy - b(w * s) * (b(m_dyx) * ggi + b(m_gix) * dy)
     g_x = b(dl_ds) * (-b(s * s) * xhat / n) + b(s) * (g - b(avg(g)) - xhat * b(avg(g * xhat)))
     return g_dy, g_x, g_w
+
+
+def batch_norm_forward_ref(x, weight=None, bias=None, running_mean=None, running_var=None, training=False,
+                           momentum=0.1, eps=1e-5, data_format="NCHW"):
+    """Returns (output, save_mean, save_invstd, running_mean_out, running_var_out) as float64 arrays.
+
+    Absent weight / bias / running statistics count as 1 / 0 / 0 / 1. Training:
+    biased batch variance for the output, unbiased (n / (n - 1)) for the running
+    update (n == 1: NaN, as PyTorch); an empty batch: mean 0, variance 0, the
+    running statistics unchanged. Inference: the running statistics, which
+    come back unchanged.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    axis = x.ndim - 1 if data_format in CHANNEL_LAST else 1
+    c = x.shape[axis]
+    axes = tuple(i for i in range(x.ndim) if i != axis)
+    bshape = [1] * x.ndim
+    bshape[axis] = c
+
+    def chan(v, default):
+        return np.full(c, default) if v is None else np.asarray(v, dtype=np.float64).reshape(c)
+
+    rm, rv = chan(running_mean, 0.0), chan(running_var, 1.0)
+    n = x.size // c if c else 0
+    if not training:
+        mean, var, rm_out, rv_out = rm, rv, rm, rv
+    elif n == 0:
+        mean, var, rm_out, rv_out = np.zeros(c), np.zeros(c), rm, rv
+    else:
+        mean = x.mean(axis=axes)
+        dev2 = ((x - mean.reshape(bshape)) ** 2).sum(axis=axes)
+        var = dev2 / n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            unbiased = dev2 / (n - 1) if n > 1 else np.full(c, np.nan)
+        rm_out = (1 - momentum) * rm + momentum * mean
+        rv_out = (1 - momentum) * rv + momentum * unbiased
+    invstd = 1.0 / np.sqrt(var + eps)
+    y = (x - mean.reshape(bshape)) * (invstd * chan(weight, 1.0)).reshape(bshape) + chan(bias, 0.0).reshape(bshape)
+    return y, mean, invstd, rm_out, rv_out

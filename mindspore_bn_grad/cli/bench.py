@@ -1,4 +1,4 @@
-"""`python -m mindspore_bn_grad bench [--train | --double] [...]`: the benchmarks, kept outside the runtime package.
+"""`python -m mindspore_bn_grad bench [--train | --double | --forward] [...]`: the benchmarks, kept outside the runtime package.
 
 They are the import package ``mindspore_bn_grad_bench`` (the repository's
 bench/ folder), installed alongside this one. This command picks one and
@@ -7,11 +7,12 @@ hands it the remaining arguments:
     bench [...]            the CPU kernel against MindSpore and PyTorch   (bench/kernel.py)
     bench --train [...]    whole networks training                         (bench/train.py)
     bench --double [...]   the double backward                             (bench/double.py)
+    bench --forward [...]  the BatchNormForward rows alone                 (bench/forward.py)
 """
 import importlib
 import sys
 
-BENCHMARKS = {"--train": "train", "--double": "double"}  # flag -> module; none of them: kernel
+BENCHMARKS = {"--train": "train", "--double": "double", "--forward": "forward"}  # flag -> module; none of them: kernel
 
 
 def main(argv=None):

@@ -13,8 +13,6 @@ import sys
 from .. import support_rules
 from ..spec import BACKWARD_YAML, ELEMT_YAML, REDUCE_YAML, load_opdef
 
-README_START = "<!-- support-table:start -->"
-README_END = "<!-- support-table:end -->"
 MAX_LISTED = 500
 
 
@@ -157,24 +155,6 @@ def plain_text(markdown: str) -> str:
     flush()
     text = "\n".join(out).strip("\n") + "\n"
     return text
-
-
-def replace_block(text: str, block: str) -> str:
-    """README text with the marked block replaced by `block` (appended when the markers are missing)."""
-    body = f"{README_START}\n{block.rstrip()}\n{README_END}"
-    if README_START in text and README_END in text:
-        head, rest = text.split(README_START, 1)
-        _, tail = rest.split(README_END, 1)
-        return head + body + tail
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return text + sep + body + "\n"
-
-
-def readme_block(text: str):
-    """The content between the README markers, or None."""
-    if README_START not in text or README_END not in text:
-        return None
-    return text.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n") + "\n"
 
 
 def main(argv=None) -> int:

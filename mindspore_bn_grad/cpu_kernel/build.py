@@ -58,6 +58,8 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
 # (<site-packages>/mindspore/include/...), with its internal includes resolved
 # in csrc/ms_internal/ (see there).
 MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
+# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp.
+MS_PLUGIN_HEADER = "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"
 
 
 class KernelBuildError(RuntimeError):
@@ -103,8 +105,16 @@ def mindspore_headers(include_root=None):
             raise KernelBuildError(f"BatchNormBackward: the CPU kernel is built against the installed "
                                    f"MindSpore's {MS_AOT_HEADER}, not found in {[str(r) for r in roots]}")
     header = (Path(include_root) / MS_AOT_HEADER).resolve()
-    return ([f"-I{CSRC / 'ms_internal'}", f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"'],
-            str(header).encode() + b"\0" + header.read_bytes())
+    flags = [f"-I{CSRC / 'ms_internal'}", f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"']
+    key = str(header).encode() + b"\0" + header.read_bytes()
+    # The op plugin's KernelInputInfo interface (csrc/op_plugin.cpp): without it (a release
+    # that lacks the mechanism) the library exports no plugin entry points.
+    plugin_header = Path(include_root) / MS_PLUGIN_HEADER
+    if plugin_header.is_file():
+        plugin_header = plugin_header.resolve()
+        flags.append(f'-DMS_BN_GRAD_MS_PLUGIN_HEADER="{plugin_header}"')
+        key += b"\0" + str(plugin_header).encode() + b"\0" + plugin_header.read_bytes()
+    return flags, key
 
 
 def cache_dir() -> Path:

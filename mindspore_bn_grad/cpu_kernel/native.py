@@ -7,8 +7,9 @@ the same library instance, so settings made here apply to MindSpore's calls.
 Direct calls run the kernels without MindSpore, for tests and benchmarks:
 ``direct`` / ``prepare_direct`` (BatchNormBackward), ``double_direct`` /
 ``prepare_double_direct`` (BatchNormDoubleBackward), ``reduce_direct`` /
-``elemt_direct`` (the SyncBatchNorm pair). bfloat16 arrays travel as uint16
-bit patterns.
+``elemt_direct`` (the SyncBatchNorm pair), ``forward_direct`` /
+``prepare_forward_direct`` (BatchNormForward). bfloat16 arrays travel as
+uint16 bit patterns.
 """
 import ctypes
 import functools
@@ -19,7 +20,7 @@ import re
 import numpy as np
 
 from .build import KernelBuildError, library_path
-from ..spec import DOUBLE_YAML, ELEMT_YAML, REDUCE_YAML, kernel_errors, load_opdef
+from ..spec import DOUBLE_YAML, ELEMT_YAML, FORWARD_YAML, REDUCE_YAML, kernel_errors, load_opdef
 
 ERRORS = kernel_errors()  # code -> message of the kernel entries: kernel_errors in op_def/batch_norm_backward.yaml
 
@@ -316,5 +317,61 @@ def prepare_double_direct(grad_out, input, weight=None, running_mean=None, runni
 def double_direct(*arrays, **kwargs):
     """The CPU double-backward kernel on NumPy arrays; returns (grad_grad_out, grad_input, grad_weight)."""
     call, outs = prepare_double_direct(*arrays, **kwargs)
+    call()
+    return outs
+
+
+# --- the forward --------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _forward_lib():
+    handle = lib()
+    handle.MsBnForwardDirect.restype = ctypes.c_int
+    handle.MsBnForwardDirect.argtypes = [
+        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
+        ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+    return handle
+
+
+def prepare_forward_direct(input, weight=None, bias=None, running_mean=None, running_var=None, *,
+                           training=False, momentum=0.1, eps=1e-5, channel_last=False, bf16=False,
+                           stats_dtype=None, in_place=False):
+    """Marshals once; returns (call, (output, save_mean, save_invstd, running_mean_out, running_var_out)).
+
+    bf16=True: input and output are uint16 bfloat16 bit patterns (per-channel
+    tensors are float16/float32/float64 arrays). save_* take `stats_dtype`, else
+    weight's dtype, else input's (float32 for bf16 input). in_place=True: the
+    running statistics are updated in the given arrays (returned as the last two
+    outputs; they must be contiguous); else new arrays, None when the input is
+    absent.
+    """
+    opdef = load_opdef(FORWARD_YAML)
+    given = [input, weight, bias, running_mean, running_var]
+    ins = [None if a is None else (a if in_place and k >= 3 else np.ascontiguousarray(a))
+           for k, a in enumerate(given)]
+    if in_place and any(a is not None and not a.flags.c_contiguous for a in ins[3:]):
+        raise ValueError(f"{opdef.op_name}: running statistics expected contiguous arrays for in_place=True")
+    c = ins[0].shape[-1 if channel_last else 1]
+    sdt = stats_dtype or (ins[1].dtype if ins[1] is not None else (np.float32 if bf16 else ins[0].dtype))
+    out = np.full_like(ins[0], 0x7fff if bf16 else np.nan)
+    saves = [np.full(c, np.nan, sdt), np.full(c, np.nan, sdt)]
+    runs = [r if in_place or r is None else np.full(c, np.nan, r.dtype) for r in ins[3:]]
+    arrays = ins + [out] + saves + runs
+    names = [_dtype_name(a, bf16 and k in (0, 5)) for k, a in enumerate(arrays)]
+    marshalled = marshal(arrays, names)
+    args = (*marshalled.args, int(training), float(momentum), float(eps), int(channel_last))
+    fn = _forward_lib().MsBnForwardDirect
+
+    def call(_keep=(arrays, marshalled)):  # the buffers behind the pointers live as long as call
+        check_rc(fn(*args), op=opdef.op_name)
+
+    return call, (out, *saves, *runs)
+
+
+def forward_direct(*arrays, **kwargs):
+    """The CPU forward kernel on NumPy arrays; returns (output, save_mean, save_invstd,
+    running_mean_out, running_var_out); see prepare_forward_direct."""
+    call, outs = prepare_forward_direct(*arrays, **kwargs)
     call()
     return outs

@@ -19,6 +19,7 @@
 #include "aot_args.h"
 #include "aot_attrs.h"
 #include "bn_backward.h"
+#include "entry_runs.h"
 #include "geometry.h"
 #include "ms_aot_compat.h"
 #include "num_threads.h"
@@ -82,7 +83,11 @@ int Compute(BnBackwardArgs &a, int64_t numel) {
   return BnBackward(a) == 0 ? kOk : kKernelFailed;
 }
 
-int Run(const Call &call, const Attrs &attrs) {
+}  // namespace
+
+int RunBatchNormBackward(const aot::Call &call, const spec::batch_norm_backward::Attrs &attrs) {
+  using namespace aot;  // NOLINT
+  using namespace spec::batch_norm_backward;  // NOLINT
   BnBackwardArgs a;
   int64_t numel = 0;
   int rc = ParseCall(call, attrs, &a, &numel);
@@ -94,6 +99,7 @@ int Run(const Call &call, const Attrs &attrs) {
   }
 }
 
+namespace {
 
 constexpr int64_t kUnknownDim = -1;
 constexpr int64_t kUnknownRank = -2;
@@ -241,7 +247,7 @@ void MsBnGradInferShape(int ndim, const int64_t *shape, int channel_last, int64_
 int BatchNormBackward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                       void * /*stream*/, void *extra) {
   using bn_grad::spec::batch_norm_backward::Attrs;
-  return bn_grad::Run({nparam, params, ndims, shapes, dtypes}, bn_grad::aot::AttrsOf<Attrs>(extra));
+  return bn_grad::RunBatchNormBackward({nparam, params, ndims, shapes, dtypes}, bn_grad::aot::AttrsOf<Attrs>(extra));
 }
 
 int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
@@ -255,7 +261,7 @@ int MsBnGradDirect(int nparam, void **params, int *ndims, int64_t **shapes, cons
   at.output_mask[bnb::kMaskBitGradWeight] = mask_weight != 0;
   at.output_mask[bnb::kMaskBitGradBias] = mask_bias != 0;
   at.channel_last = channel_last != 0;
-  return bn_grad::Run({nparam, params, ndims, shapes, dtypes}, at);
+  return bn_grad::RunBatchNormBackward({nparam, params, ndims, shapes, dtypes}, at);
 }
 
 // n is checked and parsed (from MS_BN_GRAD_NUM_THREADS or set_num_threads) by cpu_kernel/native.py.

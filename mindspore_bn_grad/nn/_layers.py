@@ -5,7 +5,11 @@ constructor arguments and defaults, the Parameters (``gamma``, ``beta``,
 ``moving_mean``, ``moving_variance``), their names, the checkpoint layout,
 ``construct`` (eval mode, ``use_batch_statistics``) and ``isinstance`` checks
 (for example AMP's keep-in-float32 list) are MindSpore's own. The only change
-is ``bn_train`` / ``bn_infer``: cells with a registered bprop (see _cells.py).
+is the route to our kernels (``route``, see _native.py): on CPU with MindSpore's
+op plugin active, ``construct`` calls MindSpore's ``BatchNormExt`` on the cell's own
+Parameters, which runs our forward and backward kernels through MindSpore's C++
+autograd (the native route); otherwise ``bn_train`` / ``bn_infer`` are cells with a
+registered bprop (the Cell route, _cells.py).
 
 Beyond MindSpore on CPU: ``BatchNorm2d(data_format="NHWC")`` works (MindSpore's CPU
 BatchNorm refuses it); the channel axis is then the last one.
@@ -17,11 +21,33 @@ from mindspore.common import dtype as mstype
 
 from ._amp import opaque_to_rewrite
 from ._cells import install
+from ._native import batch_norm, choose_route
 
 
 @opaque_to_rewrite  # AMP O1 keeps our cells as they are: see _amp.py
 class OurBatchNorm:
-    """Marker mixin: this BatchNorm cell already runs BatchNormBackward."""
+    """Mixin: this BatchNorm cell runs our kernels, by the route in ``bn_route``."""
+
+    bn_route = "cell"
+
+    def construct(self, x):
+        if self.bn_route == "native":
+            self._check_input_dim(self.shape(x), self.cls_name)
+            if self.use_batch_statistics is None:
+                training = self.training
+            else:
+                training = self.use_batch_statistics
+            return batch_norm(x, self.moving_mean, self.moving_variance, self.gamma, self.beta, training,
+                              self.momentum, self.eps)
+        return super().construct(x)
+
+
+def route_cell(cell, route, data_format):
+    """Puts ``cell`` (one of ours) on ``route`` ('auto', 'native' or 'cell')."""
+    cell.bn_route = choose_route(route, data_format, type(cell).__name__)
+    if cell.bn_route == "cell":
+        install(cell, data_format)
+    return cell
 
 
 def _init_format(data_format):
@@ -44,11 +70,11 @@ class BatchNorm1d(OurBatchNorm, ms_nn.BatchNorm1d):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
                  beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
-                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32, route="auto"):
         _check_1d_format(data_format)
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics, data_format, dtype)
-        install(self, data_format)
+        route_cell(self, route, data_format)
 
 
 class BatchNorm2d(OurBatchNorm, ms_nn.BatchNorm2d):
@@ -56,10 +82,10 @@ class BatchNorm2d(OurBatchNorm, ms_nn.BatchNorm2d):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
                  beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
-                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32):
+                 use_batch_statistics=None, data_format='NCHW', dtype=mstype.float32, route="auto"):
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics, _init_format(data_format), dtype)
-        install(self, data_format)
+        route_cell(self, route, data_format)
 
 
 class BatchNorm3d(OurBatchNorm, ms_nn.BatchNorm3d):
@@ -71,26 +97,27 @@ class BatchNorm3d(OurBatchNorm, ms_nn.BatchNorm3d):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init='ones',
                  beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
-                 use_batch_statistics=None, dtype=mstype.float32):
+                 use_batch_statistics=None, dtype=mstype.float32, route="auto"):
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics, dtype)
-        to_ours(self.bn2d)
+        to_ours(self.bn2d, route)
 
 
 _OURS = {ms_nn.BatchNorm1d: BatchNorm1d, ms_nn.BatchNorm2d: BatchNorm2d, ms_nn.BatchNorm3d: BatchNorm3d}
 
 
-def to_ours(cell):
+def to_ours(cell, route="auto"):
     """Turns an exact ``mindspore.nn.BatchNorm1d/2d/3d`` instance into ours, in place.
 
     The object stays the same (same Parameters, names, parent links); its class
-    becomes our subclass and its primitives our cells. Returns the cell.
+    becomes our subclass and it takes ``route`` to our kernels. Returns the cell.
     """
     ours = _OURS[type(cell)]
     cell.__class__ = ours
     if ours is BatchNorm3d:
+        cell.bn_route = "cell"  # its bn2d does the work
         if not isinstance(cell.bn2d, OurBatchNorm):
-            to_ours(cell.bn2d)
+            to_ours(cell.bn2d, route)
     else:
-        install(cell)
+        route_cell(cell, route, cell.format)
     return cell

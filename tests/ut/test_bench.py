@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mindspore_bn_grad_bench import kernel as bench
+from mindspore_bn_grad.cpu_kernel import plugin
 
 SHAPES = [(4, 8, 16, 16), (64, 32)]
 
@@ -70,6 +71,9 @@ def test_every_case_and_contestant_ran(result):
         builtin_runs = r["layout"] == "NCHW" and r["dtype"] != "bfloat16"
         for mode in ("pynative", "graph"):
             assert (r[f"builtin_{mode}_ms"] is not None) == builtin_runs, (r["dtype"], r["layout"], mode)
+            # the native route's BatchNormGradExt (ours through the op plugin): channel-first only
+            assert (r[f"native_{mode}_ms"] is not None) == (r["layout"] == "NCHW" and plugin.status()), \
+                (r["dtype"], r["layout"], mode)
         if have_torch:
             assert r["torch_ms"] > 0
 
@@ -83,6 +87,9 @@ def test_derived_figures_come_from_the_row(result):
         for mode in ("pynative", "graph"):
             if r[f"builtin_{mode}_ms"] is not None:
                 assert _approx(r[f"speedup_vs_builtin_{mode}"], r[f"builtin_{mode}_ms"] / r[f"ms_{mode}_ms"])
+                if r[f"native_{mode}_ms"] is not None:
+                    assert _approx(r[f"native_speedup_vs_builtin_{mode}"],
+                                   r[f"builtin_{mode}_ms"] / r[f"native_{mode}_ms"])
         if r["torch_ms"] is not None:
             assert _approx(r["speedup_vs_torch"], r["torch_ms"] / r["direct_ms"])
         if r["dtype"] == "float32" and r["layout"] == "NCHW":

@@ -1,4 +1,5 @@
 """convert_batchnorm, the opt-in patch and checkpoints between built-in and converted networks."""
+import os
 import subprocess
 import sys
 
@@ -8,7 +9,9 @@ import pytest
 from mindspore import nn
 
 import mindspore_bn_grad as mbg
+from mindspore_bn_grad.cpu_kernel import plugin
 from mindspore_bn_grad.nn import BatchNormInferCell, BatchNormTrainCell
+from mindspore_bn_grad.nn._native import NativeBatchNormCell
 
 from _harness import copy_parameter_values
 
@@ -33,12 +36,19 @@ def bn_cells(net):
     return [(n, c) for n, c in net.cells_and_names() if isinstance(c, nn.layer.normalization._BatchNorm)]
 
 
-def test_convert_keeps_parameters_and_names():
+class UserBatchNorm(nn.BatchNorm2d):
+    """A user's subclass: keeps its class; its bn_train / bn_infer become ours."""
+
+
+@pytest.mark.parametrize("route", ["cell", "native"])
+def test_convert_keeps_parameters_and_names(route):
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert plugin.status(), "the op plugin should be active in the test process (conftest imports us first)"
     net = Net()
+    net.user = UserBatchNorm(4)
     before = [(p.name, id(p), p.requires_grad) for p in net.get_parameters()]
     cells_before = dict((n, id(c)) for n, c in net.cells_and_names())
-    assert mbg.convert_batchnorm(net) is net
+    assert mbg.convert_batchnorm(net, route=route) is net
     assert [(p.name, id(p), p.requires_grad) for p in net.get_parameters()] == before
     cells_after = dict((n, id(c)) for n, c in net.cells_and_names())
     assert {n: cells_after.get(n) for n in cells_before} == cells_before  # same objects, same places
@@ -46,10 +56,21 @@ def test_convert_keeps_parameters_and_names():
     assert isinstance(net.blocks[0], mbg.nn.BatchNorm2d)
     assert isinstance(net.bn1, mbg.nn.BatchNorm1d)
     assert isinstance(net.bn3, mbg.nn.BatchNorm3d) and isinstance(net.bn3.bn2d, mbg.nn.BatchNorm2d)
-    for _, c in bn_cells(net):
-        assert isinstance(c.bn_train, BatchNormTrainCell) and isinstance(c.bn_infer, BatchNormInferCell)
-        assert "bn_train" not in c._primitives  # pylint: disable=protected-access
-    assert net.blocks[0].bn_train.output_mask == (True, False, False)
+    assert type(net.user) is UserBatchNorm  # pylint: disable=unidiomatic-typecheck
+    for name, c in bn_cells(net):
+        if name == "bn3":  # its bn2d does the work
+            continue
+        if route == "cell":
+            assert isinstance(c.bn_train, BatchNormTrainCell) and isinstance(c.bn_infer, BatchNormInferCell)
+            assert "bn_train" not in c._primitives  # pylint: disable=protected-access
+        elif isinstance(c, mbg.nn.BatchNorm2d) or isinstance(c, mbg.nn.BatchNorm1d):
+            assert c.bn_route == "native", name  # construct calls BatchNormExt itself
+        else:
+            assert isinstance(c.bn_train, NativeBatchNormCell) and isinstance(c.bn_infer, NativeBatchNormCell)
+            assert c.bn_train.training_flag and not c.bn_infer.training_flag
+            assert "bn_train" not in c._primitives  # pylint: disable=protected-access
+    if route == "cell":
+        assert net.blocks[0].bn_train.output_mask == (True, False, False)
     # still MindSpore's classes for isinstance users (e.g. AMP keeps BatchNorm in float32)
     assert isinstance(net.features[1], nn.BatchNorm2d)
     # idempotent
@@ -57,7 +78,8 @@ def test_convert_keeps_parameters_and_names():
     assert [(p.name, id(p)) for p in net.get_parameters()] == [(n, i) for n, i, _ in before]
 
 
-def test_converted_net_trains_like_builtin_both_modes():
+@pytest.mark.parametrize("route", ["auto", "cell"])
+def test_converted_net_trains_like_builtin_both_modes(route):
     """A converted Net with a SequentialCell, CellList and BatchNorm3d inside: several optimizer steps."""
     x = ms.Tensor(np.random.RandomState(0).randn(5, 3, 8, 8).astype(np.float32))
     y = ms.Tensor(np.random.RandomState(1).randint(0, 3, 5).astype(np.int32))
@@ -73,7 +95,7 @@ def test_converted_net_trains_like_builtin_both_modes():
                     p.set_data(ms.Tensor(v))
             values0 = [p.asnumpy().copy() for p in net.get_parameters()]
             if convert:
-                mbg.convert_batchnorm(net)
+                mbg.convert_batchnorm(net, route=route)
             net.set_train()
             opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)  # linear in the gradients (Adam amplifies noise)
             loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
@@ -111,19 +133,22 @@ def test_checkpoint_both_ways(tmp_path):
 
 def test_patch_is_opt_in_and_reversible():
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    ours = (BatchNormTrainCell, NativeBatchNormCell)
     assert "__init__" not in vars(nn.BatchNorm2d)  # importing did nothing
-    assert not isinstance(nn.BatchNorm2d(2).bn_train, BatchNormTrainCell)
+    assert not isinstance(nn.BatchNorm2d(2).bn_train, ours)
     with mbg.batchnorm_patched():
         assert mbg.nn.is_batchnorm_patched()
         net = Net()
         bn_nhwc = nn.BatchNorm2d(3, data_format="NHWC")  # refused by MindSpore on CPU, fine while patched
     assert "__init__" not in vars(nn.BatchNorm2d) and "__init__" not in vars(nn.BatchNorm1d)
     for _, c in bn_cells(net):
-        assert isinstance(c.bn_train, BatchNormTrainCell), c
-        assert type(c) in (nn.BatchNorm1d, nn.BatchNorm2d)  # MindSpore's class, our backward
-    assert bn_nhwc.format == "NHWC"
+        assert isinstance(c.bn_train, NativeBatchNormCell), c  # route "auto": native here
+        assert type(c) in (nn.BatchNorm1d, nn.BatchNorm2d)  # MindSpore's class, our kernels
+    assert bn_nhwc.format == "NHWC" and isinstance(bn_nhwc.bn_train, BatchNormTrainCell)  # channel-last: cell
+    with mbg.batchnorm_patched(route="cell"):
+        assert isinstance(nn.BatchNorm2d(2).bn_train, BatchNormTrainCell)
     later = nn.BatchNorm2d(2)
-    assert not isinstance(later.bn_train, BatchNormTrainCell)
+    assert not isinstance(later.bn_train, ours)
     with pytest.raises(ValueError):
         nn.BatchNorm2d(3, data_format="NHWC")
     # explicit calls, nested with the context manager
@@ -131,7 +156,7 @@ def test_patch_is_opt_in_and_reversible():
     try:
         with mbg.batchnorm_patched():
             pass
-        assert isinstance(nn.BatchNorm1d(2).bn_train, BatchNormTrainCell)  # still patched
+        assert isinstance(nn.BatchNorm1d(2).bn_train, ours)  # still patched
     finally:
         mbg.unpatch_batchnorm()
     assert not mbg.nn.is_batchnorm_patched()
@@ -149,18 +174,21 @@ def test_patch_is_opt_in_and_reversible():
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
 
 
-def test_import_has_no_side_effects():
-    code = ("import sys, mindspore_bn_grad, mindspore_bn_grad.nn; "
+def test_import_has_no_side_effects_but_the_op_plugin():
+    code = ("import os, sys; before = dict(os.environ); import mindspore_bn_grad, mindspore_bn_grad.nn; "
             "assert 'mindspore' not in sys.modules, 'mindspore imported'; "
+            "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}; "
+            "assert changed == {'MS_OP_PLUGIN_PATH'}, changed; "
             "import mindspore.nn as nn; assert '__init__' not in vars(nn.BatchNorm2d); print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "MS_OP_PLUGIN_PATH"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
 
 
 def test_deepcopy_follows_its_own_parameters():
     import copy
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    net = mbg.convert_batchnorm(Net())
+    net = mbg.convert_batchnorm(Net(), route="cell")  # the output mask is the Cell route's
     dup = copy.deepcopy(net)
     dup.features[1].gamma.requires_grad = False
     assert dup.features[1].bn_train.output_mask == (True, False, True)

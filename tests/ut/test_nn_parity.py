@@ -211,12 +211,13 @@ def test_batchnorm3d_matches_builtin(ms_mode):
 
 
 def test_output_mask_follows_requires_grad():
+    """The Cell route's mask (the native route's is MindSpore's own, from the autograd graph)."""
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    bn = mbg.nn.BatchNorm2d(3, affine=False)
+    bn = mbg.nn.BatchNorm2d(3, affine=False, route="cell")
     assert bn.bn_train.output_mask == (True, False, False)
     assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, False, False)
     assert bn.bn_infer.grad_op.op_attrs["output_mask"] == (True, False, False)
-    bn = mbg.nn.BatchNorm2d(3)
+    bn = mbg.nn.BatchNorm2d(3, route="cell")
     assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, True, True)
     bn.gamma.requires_grad = False  # PYNATIVE re-reads the flags at every backward
     assert bn.bn_train.grad_op.op_attrs["output_mask"] == (True, False, True)
@@ -251,7 +252,7 @@ def test_graph_mode_reads_the_flags_when_it_compiles(monkeypatch):
         x, w = rs.randn(4, 3, 2, 2).astype(np.float32), rs.randn(4, 3, 2, 2).astype(np.float32)
         grads = []
         for ours in (True, False):
-            bn = mbg.nn.BatchNorm2d(3) if ours else nn.BatchNorm2d(3)
+            bn = mbg.nn.BatchNorm2d(3, route="cell") if ours else nn.BatchNorm2d(3)
             bn.gamma.requires_grad = False  # after conversion, before anything compiles
             bn.set_train()
             net = WeightedSum(bn, w)
@@ -277,7 +278,7 @@ def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
     x, w = rs.randn(5, 3, 4, 2).astype(np.float32), rs.randn(5, 3, 4, 2).astype(np.float32)
     grads = []
     for ours in (True, False):
-        bn = mbg.nn.BatchNorm2d(3) if ours else nn.BatchNorm2d(3)
+        bn = mbg.nn.BatchNorm2d(3, route="cell") if ours else nn.BatchNorm2d(3)
         bn.set_train()
         dx, (dg, db) = ms.grad(WeightedSum(bn, w), 0, [bn.gamma, bn.beta])(ms.Tensor(x))
         grads.append((dx.asnumpy(), dg.asnumpy(), db.asnumpy()))
@@ -291,12 +292,13 @@ def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
         np.testing.assert_allclose(got, builtin, rtol=1e-4, atol=1e-5)
 
 
-def test_graph_with_unknown_dims_trains_a_converted_batchnorm():
+@pytest.mark.parametrize("route", ["native", "cell"])
+def test_graph_with_unknown_dims_trains_a_converted_batchnorm(route):
     """A graph compiled with unknown batch and height (set_inputs with None) runs a converted BatchNorm's
     backward on two sizes: the graph got the primitive that supports unknown dims."""
     ms.set_context(mode=ms.GRAPH_MODE)
     try:
-        bn = mbg.nn.BatchNorm2d(3)
+        bn = mbg.nn.BatchNorm2d(3, route=route)
         bn.set_train()
 
         class Grads(nn.Cell):
@@ -346,11 +348,11 @@ def _ir_text(path):
 
 
 def test_graph_ir_contains_our_op(tmp_path):
-    """The compiled GRAPH of a converted network runs our Custom op, not the built-in BatchNormGrad."""
+    """The compiled GRAPH of a Cell-route network runs our Custom op, not the built-in BatchNormGrad."""
     ms.set_context(mode=ms.GRAPH_MODE, save_graphs=1, save_graphs_path=str(tmp_path))
     try:
         net = mbg.convert_batchnorm(nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, affine=False),
-                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]))
+                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]), route="cell")
         net.set_train()
         x = ms.Tensor(np.random.RandomState(0).randn(2, 3, 6, 6).astype(np.float32))
         ms.grad(net, grad_position=0, weights=net.trainable_params())(x)
@@ -365,6 +367,26 @@ def test_graph_ir_contains_our_op(tmp_path):
     assert any("output_mask: [1, 0, 0]" in line for line in ours)  # affine=False layer
     assert any("output_mask: [1, 1, 1]" in line for line in ours)
     assert not any("BatchNormGrad" in t for t in final)
+
+
+def test_graph_ir_of_the_native_route(tmp_path):
+    """The compiled GRAPH of a native-route network runs BatchNormExt / BatchNormGradExt (ours, through the op
+    plugin), with no Custom op and none of MindSpore's legacy BatchNorm / BatchNormGrad."""
+    ms.set_context(mode=ms.GRAPH_MODE, save_graphs=1, save_graphs_path=str(tmp_path))
+    try:
+        net = mbg.convert_batchnorm(nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, affine=False),
+                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]), route="native")
+        net.set_train()
+        x = ms.Tensor(np.random.RandomState(0).randn(2, 3, 6, 6).astype(np.float32))
+        ms.grad(net, grad_position=0, weights=net.trainable_params())(x)
+    finally:
+        ms.set_context(save_graphs=0, mode=ms.PYNATIVE_MODE)
+    texts = _ir_text(str(tmp_path))
+    final = [t for name, t in texts if "execute" in name] or [t for _, t in texts]
+    lines = [line for t in final for line in t.splitlines()]
+    assert sum("BatchNormExt(" in line for line in lines) >= 2
+    assert sum("BatchNormGradExt(" in line for line in lines) >= 2
+    assert not any("= Custom(" in line or "BatchNormGrad(" in line for line in lines)
 
 
 def test_amp_o2_keeps_batchnorm_float32_and_matches(ms_mode):

@@ -107,11 +107,12 @@ def _waits_during_training(net, count_waits, x):
     return seen
 
 
-def test_converted_backward_never_waits(count_waits):
+@pytest.mark.parametrize("route", ["native", "cell"])
+def test_converted_backward_never_waits(count_waits, route):
     ms.set_context(mode=ms.PYNATIVE_MODE)
     x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32))
     original = _Net()
-    converted = convert_batchnorm(_Net())
+    converted = convert_batchnorm(_Net(), route=route)
     waits_original = _waits_during_training(original, count_waits, x)
     waits_converted = _waits_during_training(converted, count_waits, x)
     # MindSpore's own training step does not wait; neither may ours.
@@ -135,7 +136,7 @@ def test_the_counter_sees_a_parameter_read(count_waits):
 
 def test_output_mask_reads_the_flag_without_waiting(count_waits):
     from mindspore_bn_grad import nn as bn_nn
-    bn = bn_nn.BatchNorm2d(3)
+    bn = bn_nn.BatchNorm2d(3, route="cell")
     bn.beta.requires_grad = False
     count_waits.waits.clear()
     assert bn.bn_train.output_mask == (True, True, False)
@@ -328,7 +329,7 @@ def test_our_backward_launch_never_waits_for_the_queue(gate, gated_bprops, train
     ms.set_context(mode=ms.PYNATIVE_MODE)
     _assert_mindspore_launches_do_not_wait(gate)
     x = ms.Tensor(np.random.default_rng(1).standard_normal((2, 4, 6, 6)).astype(np.float32))
-    net = convert_batchnorm(_SameShapes(bn1d))
+    net = convert_batchnorm(_SameShapes(bn1d), route="cell")  # the gated bprops are the Cell route's
     net.set_train(train)
     opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
     grad_fn = ms.value_and_grad(net, None, opt.parameters)
@@ -340,6 +341,35 @@ def test_our_backward_launch_never_waits_for_the_queue(gate, gated_bprops, train
     assert [k for k, _ in gated_bprops] == [kind] * (15 if bn1d else 12)  # BatchNorms x 3 steps, all gated
     waited = [k for k, forced in gated_bprops if forced]
     assert waited == [], f"{len(waited)} of our backward launches waited for the queue (the gate was forced open)"
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_native_route_training_step_never_drains_the_queue(gate, train):
+    """The native route has no Python bprop: a whole PYNATIVE training step (forward, MindSpore's C++
+    backward with BatchNormGradExt on our kernel, optimizer) is queued behind the shut gate without
+    anything waiting for it. The same step on the Cell route does wait (MindSpore drains its queue
+    before every Python bprop), which is what the native route removes."""
+    from mindspore_bn_grad.cpu_kernel import plugin
+    assert plugin.status()
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    _assert_mindspore_launches_do_not_wait(gate)
+    x = ms.Tensor(np.random.default_rng(1).standard_normal((2, 4, 6, 6)).astype(np.float32))
+    forced = {}
+    for route in ("native", "cell"):
+        net = convert_batchnorm(_SameShapes(True), route=route)
+        net.set_train(train)
+        opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
+        grad_fn = ms.value_and_grad(net, None, opt.parameters)
+
+        def step():
+            _, grads = grad_fn(x)
+            opt(grads)
+            return grads
+        step()[0].asnumpy()  # warm: the first step builds the kernels
+        grads, forced[route] = gate.run(step)
+        grads[0].asnumpy()
+    assert not forced["native"], "a native-route training step waited for the queue"
+    assert forced["cell"], "the control: the Cell route's Python bprop drains the queue"
 
 
 def test_the_gate_sees_a_waiting_launch(gate):

@@ -9,7 +9,8 @@ import pytest
 from mindspore_bn_grad.spec import load_opdef, load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml")
+OPS = ("batch_norm_backward.yaml", "batch_norm_reduce_backward.yaml", "batch_norm_elemt_backward.yaml",
+       "batch_norm_forward.yaml")
 
 # Every key of the three prototypes -> (file, pattern) where it is used beyond loading.
 CONSUMERS = {

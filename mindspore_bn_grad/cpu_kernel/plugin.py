@@ -1,0 +1,200 @@
+"""MindSpore's CPU op plugin: our kernels as MindSpore's own BatchNormExt / BatchNormGradExt.
+
+MindSpore (2.7.1 and later) reads ``MS_OP_PLUGIN_PATH`` once per process,
+when it creates its first CPU kernel, and from then on launches the
+primitives the library named there registers through that library, with its
+own C++ autograd (no Python bprop). Our kernel library is such a library
+(``csrc/op_plugin.cpp``): ``mint.nn.BatchNorm*``, ``mint.nn.functional.batch_norm``
+and the native route of converted networks (``nn/_native.py``) run our
+forward and backward kernels.
+
+``enable_at_import()`` is the package's one import-time side effect: while
+``MS_OP_PLUGIN_PATH`` is unset and no MindSpore CPU kernel can have been
+created, it makes sure the kernel library exists (building it once, with a
+progress line) and points the variable at it. It never raises; what it did
+and why is in ``state()``.
+
+``status()`` is the proof: on first call (lazily, never at import) it
+launches ``BatchNormExt`` once on a tiny tensor and checks, through a launch
+counter the library keeps, that our kernel ran. When it did not (MindSpore
+had already created CPU kernels, the variable names another library, the
+release has no plugin mechanism, ``MS_BN_GRAD_OP_PLUGIN=0``), everything keeps
+working on the Cell route and one warning says why and what to do.
+
+A user's own plugin in ``MS_OP_PLUGIN_PATH`` is chained, not replaced: a small
+library is built that needs theirs and ours (``csrc/op_plugin_chain``), lists
+both registries, and lets the dynamic linker find each primitive in ours
+first, then theirs.
+"""
+import ctypes
+import os
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+ENV = "MS_OP_PLUGIN_PATH"
+OPT_OUT = "MS_BN_GRAD_OP_PLUGIN"  # "0": never enable the op plugin
+# The primitives the library provides (csrc/op_plugin.cpp kRegisteredOps).
+PRIMITIVES = ("BatchNormExt", "BatchNormGradExt")
+
+
+@dataclass
+class _State:
+    enabled_at_import: bool = False  # we set MS_OP_PLUGIN_PATH
+    reason: str = ""                 # why not, when we did not
+    library: Optional[str] = None    # the library MS_OP_PLUGIN_PATH names (ours or the chain)
+    chained: Optional[str] = None    # the user's own plugin we chained
+    checked: Optional[bool] = None   # the self-test's verdict (None: not run yet)
+    warned: bool = False
+
+
+_STATE = _State()
+_LOCK = threading.Lock()
+
+
+def _mindspore_may_have_kernels() -> bool:
+    """False when MindSpore certainly has not created a CPU kernel yet in this process."""
+    return "mindspore" in sys.modules and "mindspore._c_expression" in sys.modules
+
+
+def plugin_path() -> str:
+    """Path of the op plugin library for ``export MS_OP_PLUGIN_PATH=...`` (built if needed)."""
+    from .build import library_path
+    return str(library_path())
+
+
+def enable_at_import() -> None:
+    """Points MS_OP_PLUGIN_PATH at our library when that can still take effect. Never raises."""
+    try:
+        _enable()
+    except Exception as e:  # pylint: disable=broad-except  # import must never fail on this
+        _STATE.reason = f"the kernel library could not be prepared ({e})"
+
+
+def _enable() -> None:
+    if os.environ.get(OPT_OUT, "").strip() == "0":
+        _STATE.reason = f"{OPT_OUT}=0 is set"
+        return
+    current = os.environ.get(ENV)
+    if current:
+        # Set before Python started (for example by the export the warning suggests): that
+        # library is what MindSpore will load; status() checks whether ours is in it.
+        _STATE.library = current
+        if not _is_ours(current):
+            _chain(current)
+        return
+    import importlib.util
+    if importlib.util.find_spec("mindspore") is None:
+        _STATE.reason = "MindSpore is not installed"
+        return
+    if _mindspore_may_have_kernels():
+        # Setting it now still works when no CPU kernel was created yet; the self-test tells.
+        pass
+    from .build import library_path
+    path = str(library_path())
+    os.environ[ENV] = path
+    _STATE.library = path
+    _STATE.enabled_at_import = True
+
+
+def _is_ours(path: str) -> bool:
+    try:
+        from .build import cache_dir, LIB_STEM
+        real = os.path.realpath(path)
+        return (os.path.dirname(real) == os.path.realpath(cache_dir())
+                and os.path.basename(real).startswith(LIB_STEM))
+    except Exception:  # pylint: disable=broad-except
+        return False
+
+
+def _chain(user_path: str) -> None:
+    """Replaces a user's MS_OP_PLUGIN_PATH by a library that serves theirs and ours."""
+    from .chain import chain_library
+    if _mindspore_may_have_kernels():
+        _STATE.reason = (f"{ENV} names another op plugin ({user_path}) and MindSpore may already "
+                         "have loaded it")
+        return
+    path = chain_library(user_path)
+    os.environ[ENV] = path
+    _STATE.library = path
+    _STATE.chained = user_path
+    _STATE.enabled_at_import = True
+
+
+def _launch_count(handle) -> int:
+    fn = handle.MsBnGradPluginLaunches
+    fn.restype = ctypes.c_int64
+    return int(fn())
+
+
+def _self_test() -> str:
+    """'' when a BatchNormExt launch ran our kernel, else why not."""
+    if os.environ.get(OPT_OUT, "").strip() == "0":
+        return f"{OPT_OUT}=0 is set"
+    if not os.environ.get(ENV):
+        return _STATE.reason or f"{ENV} is not set"
+    from . import native
+    handle = native.lib()  # the same file MindSpore loaded: one library instance, one counter
+    if not hasattr(handle, "MsBnGradPluginLaunches"):
+        return "this MindSpore release has no CPU op plugin interface (the library was built without it)"
+    if _STATE.library is not None and not _is_ours(_STATE.library) and _STATE.chained is None:
+        return f"{ENV} names another library ({_STATE.library})"
+    import numpy as np
+    import mindspore as ms
+    from mindspore import mint
+    target = ms.get_context("device_target")
+    if target != "CPU":
+        return f"the device target is {target} (the op plugin serves MindSpore's CPU kernels)"
+    before = _launch_count(handle)
+    try:
+        x = ms.Tensor(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        got = mint.nn.functional.batch_norm(x, None, None, training=True).asnumpy()
+    except Exception as e:  # pylint: disable=broad-except
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"MindSpore could not launch BatchNormExt through the op plugin ({first})"
+    if _launch_count(handle) <= before:
+        return "MindSpore ran its own BatchNormExt, not ours"
+    xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
+    mean = xs.mean(axis=(0, 2), keepdims=True)
+    want = (xs - mean) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
+    if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+        return "the op plugin's BatchNormExt returned wrong values"
+    return ""
+
+
+def status() -> bool:
+    """True when MindSpore launches our kernels for BatchNormExt / BatchNormGradExt on CPU.
+
+    Runs the self-test once (a MindSpore CPU launch); on False, warns once why and what to do."""
+    with _LOCK:
+        if _STATE.checked is None:
+            why = _self_test()
+            _STATE.checked = not why
+            if why:
+                _STATE.reason = why
+        if not _STATE.checked and not _STATE.warned:
+            _STATE.warned = True
+            warnings.warn(fallback_message(), RuntimeWarning, stacklevel=3)
+        return _STATE.checked
+
+
+def op_plugin_active() -> bool:
+    """Whether MindSpore runs our CPU kernels for its BatchNormExt / BatchNormGradExt
+    (``mint.nn.BatchNorm*`` and the native route of converted networks).
+
+    The first call launches BatchNormExt once on a tiny CPU tensor to find out; when
+    the answer is False it warns once why and what to do."""
+    return status()
+
+
+def fallback_message() -> str:
+    return (f"mindspore_bn_grad: MindSpore's CPU op plugin is not active ({_STATE.reason}); "
+            "converted BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* "
+            "has no CPU kernel. To enable it, import mindspore_bn_grad before any MindSpore operator "
+            f"runs, or start Python with `export {ENV}=$(python -m mindspore_bn_grad plugin-path)`.")
+
+
+def state() -> _State:
+    return _STATE

@@ -1,0 +1,192 @@
+// BatchNormForward, column path: channel-last tensors, and channel-first
+// ones whose channels have runs shorter than kRowMinInner (bn_forward_walk.h).
+//
+// The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
+// columns). Tiles are (row chunk, column block). A tile's per-column moments
+// come from two passes over it while it is cached (column sums, then the
+// deviations from the column means), float lanes flushed to double every
+// kColFlushRows rows, into the Scratch. A channel's moments combine its
+// columns' in the order (column, chunk). Then every tile is normalized with
+// per-column coefficients, the tiles backwards (those read last are still
+// cached). Tile boundaries depend on the shape only, so results are bitwise
+// identical for any thread count.
+#include <algorithm>
+#include <cstdint>
+
+#include "bn_forward_walk.h"
+
+namespace bn_grad {
+namespace fwd {
+namespace {
+
+constexpr int64_t kColBlock = 256;            // columns per tile (multiple of 8)
+constexpr int64_t kColTileElems = 32768;      // target elements per tile
+constexpr int64_t kColFlushRows = 256;        // float rows before a double flush
+constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial moments
+
+template <DType D>
+struct FwdColPath {
+  using T = ComputeType<D>;
+  const BnForwardArgs &a;
+  FwdPlan plan;
+  int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
+  Moments *part = nullptr;                                  // [nchunks][L] (training)
+  T *c_mean = nullptr, *c_scale = nullptr, *c_bias = nullptr;  // [L], 32-byte aligned
+
+  FwdColPath(const BnForwardArgs &args, const FwdPlan &p)
+      : a(args), plan(p), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner) {
+    nblocks = (L + kColBlock - 1) / kColBlock;
+    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
+    const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
+    nchunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
+    if (nchunks > max_chunks) {
+      nchunks = max_chunks;
+      rows_per_chunk = (M + nchunks - 1) / nchunks;
+    }
+  }
+
+  void Bind(Scratch *scratch) {
+    const int64_t tn = (static_cast<int64_t>(sizeof(T)) * L + 7) / 8 + 4;  // doubles per T array (+ slack)
+    const int64_t nparts = a.training ? nchunks * L : 0;
+    double *s = scratch->Doubles(static_cast<size_t>(3 * nparts + 3 * tn + 8));
+    part = reinterpret_cast<Moments *>(s);
+    double *t0 = s + 3 * nparts;
+    auto arr = [&](int k) {
+      const uintptr_t u = reinterpret_cast<uintptr_t>(t0 + k * tn);
+      return reinterpret_cast<T *>((u + 31) & ~uintptr_t(31));
+    };
+    c_mean = arr(0);
+    c_scale = arr(1);
+    c_bias = arr(2);
+  }
+
+  // Per-column moments of rows [r0, r1), columns [j0, j0 + w), into out[0 .. w).
+  __attribute__((noinline)) void TileMoments(int64_t r0, int64_t r1, int64_t j0, int64_t w, Moments *out) const {
+    const void *const x = a.input.data;
+    alignas(32) T f1[kColBlock], f2[kColBlock], kc[kColBlock];
+    double s1[kColBlock], s2[kColBlock];
+    const double rows = static_cast<double>(r1 - r0);
+    // pass 1: column sums -> the tile's column means kc
+    for (int64_t j = 0; j < w; ++j) s1[j] = 0.0;
+    for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
+      const int64_t re = std::min(r1, rb + kColFlushRows);
+      for (int64_t j = 0; j < w; ++j) f1[j] = 0;
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t off = r * L + j0;
+        int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+        if constexpr (kVec<D>) {
+          for (; j + 8 <= w; j += 8) {
+            _mm256_store_ps(f1 + j, _mm256_add_ps(_mm256_load_ps(f1 + j), VLd<D>(x, off + j)));
+          }
+        }
+#endif
+        for (; j < w; ++j) f1[j] += Ld<D>(x, off + j);
+      }
+      for (int64_t j = 0; j < w; ++j) s1[j] += f1[j];
+    }
+    for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(s1[j] / rows);
+    // pass 2: sums of d = x - kc and d^2
+    for (int64_t j = 0; j < w; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
+    for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
+      const int64_t re = std::min(r1, rb + kColFlushRows);
+      for (int64_t j = 0; j < w; ++j) { f1[j] = 0; f2[j] = 0; }
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t off = r * L + j0;
+        int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+        if constexpr (kVec<D>) {
+          for (; j + 8 <= w; j += 8) {
+            const __m256 d = _mm256_sub_ps(VLd<D>(x, off + j), _mm256_load_ps(kc + j));
+            _mm256_store_ps(f1 + j, _mm256_add_ps(_mm256_load_ps(f1 + j), d));
+            _mm256_store_ps(f2 + j, _mm256_fmadd_ps(d, d, _mm256_load_ps(f2 + j)));
+          }
+        }
+#endif
+        for (; j < w; ++j) {
+          const T d = Ld<D>(x, off + j) - kc[j];
+          f1[j] += d;
+          f2[j] = std::fma(d, d, f2[j]);
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) { s1[j] += f1[j]; s2[j] += f2[j]; }
+    }
+    for (int64_t j = 0; j < w; ++j) out[j] = FromShifted(rows, static_cast<double>(kc[j]), s1[j], s2[j]);
+  }
+
+  // y of rows [r0, r1), columns [j0, j0 + w), from the per-column coefficients.
+  template <bool kStream>
+  __attribute__((noinline)) void NormRows(int64_t r0, int64_t r1, int64_t j0, int64_t w) const {
+    const void *const x = a.input.data;
+    void *const y = a.output.data;
+    const T *mean = c_mean + j0, *scale = c_scale + j0, *bias = c_bias + j0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t off = r * L + j0;
+      int64_t j = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+      if constexpr (kVec<D>) {
+        for (; j + 8 <= w; j += 8) {
+          const __m256 xm = _mm256_sub_ps(VLd<D>(x, off + j), _mm256_loadu_ps(mean + j));
+          VSt<D, kStream>(y, off + j, _mm256_fmadd_ps(xm, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(bias + j)));
+        }
+      }
+#endif
+      for (; j < w; ++j) St<D>(y, off + j, std::fma(Ld<D>(x, off + j) - mean[j], scale[j], bias[j]));
+    }
+  }
+
+  // Non-temporal stores need every row of every tile aligned.
+  bool StreamOk() const {
+    return plan.stream && kVec<D> && (reinterpret_cast<uintptr_t>(a.output.data) % kStreamAlign<D>) == 0 &&
+           (L * static_cast<int64_t>(ElemSize(D))) % kStreamAlign<D> == 0 && (kColBlock * ElemSize(D)) % 32 == 0;
+  }
+
+  template <class F>
+  void ParallelTiles(bool backwards, F &&tile_fn) const {
+    ParallelFor(nchunks * nblocks, plan.nthreads, backwards, [&](int64_t q) {
+      const int64_t k = q / nblocks, b = q % nblocks;
+      const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+      const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
+      if (r0 < r1) tile_fn(r0, r1, j0, w, k);
+    });
+  }
+
+  void Run(Scratch *scratch) {
+    Bind(scratch);
+    if (a.training) {
+      ParallelTiles(false, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t k) {
+        TileMoments(r0, r1, j0, w, part + k * L + j0);
+      });
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      Moments m;
+      if (a.training) {
+        for (int64_t i = 0; i < inner; ++i) {
+          for (int64_t k = 0; k < nchunks; ++k) Combine(&m, part[k * L + c * inner + i]);
+        }
+      }
+      const NormCoef<T> coef = Cast<T>(FinishChannel(a, c, m));
+      for (int64_t i = 0; i < inner; ++i) {
+        c_mean[c * inner + i] = coef.mean;
+        c_scale[c * inner + i] = coef.scale;
+        c_bias[c * inner + i] = coef.bias;
+      }
+    }
+    const bool stream = StreamOk();
+    ParallelTiles(true, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
+      if (stream) {
+        NormRows<true>(r0, r1, j0, w);
+        StreamFence();
+      } else {
+        NormRows<false>(r0, r1, j0, w);
+      }
+    });
+  }
+};
+
+}  // namespace
+
+BN_GRAD_DEFINE_FWD_WALK(RunFwdColumnPath, FwdColPath);
+
+}  // namespace fwd
+}  // namespace bn_grad

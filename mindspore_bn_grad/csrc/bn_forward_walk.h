@@ -1,0 +1,211 @@
+// BatchNormForward: what the two walks over the input share
+// (bn_forward_row.cpp, bn_forward_column.cpp; bn_forward_cpu.cpp picks one).
+//
+//   Moments       count, mean and M2 (sum of squared deviations) of a tile,
+//                 in double; Combine merges two (Chan et al.), in a fixed order
+//   RunSum, RunDevSums, FromShifted: a tile's moments from float32 (double
+//                 for float64) SIMD lanes, two passes over the tile while it is
+//                 in L1/L2: its mean k, then the sums of d = x - k and d^2
+//                 (no cancellation of sum(x^2) - n mean^2)
+//   NormRun       the normalize pass over one contiguous run
+//   NormCoef      what the normalize pass needs per channel: y = (x - mean) * scale + bias
+//   FinishChannel from a channel's moments (training) or its running statistics
+//                 (inference): writes save_*, running_*_out, returns the NormCoef
+//   FwdPlan       threads and stores of a call
+//
+// Tile boundaries and every combine order depend on the shape only, so the
+// results are bitwise identical for any thread count. The thread pool and
+// ParallelFor, the scratch memory: bn_walk.h (shared with the backward).
+#ifndef MS_BN_GRAD_BN_FORWARD_WALK_H_
+#define MS_BN_GRAD_BN_FORWARD_WALK_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "bn_forward.h"
+#include "bn_walk.h"
+#include "element_io.h"
+
+namespace bn_grad {
+namespace fwd {
+
+using bwd::ParallelFor;
+using bwd::Scratch;
+
+// Shorter contiguous runs per channel than this take the column path.
+constexpr int64_t kRowMinInner = bwd::kRowMinInner;
+
+struct Moments {
+  double n = 0.0, mean = 0.0, m2 = 0.0;
+};
+static_assert(sizeof(Moments) == 3 * sizeof(double), "Moments live in the Scratch's doubles");
+
+// n Moments in the Scratch (invalidates what it handed out before).
+inline Moments *ScratchMoments(Scratch *s, int64_t n) {
+  return reinterpret_cast<Moments *>(s->Doubles(static_cast<size_t>(3 * n)));
+}
+
+// a := a followed by b (the order is part of the result: callers fix it).
+inline void Combine(Moments *a, const Moments &b) {
+  if (b.n == 0.0) return;
+  if (a->n == 0.0) {
+    *a = b;
+    return;
+  }
+  const double n = a->n + b.n, delta = b.mean - a->mean;
+  a->mean += delta * (b.n / n);
+  a->m2 += b.m2 + delta * delta * (a->n * b.n / n);
+  a->n = n;
+}
+
+// Moments of `len` values from a shift k and the sums of d = x - k and d^2.
+inline Moments FromShifted(double len, double k, double s1, double s2) {
+  Moments m;
+  if (len <= 0.0) return m;
+  m.n = len;
+  m.mean = k + s1 / len;
+  m.m2 = std::max(0.0, s2 - s1 * s1 / len);  // s1 ~ 0 (k is the tile's mean): no cancellation
+  return m;
+}
+
+template <class T>
+struct NormCoef {  // y = (x - mean) * scale + bias
+  T mean, scale, bias;
+};
+
+struct FwdPlan {
+  int nthreads;
+  bool stream;  // output stored around the cache (non-temporal)
+};
+
+#ifdef BN_GRAD_HAVE_AVX2
+// Sum of 8 float lanes in double, in a fixed order.
+inline double HSum8(__m256 v) {
+  __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+#endif
+
+// Sum of x over [off, off + len) and (second form) of d = x - k and d^2;
+// float lanes (double for float64), each call reduced to double.
+template <DType D>
+inline double RunSum(const void *x, int64_t off, int64_t len) {
+  double s = 0.0;
+  int64_t i = 0;
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kVec<D>) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; i + 16 <= len; i += 16) {
+      a0 = _mm256_add_ps(a0, VLd<D>(x, off + i));
+      a1 = _mm256_add_ps(a1, VLd<D>(x, off + i + 8));
+    }
+    if (i + 8 <= len) {
+      a0 = _mm256_add_ps(a0, VLd<D>(x, off + i));
+      i += 8;
+    }
+    s = HSum8(_mm256_add_ps(a0, a1));
+  }
+#endif
+  ComputeType<D> t = 0;
+  for (; i < len; ++i) t += Ld<D>(x, off + i);
+  return s + static_cast<double>(t);
+}
+
+template <DType D>
+inline void RunDevSums(const void *x, int64_t off, int64_t len, ComputeType<D> k, double *s1, double *s2) {
+  int64_t i = 0;
+  double r1 = 0.0, r2 = 0.0;
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kVec<D>) {
+    const __m256 kv = _mm256_set1_ps(k);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 q0 = _mm256_setzero_ps(), q1 = _mm256_setzero_ps();
+    for (; i + 16 <= len; i += 16) {
+      const __m256 d0 = _mm256_sub_ps(VLd<D>(x, off + i), kv);
+      const __m256 d1 = _mm256_sub_ps(VLd<D>(x, off + i + 8), kv);
+      a0 = _mm256_add_ps(a0, d0);
+      a1 = _mm256_add_ps(a1, d1);
+      q0 = _mm256_fmadd_ps(d0, d0, q0);
+      q1 = _mm256_fmadd_ps(d1, d1, q1);
+    }
+    if (i + 8 <= len) {
+      const __m256 d0 = _mm256_sub_ps(VLd<D>(x, off + i), kv);
+      a0 = _mm256_add_ps(a0, d0);
+      q0 = _mm256_fmadd_ps(d0, d0, q0);
+      i += 8;
+    }
+    r1 = HSum8(_mm256_add_ps(a0, a1));
+    r2 = HSum8(_mm256_add_ps(q0, q1));
+  }
+#endif
+  ComputeType<D> t1 = 0, t2 = 0;
+  for (; i < len; ++i) {
+    const ComputeType<D> d = Ld<D>(x, off + i) - k;
+    t1 += d;
+    t2 = std::fma(d, d, t2);
+  }
+  *s1 += r1 + static_cast<double>(t1);
+  *s2 += r2 + static_cast<double>(t2);
+}
+
+// y over [off, off + len) = (x - mean) * scale + bias; kStream: non-temporal.
+template <DType D, bool kStream>
+inline void NormRun(const void *x, void *y, int64_t off, int64_t len, const NormCoef<ComputeType<D>> &k) {
+  int64_t i = 0;
+  if constexpr (kStream && kVec<D>) {  // peel to the alignment of the stream store
+    constexpr uintptr_t es = D == DType::kFloat32 ? 4 : 2;
+    while (i < len && ((reinterpret_cast<uintptr_t>(y) + (off + i) * es) & (kStreamAlign<D> - 1))) {
+      St<D>(y, off + i, std::fma(Ld<D>(x, off + i) - k.mean, k.scale, k.bias));
+      ++i;
+    }
+  }
+#ifdef BN_GRAD_HAVE_AVX2
+  if constexpr (kVec<D>) {
+    const __m256 m = _mm256_set1_ps(k.mean), sc = _mm256_set1_ps(k.scale), b = _mm256_set1_ps(k.bias);
+    for (; i + 16 <= len; i += 16) {
+      const __m256 v0 = _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + i), m), sc, b);
+      const __m256 v1 = _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + i + 8), m), sc, b);
+      VSt<D, kStream>(y, off + i, v0);
+      VSt<D, kStream>(y, off + i + 8, v1);
+    }
+    for (; i + 8 <= len; i += 8) {
+      VSt<D, kStream>(y, off + i, _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + i), m), sc, b));
+    }
+  }
+#endif
+  for (; i < len; ++i) St<D>(y, off + i, std::fma(Ld<D>(x, off + i) - k.mean, k.scale, k.bias));
+}
+
+// Channel c: from its moments (training; ignored in inference) writes
+// save_mean / save_invstd and the running statistics, and returns how to
+// normalize it (bn_forward_cpu.cpp).
+NormCoef<double> FinishChannel(const BnForwardArgs &a, int64_t c, const Moments &m);
+
+template <class T>
+inline NormCoef<T> Cast(const NormCoef<double> &k) {
+  return NormCoef<T>{static_cast<T>(k.mean), static_cast<T>(k.scale), static_cast<T>(k.bias)};
+}
+
+// The walks, for D = the input's dtype (instantiated for the four).
+template <DType D>
+void RunFwdRowPath(const BnForwardArgs &a, const FwdPlan &plan, Scratch *scratch);
+template <DType D>
+void RunFwdColumnPath(const BnForwardArgs &a, const FwdPlan &plan, Scratch *scratch);
+
+#define BN_GRAD_DEFINE_FWD_WALK(Walk, Struct)                                                 \
+  template <DType D>                                                                          \
+  void Walk(const BnForwardArgs &a, const FwdPlan &plan, Scratch *scratch) {                  \
+    Struct<D>(a, plan).Run(scratch);                                                          \
+  }                                                                                           \
+  template void Walk<DType::kFloat16>(const BnForwardArgs &, const FwdPlan &, Scratch *);     \
+  template void Walk<DType::kBFloat16>(const BnForwardArgs &, const FwdPlan &, Scratch *);    \
+  template void Walk<DType::kFloat32>(const BnForwardArgs &, const FwdPlan &, Scratch *);     \
+  template void Walk<DType::kFloat64>(const BnForwardArgs &, const FwdPlan &, Scratch *)
+
+}  // namespace fwd
+}  // namespace bn_grad
+
+#endif  // MS_BN_GRAD_BN_FORWARD_WALK_H_

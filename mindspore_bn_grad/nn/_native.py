@@ -1,0 +1,97 @@
+"""The native route: a converted BatchNorm trains through MindSpore's own C++ autograd.
+
+On CPU, with MindSpore's op plugin active (``cpu_kernel/plugin.py``), MindSpore's
+``BatchNormExt`` (the forward of ``mint.nn.functional.batch_norm``, aclnnBatchNorm's
+semantics) and ``BatchNormGradExt`` (its C++ bprop, aclnnBatchNormBackward's) run our
+kernels. A converted ``nn.BatchNorm*`` cell then calls ``BatchNormExt`` on its own
+Parameters: no Python bprop, so PYNATIVE never drains its queue for one, GRAPH
+compiles no bprop graph of ours, and the forward is our kernel too.
+
+``BatchNormExt`` and ``ops.BatchNorm`` agree on everything a cell relies on: the
+momentum convention (``new = (1 - momentum) * old + momentum * batch``, which is the
+``momentum`` attribute an ``nn`` cell already holds), the unbiased running variance,
+the in-place update of the moving statistics, the output. What the native route cannot
+do, and so where conversion keeps the Cell route (``_cells.py``), is listed in
+``cell_route_reason``.
+"""
+from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
+from mindspore import mint, nn
+
+from ..spec import is_channel_last
+from ..target import device_target
+from ._amp import PrecisionNeutral, opaque_to_rewrite
+
+ROUTES = ("auto", "native", "cell")
+
+_batch_norm = mint.nn.functional.batch_norm
+
+
+def check_route(route, where):
+    if route not in ROUTES:
+        raise ValueError(f"{where}: route expected one of {', '.join(map(repr, ROUTES))}, got {route!r}")
+    return route
+
+
+def cell_route_reason(data_format):
+    """Why a BatchNorm in ``data_format`` cannot take the native route here ('' when it can)."""
+    target = device_target()
+    if target != "CPU":
+        return f"the device target is {target} (the native route is MindSpore's CPU op plugin)"
+    if is_channel_last(data_format):
+        return f"data_format {data_format!r} (MindSpore's BatchNormExt is channel-first only)"
+    from ..cpu_kernel import plugin
+    if not plugin.status():
+        return f"MindSpore's CPU op plugin is not active ({plugin.state().reason})"
+    return ""
+
+
+def choose_route(route, data_format, where):
+    """'native' or 'cell' for a BatchNorm in ``data_format``; route='native' that cannot be is an error."""
+    check_route(route, where)
+    if route == "cell":
+        return "cell"
+    why = cell_route_reason(data_format)
+    if not why:
+        return "native"
+    if route == "native":
+        raise RuntimeError(f"{where}: route 'native' is not available: {why}")
+    return "cell"
+
+
+@opaque_to_rewrite
+class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
+    """``bn_train`` / ``bn_infer`` of a user subclass of ``nn.BatchNorm*`` on the native route.
+
+    Same five inputs as ``ops.BatchNorm``; returns a tuple whose first element is the
+    output (all the cell's construct reads)."""
+
+    def __init__(self, training, eps, momentum):
+        super().__init__()
+        self.training_flag = bool(training)
+        self.eps = float(eps)
+        self.momentum = float(momentum)
+
+    def construct(self, x, gamma, beta, moving_mean, moving_variance):
+        return (_batch_norm(x, moving_mean, moving_variance, gamma, beta, self.training_flag, self.momentum,
+                            self.eps),)
+
+
+def install_native(bn_cell):
+    """Points a user subclass's ``bn_train`` / ``bn_infer`` at BatchNormExt (the native route)."""
+    for name in ("bn_train", "bn_infer"):
+        bn_cell._primitives.pop(name, None)  # pylint: disable=protected-access
+    bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)
+    bn_cell.bn_infer = NativeBatchNormCell(False, bn_cell.eps, bn_cell.momentum)
+    return bn_cell
+
+
+def is_native(bn_cell):
+    return getattr(bn_cell, "bn_route", None) == "native" or isinstance(
+        getattr(bn_cell, "bn_train", None), NativeBatchNormCell)
+
+
+def batch_norm(x, moving_mean, moving_variance, gamma, beta, training, momentum, eps):
+    """BatchNormExt: the forward of the native route (our kernel through the op plugin)."""
+    return _batch_norm(x, moving_mean, moving_variance, gamma, beta, training, momentum, eps)
+
+

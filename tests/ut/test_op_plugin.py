@@ -1,0 +1,309 @@
+"""MindSpore's CPU op plugin: our kernels as its BatchNormExt / BatchNormGradExt.
+
+What runs through it (``mint.nn.BatchNorm*``, ``mint.nn.functional.batch_norm``, the
+native route of converted networks) is compared with the float64 references; the launch
+counter of the library proves the kernel that ran is ours. How it is enabled (at import,
+chained with a user's plugin, not at all) is checked in fresh processes, since MindSpore
+reads ``MS_OP_PLUGIN_PATH`` once per process.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import mindspore_bn_grad  # noqa: F401  (enables the op plugin before MindSpore runs anything)
+import mindspore as ms
+from mindspore import mint, nn
+
+from mindspore_bn_grad.cpu_kernel import native, plugin
+from reference import batch_norm_backward_ref, batch_norm_forward_ref
+
+pytestmark = pytest.mark.skipif(not plugin.status(), reason="MindSpore's CPU op plugin is not active here")
+
+
+def launches():
+    fn = native.lib().MsBnGradPluginLaunches
+    fn.restype = ctypes.c_int64
+    return fn()
+
+
+def set_mode(mode):
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+
+
+def tol(dtype):
+    return {np.float32: (2e-5, 2e-5), np.float16: (2e-3, 2e-3)}[dtype]
+
+
+class FunctionalNet(nn.Cell):
+    """mint.nn.functional.batch_norm on the cell's own Parameters (optionally absent)."""
+
+    def __init__(self, c, training, affine=True, stats=True, momentum=0.1, eps=1e-5, seed=0):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.training_flag, self.momentum, self.eps = training, momentum, eps
+        self.affine, self.stats = affine, stats
+        self.w = ms.Parameter(ms.Tensor(rng.uniform(0.5, 1.5, c).astype(np.float32)), name="w")
+        self.b = ms.Parameter(ms.Tensor(rng.normal(size=c).astype(np.float32)), name="b")
+        self.rm = ms.Parameter(ms.Tensor(rng.normal(size=c).astype(np.float32)), name="rm", requires_grad=False)
+        self.rv = ms.Parameter(ms.Tensor(rng.uniform(0.5, 2, c).astype(np.float32)), name="rv",
+                               requires_grad=False)
+
+    def construct(self, x):
+        w = self.w if self.affine else None
+        b = self.b if self.affine else None
+        rm = self.rm if self.stats else None
+        rv = self.rv if self.stats else None
+        return mint.nn.functional.batch_norm(x, rm, rv, w, b, self.training_flag, self.momentum, self.eps)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape", [(4, 3), (4, 3, 5), (2, 3, 4, 5), (2, 3, 2, 3, 2)])
+def test_mint_functional_forward_backward_and_running_stats(mode, training, shape):
+    set_mode(mode)
+    rng = np.random.default_rng(1)
+    c = shape[1]
+    x = rng.normal(size=shape).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float32)
+    net = FunctionalNet(c, training)
+    w, b, rm, rv = (p.asnumpy().copy() for p in (net.w, net.b, net.rm, net.rv))
+    before = launches()
+
+    def loss(x):
+        return (net(x) * ms.Tensor(dy)).sum()
+
+    y = net(ms.Tensor(x)).asnumpy()
+    y_ref, mean, invstd, rm_ref, rv_ref = batch_norm_forward_ref(x, w, b, rm, rv, training, 0.1, 1e-5)
+    np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(net.rm.asnumpy(), rm_ref, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(net.rv.asnumpy(), rv_ref, rtol=2e-6, atol=2e-6)
+
+    grads = ms.value_and_grad(loss, grad_position=0, weights=[net.w, net.b])(ms.Tensor(x))[1]
+    # the statistics the backward used: the batch's in training (the running ones moved once more)
+    use = dict(save_mean=mean, save_invstd=invstd) if training else dict(running_mean=rm, running_var=rv)
+    gx, gw, gb = batch_norm_backward_ref(dy, x, w, training=training, eps=1e-5, **use)
+    np.testing.assert_allclose(grads[0].asnumpy(), gx, rtol=5e-5, atol=5e-5)
+    np.testing.assert_allclose(grads[1][0].asnumpy(), gw, rtol=5e-5, atol=5e-4)
+    np.testing.assert_allclose(grads[1][1].asnumpy(), gb, rtol=5e-5, atol=5e-4)
+    assert launches() >= before + 3  # forward twice (call, grad) and the backward: ours
+
+
+@pytest.mark.parametrize("affine,stats", [(False, True), (True, False), (False, False)])
+def test_mint_functional_absent_tensors(mode, affine, stats):
+    set_mode(mode)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 4, 2, 2)).astype(np.float32)
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    net = FunctionalNet(4, True, affine=affine, stats=stats)
+    w = net.w.asnumpy() if affine else None
+    b = net.b.asnumpy() if affine else None
+    y_ref, mean, invstd, _, _ = batch_norm_forward_ref(x, w, b, training=True)
+    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
+    def loss(t):
+        return (net(t) * ms.Tensor(dy)).sum()
+
+    gx = ms.grad(loss)(ms.Tensor(x)).asnumpy()
+    gx_ref = batch_norm_backward_ref(dy, x, w, save_mean=mean, save_invstd=invstd, training=True)[0]
+    np.testing.assert_allclose(gx, gx_ref, rtol=5e-5, atol=5e-5)
+
+
+@pytest.mark.parametrize("cls,shape", [(mint.nn.BatchNorm1d, (8, 4)), (mint.nn.BatchNorm1d, (4, 4, 6)),
+                                       (mint.nn.BatchNorm2d, (4, 4, 3, 3)), (mint.nn.BatchNorm3d, (2, 4, 2, 3, 2))])
+def test_mint_cells_train_and_eval(mode, cls, shape):
+    """mint.nn.BatchNorm*: two training steps (running statistics), then eval, against float64."""
+    set_mode(mode)
+    rng = np.random.default_rng(3)
+    bn = cls(shape[1], momentum=0.2)
+    rm, rv = np.zeros(shape[1]), np.ones(shape[1])
+    for step in range(2):
+        x = rng.normal(loc=step, size=shape).astype(np.float32)
+        dy = rng.normal(size=shape).astype(np.float32)
+        bn.set_train(True)
+        y = bn(ms.Tensor(x)).asnumpy()
+        y_ref, mean, invstd, rm, rv = batch_norm_forward_ref(x, None, None, rm, rv, True, 0.2, 1e-5)
+        np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
+        gx, gw, gb = batch_norm_backward_ref(dy, x, np.ones(shape[1]), save_mean=mean, save_invstd=invstd)
+        def loss(t):
+            return (bn(t) * ms.Tensor(dy)).sum()
+
+        grads = ms.value_and_grad(loss, grad_position=0, weights=bn.trainable_params())(ms.Tensor(x))[1]
+        np.testing.assert_allclose(grads[0].asnumpy(), gx, rtol=5e-5, atol=5e-5)
+        np.testing.assert_allclose(grads[1][0].asnumpy(), gw, rtol=5e-5, atol=5e-4)
+        np.testing.assert_allclose(grads[1][1].asnumpy(), gb, rtol=5e-5, atol=5e-4)
+        # the grad call ran the forward once more: the running statistics moved twice this step
+        _, _, _, rm, rv = batch_norm_forward_ref(x, None, None, rm, rv, True, 0.2, 1e-5)
+        np.testing.assert_allclose(bn.running_mean.asnumpy(), rm, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(bn.running_var.asnumpy(), rv, rtol=2e-5, atol=2e-6)
+    bn.set_train(False)
+    x = rng.normal(size=shape).astype(np.float32)
+    y_ref = batch_norm_forward_ref(x, None, None, rm, rv, False)[0]
+    np.testing.assert_allclose(bn(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
+
+
+def test_float16_input():
+    set_mode("pynative")
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4, 3, 4, 4)).astype(np.float16)
+    y = mint.nn.functional.batch_norm(ms.Tensor(x), None, None, training=True)
+    assert y.dtype == ms.float16
+    y_ref = batch_norm_forward_ref(x, training=True)[0]
+    np.testing.assert_allclose(y.asnumpy().astype(np.float64), y_ref, rtol=2e-3, atol=2e-3)
+
+
+def test_strided_views_are_read_as_they_are():
+    """PYNATIVE hands the plugin strided views (a transpose, an offset slice): same values."""
+    set_mode("pynative")
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(3, 6, 4, 2)).astype(np.float32)  # (C, N, H, W) storage
+    view = mint.transpose(ms.Tensor(base), 0, 1)  # (N, C, H, W), not contiguous
+    x = base.transpose(1, 0, 2, 3)
+    y = mint.nn.functional.batch_norm(view, None, None, training=True).asnumpy()
+    np.testing.assert_allclose(y, batch_norm_forward_ref(x, training=True)[0], rtol=2e-5, atol=2e-5)
+    big = rng.normal(size=(7, 3, 2, 2)).astype(np.float32)
+    sliced = ms.Tensor(big)[2:]  # offset into its storage
+    y = mint.nn.functional.batch_norm(sliced, None, None, training=True).asnumpy()
+    np.testing.assert_allclose(y, batch_norm_forward_ref(big[2:], training=True)[0], rtol=2e-5, atol=2e-5)
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    def loss(t):
+        return (mint.nn.functional.batch_norm(mint.transpose(t, 0, 1), None, None, training=True)
+                * ms.Tensor(dy)).sum()
+
+    gx = ms.grad(loss)(ms.Tensor(base)).asnumpy()
+    _, mean, invstd, _, _ = batch_norm_forward_ref(x, training=True)
+    gx_ref = batch_norm_backward_ref(dy, x, save_mean=mean, save_invstd=invstd)[0].transpose(1, 0, 2, 3)
+    np.testing.assert_allclose(gx, gx_ref, rtol=5e-5, atol=5e-5)
+
+
+def test_registered_primitives_match_mindspore_signatures():
+    """The argument order op_plugin.cpp assumes is MindSpore's (its primitives' Python signatures)."""
+    from mindspore.ops.auto_generate import gen_ops_prim
+    import inspect
+    def names(fn):
+        return [p.replace("runnning", "running") for p in list(inspect.signature(fn).parameters)[1:]]
+
+    # the kernel gets the call's tensors, then the primitive's init arguments, then the rest
+    assert names(gen_ops_prim.BatchNormExt.__call__) == [
+        "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "epsilon"]
+    assert names(gen_ops_prim.BatchNormGradExt.__call__) == [
+        "dout", "input", "weight", "running_mean", "running_var", "saved_mean", "saved_rstd", "output_mask"]
+    assert names(gen_ops_prim.BatchNormGradExt.__init__) == ["training", "eps"]
+    lib = native.lib()
+    lib.GetRegisteredOpCount.restype = ctypes.c_int
+    lib.GetAllRegisteredOps.restype = ctypes.POINTER(ctypes.c_char_p)
+    names = lib.GetAllRegisteredOps()
+    assert sorted(names[i].decode() for i in range(lib.GetRegisteredOpCount())) == sorted(plugin.PRIMITIVES)
+
+
+# ------------------------------------------------------------------ enabling, in fresh processes
+
+def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH",)):
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc
+
+
+def test_import_enables_the_plugin_and_the_self_test_proves_it():
+    proc = run_python("""
+        import os, warnings
+        warnings.simplefilter("error")
+        import mindspore_bn_grad
+        from mindspore_bn_grad.cpu_kernel import build, plugin
+        path = os.environ["MS_OP_PLUGIN_PATH"]
+        assert build._verified(__import__("pathlib").Path(path)), path
+        assert mindspore_bn_grad.op_plugin_active()
+        print("OK", path)
+    """)
+    assert "OK" in proc.stdout
+
+
+def test_too_late_falls_back_to_the_cell_route_with_one_warning():
+    proc = run_python("""
+        import warnings
+        import numpy as np, mindspore as ms
+        (ms.Tensor(np.ones(3, np.float32)) + ms.Tensor(np.ones(3, np.float32))).asnumpy()  # a CPU kernel
+        import mindspore_bn_grad
+        from mindspore import nn
+        from mindspore_bn_grad import convert_batchnorm
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            net = convert_batchnorm(nn.SequentialCell([nn.BatchNorm2d(3), nn.BatchNorm2d(3)]))
+            net.set_train()
+            assert not mindspore_bn_grad.op_plugin_active()
+        msgs = [str(x.message) for x in w if "op plugin" in str(x.message)]
+        assert len(msgs) == 1, msgs
+        assert "plugin-path" in msgs[0] and "import mindspore_bn_grad before" in msgs[0], msgs[0]
+        assert all(c.bn_route == "cell" for c in net.cells()), [c.bn_route for c in net.cells()]
+        x = np.random.default_rng(0).normal(size=(4, 3, 2, 2)).astype(np.float32)
+        g = ms.grad(lambda t: net(t).sum())(ms.Tensor(x)).asnumpy()
+        assert np.abs(g).max() < 1e-4, g  # d(sum of a normalised output)/dx = 0
+        print("OK")
+    """)
+    assert "OK" in proc.stdout
+
+
+def test_opt_out_variable():
+    proc = run_python("""
+        import os, warnings
+        import mindspore_bn_grad
+        assert "MS_OP_PLUGIN_PATH" not in os.environ
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert not mindspore_bn_grad.op_plugin_active()
+        assert any("MS_BN_GRAD_OP_PLUGIN=0" in str(x.message) for x in w)
+        print("OK")
+    """, {"MS_BN_GRAD_OP_PLUGIN": "0"})
+    assert "OK" in proc.stdout
+
+
+def test_exported_plugin_path_works_before_import():
+    path = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
+                          text=True, check=True, timeout=600).stdout.strip()
+    assert os.path.isfile(path) and path == plugin.plugin_path()
+    proc = run_python("""
+        import numpy as np, mindspore as ms
+        from mindspore import mint
+        (ms.Tensor(np.ones(3, np.float32)) * 2).asnumpy()
+        import mindspore_bn_grad
+        assert mindspore_bn_grad.op_plugin_active()
+        print("OK")
+    """, {"MS_OP_PLUGIN_PATH": path})
+    assert "OK" in proc.stdout
+
+
+USER_PLUGIN = r"""
+#include <cstdint>
+#include <cstring>
+static const char *kOps[] = {"BatchNormExt", "MsBnGradTestUserOp"};
+extern "C" int GetRegisteredOpCount() { return 2; }
+extern "C" const char **GetAllRegisteredOps() { return kOps; }
+extern "C" int BatchNormExt(int, void **, int *, int64_t **, const char **, void *, void *) { return 77; }
+extern "C" int MsBnGradTestUserOp(int, void **, int *, int64_t **, const char **, void *, void *) { return 5; }
+"""
+
+
+def test_a_users_plugin_is_chained_not_clobbered(tmp_path):
+    src = tmp_path / "user_plugin.cpp"
+    src.write_text(USER_PLUGIN)
+    lib = tmp_path / "libuser_plugin.so"
+    subprocess.run(["g++", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    proc = run_python(f"""
+        import ctypes, os
+        import mindspore_bn_grad
+        path = os.environ["MS_OP_PLUGIN_PATH"]
+        assert path != {str(lib)!r}, path
+        chain = ctypes.CDLL(path)
+        chain.GetAllRegisteredOps.restype = ctypes.POINTER(ctypes.c_char_p)
+        names = [chain.GetAllRegisteredOps()[i].decode() for i in range(chain.GetRegisteredOpCount())]
+        assert names == ["BatchNormExt", "BatchNormGradExt", "MsBnGradTestUserOp"], names
+        assert chain.MsBnGradTestUserOp(0, None, None, None, None, None, None) == 5  # theirs, found through the chain
+        assert mindspore_bn_grad.op_plugin_active()  # BatchNormExt: ours, not their 77
+        print("OK")
+    """, {"MS_OP_PLUGIN_PATH": str(lib)})
+    assert "OK" in proc.stdout
