@@ -67,7 +67,7 @@ def fold_rule(prim, axis_size):
     kinds = tuple(a.shape for a in opdef.inputs)
     out_kinds = tuple(o.shape for o in opdef.outputs)
     n_in, n_out = len(kinds), len(out_kinds)
-    first_full = kinds.index(_FULL)  # a required input (grad_out)
+    first_full = kinds.index(_FULL)  # a required input (grad_out; input for the forward)
     foldable = tuple(k in (_FULL, _CHANNEL) for k in kinds)
 
     def rule(*args):

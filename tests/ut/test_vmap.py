@@ -1,6 +1,6 @@
 """ops.vmap over the package's primitives and over converted networks (docs/vmap.md).
 
-1. BatchNormBackward and BatchNormDoubleBackward under vmap, in MindSpore's own vmap test
+1. BatchNormBackward and BatchNormDoubleBackward (and BatchNormForward) under vmap, in MindSpore's own vmap test
    shapes for BatchNormGradGrad (activations vmapped at axis 1 in NCHW, at axis 3 in NHWC,
    per-channel inputs at axis 0) and in larger ones, training and inference, PYNATIVE and
    GRAPH (ms.jit): every member equal to the float64 reference run on that member alone.
@@ -13,6 +13,8 @@
    error in training, the same values in inference (forward in both modes; gradients in
    GRAPH mode only, see docs/vmap.md).
 """
+import itertools
+
 import mindspore as ms
 import numpy as np
 import pytest
@@ -23,9 +25,11 @@ from _harness import copy_parameter_values, record_backward_ops
 from mindspore_bn_grad import vmap as bn_vmap
 from mindspore_bn_grad.backward import BatchNormBackward
 from mindspore_bn_grad.double_backward import BatchNormDoubleBackward
+from mindspore_bn_grad.forward import BatchNormForward
 from mindspore_bn_grad.nn import convert_batchnorm
 from mindspore_bn_grad.sync_backward import BatchNormElemtBackward, BatchNormReduceBackward
-from reference import batch_norm_backward_ref, batch_norm_double_backward_ref, sync_elemt_ref, sync_reduce_ref
+from reference import (batch_norm_backward_ref, batch_norm_double_backward_ref, batch_norm_forward_ref, sync_elemt_ref,
+                       sync_reduce_ref)
 
 EPS = 1e-5
 GRAPH = (False, True)   # False: PYNATIVE, True: GRAPH (ms.jit over the vmapped function)
@@ -201,6 +205,25 @@ def test_double_backward_per_member(shape, fmt, act_axis, size, training, graph)
         assert np.abs(a - b).max() <= 1e-4 * max(np.abs(b).max(), 1.0), (name, np.abs(a - b).max())
 
 
+@pytest.mark.parametrize("fmt,training,graph", [("NCHW", True, False), ("NHWC", False, True)])
+def test_forward_per_member(fmt, training, graph):
+    """BatchNormForward (functional: the updated running statistics are outputs) folds the same way."""
+    rng = np.random.default_rng(12)
+    shape = (4, 3, 2, 5) if fmt == "NCHW" else (4, 2, 5, 3)
+    act = channel_axis(len(shape), fmt)
+    members = []
+    for _ in range(3):
+        m = member(shape, fmt, False, rng)
+        m["bias"] = rng.standard_normal(shape[act]).astype(np.float32)
+        members.append(m)
+    names = ("input", "weight", "bias", "running_mean", "running_var")
+    args, in_axes = batch(members, names, (act, 0, None, 0, 0))
+    outs = run_vmap(BatchNormForward(training, 0.1, EPS, fmt), args, in_axes, (act, 0, 0, 0, 0), graph)
+    refs = [batch_norm_forward_ref(*[m[n] for n in names], training=training, momentum=0.1, eps=EPS,
+                                   data_format=fmt) for m in members]
+    check_members(outs, (act, 0, 0, 0, 0), refs, f"BatchNormForward {fmt} training={training}")
+
+
 # in_axes variants: (member shape, data_format, training, in_axes, out_axes, weight given, mask)
 VARIANTS = [
     ((6, 3), "NCHW", True, (0, 0, None, 0, 0, 0, 0), (1, 0, 0), True, (True,) * 3),        # rank 2, shared weight
@@ -322,27 +345,42 @@ def test_other_custom_ops_keep_mindspore_rules():
 
 # --- converted networks --------------------------------------------------------------------------------
 
-def _nets(train):
+# main at f0b37c7: a network converted with route="cell" fails to compile in GRAPH mode (and so under
+# vmap, which compiles it) with "Exceed function call depth limit 1000", vmap or not. Strict: when
+# that is fixed, these XPASS and fail, and the marker goes.
+CELL_ROUTE_GRAPH_BUG = pytest.mark.xfail(raises=RuntimeError, strict=True,
+                                         reason="Cell route does not compile in GRAPH mode (call depth limit)")
+
+
+def _nets(train, route):
     ms.set_seed(0)
     original = nn.BatchNorm2d(3, gamma_init="normal", beta_init="normal")
     converted = nn.BatchNorm2d(3)
     copy_parameter_values(original, converted)
-    convert_batchnorm(converted)
+    convert_batchnorm(converted, route=route)
     for net in (original, converted):
         net.set_train(train)
     return original, converted
 
 
 def _x(rng):
-    return ms.Tensor(rng.standard_normal((3, 4, 3, 2, 2)).astype(np.float32) * 2)
+    return ms.Tensor(rng.standard_normal((3, 4, 3, 2, 2)).astype(np.float32) * 2 + 1)
 
 
+def _loss(net):
+    def loss(v):
+        y = net(v)
+        return (y * y * v).sum()
+    return loss
+
+
+@CELL_ROUTE_GRAPH_BUG
 @pytest.mark.parametrize("graph", GRAPH)
-def test_converted_training_raises_as_mindspore(graph):
+def test_converted_cell_route_training_raises_as_mindspore(graph):
     """MindSpore's BatchNorm refuses vmap in training (its scale/offset/statistics are Parameters
-    that the members would share); the converted cell keeps that error."""
+    that the members would share); a cell on the Cell route keeps that error."""
     errors = []
-    for net in _nets(True):
+    for net in _nets(True, "cell"):
         vm = ops.vmap(net, 0)
         with pytest.raises(ValueError, match="does not support Vmap during training") as info:
             (ms.jit(vm) if graph else vm)(_x(np.random.default_rng(8)))
@@ -350,14 +388,58 @@ def test_converted_training_raises_as_mindspore(graph):
     assert errors[0] == errors[1]
 
 
-@pytest.mark.parametrize("graph", GRAPH)
-def test_converted_inference_forward_as_mindspore(graph):
+def test_converted_native_route_training_runs_member_by_member():
+    """On the native route MindSpore's BatchNormExt runs under vmap in training (its general rule loops
+    over the members): outputs and input gradients are each member's own, and every member updates
+    the shared running statistics once, as if run one after another (docs/vmap.md)."""
     x = _x(np.random.default_rng(9))
+    _, net = _nets(True, "native")
+    _, each = _nets(True, "native")
+    y = ops.vmap(net, 0)(x).asnumpy()
+    grads = ops.vmap(ops.grad(_loss(net)), 0)(x).asnumpy()
+    members = x.asnumpy()
+    # each member as its own (contiguous) tensor: see the report on views of a tensor
+    ys = np.stack([each(ms.Tensor(xb)).asnumpy() for xb in members])
+    for xb in members:
+        ops.grad(_loss(each))(ms.Tensor(xb))
+    assert np.abs(y - ys).max() <= 1e-6 * np.abs(ys).max()
+    w, b = (p.asnumpy().astype(np.float64).reshape(1, -1, 1, 1) for p in (net.gamma, net.beta))
+    refs = []
+    for xm in members.astype(np.float64):
+        mean, var = xm.mean(axis=(0, 2, 3)), xm.var(axis=(0, 2, 3))
+        s = 1 / np.sqrt(var + EPS)
+        yv = (xm - mean.reshape(1, -1, 1, 1)) * s.reshape(1, -1, 1, 1) * w + b
+        refs.append((batch_norm_backward_ref(2 * yv * xm, xm, w.ravel(), None, None, mean, s, training=True,
+                                             eps=EPS)[0] + yv * yv,))
+    check_members([grads], 0, refs, "native route training gradient")
+    # 2 vmapped calls, 3 members each, 6 updates from the initial statistics, vs 6 sequential ones
+    x64, m = x.asnumpy().astype(np.float64), net.momentum
+    mean, var = x64.mean(axis=(1, 3, 4)), x64.var(axis=(1, 3, 4), ddof=1)
+    rm0, rv0 = np.zeros(3), np.ones(3)  # nn.BatchNorm2d's initial moving statistics
+
+    def updated(order):
+        rm, rv = rm0.copy(), rv0.copy()
+        for b in order:
+            rm, rv = (1 - m) * rm + m * mean[b], (1 - m) * rv + m * var[b]
+        return rm, rv
+
+    orders = [tuple(p) + tuple(q) for p in itertools.permutations(range(3)) for q in itertools.permutations(range(3))]
+    got = (net.moving_mean.asnumpy(), net.moving_variance.asnumpy())
+    assert any(np.allclose(got[0], rm, rtol=1e-5, atol=1e-6) and np.allclose(got[1], rv, rtol=1e-5, atol=1e-6)
+               for rm, rv in map(updated, orders)), got
+    want = updated((0, 1, 2, 0, 1, 2))
+    np.testing.assert_allclose(each.moving_mean.asnumpy(), want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("route,graph", [pytest.param("cell", True, marks=CELL_ROUTE_GRAPH_BUG), ("native", False),
+                                         ("native", True)])
+def test_converted_inference_forward_as_mindspore(route, graph):
+    x = _x(np.random.default_rng(10))
     outs = []
-    for net in _nets(False):
+    for net in _nets(False, route):
         vm = ops.vmap(net, 0)
         outs.append((ms.jit(vm) if graph else vm)(x).asnumpy())
-    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6, atol=1e-6 * np.abs(outs[0]).max())
 
 
 @pytest.fixture
@@ -367,28 +449,34 @@ def graph_mode():
     ms.set_context(mode=ms.PYNATIVE_MODE)
 
 
-def test_converted_inference_gradients_as_mindspore_graph(monkeypatch, graph_mode):
-    """Per-member input gradients under vmap in GRAPH mode: ours run BatchNormBackward (folded), and
-    equal MindSpore's and the float64 reference. (Not in PYNATIVE, nor ms.jit called from it: see
-    docs/vmap.md.)"""
-    from mindspore_bn_grad.nn import _cells
-    handed_out = record_backward_ops(monkeypatch, _cells)
-    x = _x(np.random.default_rng(10))
-    grads = []
-    for net in _nets(False):
-        def loss(v):
-            y = net(v)
-            return (y * y).sum()
-        grads.append(ops.vmap(ops.grad(loss), 0)(x).asnumpy())
-    assert handed_out and all(isinstance(op, BatchNormBackward) for op in handed_out)
-    net = _nets(False)[1]
+def _inference_gradient_refs(net, x):
     w, b, rm, rv = (p.asnumpy().astype(np.float64) for p in (net.gamma, net.beta, net.moving_mean,
                                                              net.moving_variance))
     refs = []
     for xm in x.asnumpy().astype(np.float64):
-        s = (w / np.sqrt(rv + EPS)).reshape(1, -1, 1, 1)
-        y = (xm - rm.reshape(1, -1, 1, 1)) * s + b.reshape(1, -1, 1, 1)
-        refs.append((batch_norm_backward_ref(2 * y, xm, w, rm, rv, training=False, eps=EPS)[0],))
+        y = (xm - rm.reshape(1, -1, 1, 1)) * (w / np.sqrt(rv + EPS)).reshape(1, -1, 1, 1) + b.reshape(1, -1, 1, 1)
+        gx = batch_norm_backward_ref(2 * y * xm, xm, w, rm, rv, training=False, eps=EPS)[0]
+        refs.append((gx + y * y,))  # d/dx of sum(y * y * x)
+    return refs
+
+
+@CELL_ROUTE_GRAPH_BUG
+def test_converted_cell_route_inference_gradients_graph(monkeypatch, graph_mode):
+    """Per-member input gradients under vmap on the Cell route in GRAPH mode: BatchNormBackward, folded,
+    equal to MindSpore's and to the float64 reference (not in PYNATIVE: docs/vmap.md)."""
+    from mindspore_bn_grad.nn import _cells
+    handed_out = record_backward_ops(monkeypatch, _cells)
+    x = _x(np.random.default_rng(11))
+    nets = _nets(False, "cell")
+    grads = [ops.vmap(ops.grad(_loss(net)), 0)(x).asnumpy() for net in nets]
+    assert handed_out and all(isinstance(op, BatchNormBackward) for op in handed_out)
     for g in grads:
-        check_members([g], 0, refs, "converted inference gradient")
-    assert np.abs(grads[0] - grads[1]).max() <= 1e-6 * np.abs(grads[0]).max()
+        check_members([g], 0, _inference_gradient_refs(nets[1], x), "Cell route inference gradient")
+
+
+def test_converted_native_route_inference_gradients_pynative():
+    x = _x(np.random.default_rng(12))
+    nets = _nets(False, "native")
+    grads = [ops.vmap(ops.grad(_loss(net)), 0)(x).asnumpy() for net in nets]
+    for g in grads:
+        check_members([g], 0, _inference_gradient_refs(nets[1], x), "native route inference gradient")
