@@ -345,11 +345,9 @@ def test_other_custom_ops_keep_mindspore_rules():
 
 # --- converted networks --------------------------------------------------------------------------------
 
-# main at f0b37c7: a network converted with route="cell" fails to compile in GRAPH mode (and so under
-# vmap, which compiles it) with "Exceed function call depth limit 1000", vmap or not. Strict: when
-# that is fixed, these XPASS and fail, and the marker goes.
-CELL_ROUTE_GRAPH_BUG = pytest.mark.xfail(raises=RuntimeError, strict=True,
-                                         reason="Cell route does not compile in GRAPH mode (call depth limit)")
+# The native-route tests need MindSpore's CPU op plugin: they run in the native-route session
+# (tests/ut/test_native_route_session.py).
+NATIVE = pytest.mark.native_route
 
 
 def _nets(train, route):
@@ -374,7 +372,6 @@ def _loss(net):
     return loss
 
 
-@CELL_ROUTE_GRAPH_BUG
 @pytest.mark.parametrize("graph", GRAPH)
 def test_converted_cell_route_training_raises_as_mindspore(graph):
     """MindSpore's BatchNorm refuses vmap in training (its scale/offset/statistics are Parameters
@@ -388,6 +385,7 @@ def test_converted_cell_route_training_raises_as_mindspore(graph):
     assert errors[0] == errors[1]
 
 
+@NATIVE
 def test_converted_native_route_training_runs_member_by_member():
     """On the native route MindSpore's BatchNormExt runs under vmap in training (its general rule loops
     over the members): outputs and input gradients are each member's own, and every member updates
@@ -431,8 +429,8 @@ def test_converted_native_route_training_runs_member_by_member():
     np.testing.assert_allclose(each.moving_mean.asnumpy(), want[0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("route,graph", [pytest.param("cell", True, marks=CELL_ROUTE_GRAPH_BUG), ("native", False),
-                                         ("native", True)])
+@pytest.mark.parametrize("route,graph", [("cell", True), pytest.param("native", False, marks=NATIVE),
+                                         pytest.param("native", True, marks=NATIVE)])
 def test_converted_inference_forward_as_mindspore(route, graph):
     x = _x(np.random.default_rng(10))
     outs = []
@@ -460,7 +458,6 @@ def _inference_gradient_refs(net, x):
     return refs
 
 
-@CELL_ROUTE_GRAPH_BUG
 def test_converted_cell_route_inference_gradients_graph(monkeypatch, graph_mode):
     """Per-member input gradients under vmap on the Cell route in GRAPH mode: BatchNormBackward, folded,
     equal to MindSpore's and to the float64 reference (not in PYNATIVE: docs/vmap.md)."""
@@ -474,6 +471,7 @@ def test_converted_cell_route_inference_gradients_graph(monkeypatch, graph_mode)
         check_members([g], 0, _inference_gradient_refs(nets[1], x), "Cell route inference gradient")
 
 
+@NATIVE
 def test_converted_native_route_inference_gradients_pynative():
     x = _x(np.random.default_rng(12))
     nets = _nets(False, "native")
