@@ -4,10 +4,10 @@
 # YAML against the public Ascend C API headers in their CPU-debug mode
 # (g++ -DASCENDC_CPU_DEBUG=1 plus the core macros asc-devkit's own tests use),
 # the op_host sources against the public registration / tiling / logging
-# headers, and a probe that every API the project's simulator (ascend_impl/sim)
+# headers, and a probe that every API the project's simulator (tests/ascend_tools/sim)
 # provides is called the same way against both. For the SoCs whose intrinsics
 # the project's stand-ins cover it also links the CPU launcher
-# (ascend_impl/api_check/bnb_api_launch.cpp) that tests/ut/ascend_api runs
+# (tests/ascend_tools/api_check/bnb_api_launch.cpp) that tests/ut/ascend_api runs
 # against tests/reference.py.
 #
 #   scripts/check_ascend_api.sh [--soc NAME|all] [--build-dir DIR]
@@ -27,7 +27,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 KERNEL_DIR="$ROOT/ascend_impl/op_kernel"
 HOST_DIR="$ROOT/ascend_impl/op_host"
-CHECK_DIR="$ROOT/ascend_impl/api_check"
+CHECK_DIR="$ROOT/tests/ascend_tools/api_check"
+SIM_DIR="$ROOT/tests/ascend_tools/sim"
 SOC=all
 BUILD_DIR="${TMPDIR:-/tmp}/bnb_ascend_api"
 CXX="${CXX:-g++}"
@@ -162,7 +163,7 @@ for s in $SOC_LIST; do
 done
 
 # The simulator against itself (the same probe), so the probe stays honest.
-if "$CXX" -std=c++17 -fsyntax-only -I"$ROOT/ascend_impl/sim" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
+if "$CXX" -std=c++17 -fsyntax-only -I"$SIM_DIR" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
     >"$BUILD_DIR/sim_api_probe_sim.log" 2>&1; then
     echo "ok   sim sim-api probe"
 else

@@ -1,5 +1,5 @@
 """Real-API build of the Ascend C operator (scripts/check_ascend_api.sh) and
-its CPU launcher (ascend_impl/api_check/bnb_api_launch.cpp), for the tests.
+its CPU launcher (tests/ascend_tools/api_check/bnb_api_launch.cpp), for the tests.
 
 The build compiles every kernel entry for every SoC line against the public
 asc-devkit headers in CPU-debug mode, the op_host sources against the public
@@ -78,7 +78,7 @@ class Build:
 
 def _digest():
     h = hashlib.sha256()
-    for sub in ("ascend_impl", "scripts/check_ascend_api.sh"):
+    for sub in ("ascend_impl", "tests/ascend_tools", "scripts/check_ascend_api.sh"):
         p = ROOT / sub
         files = sorted(p.rglob("*")) if p.is_dir() else [p]
         for f in files:

@@ -2,7 +2,7 @@
 
 The unchanged kernel (ascend_impl/op_kernel) and host tiling
 (ascend_impl/op_host) are compiled with g++ against the project's Ascend C
-headers (ascend_impl/sim) once, cached by a hash of the sources.
+headers (tests/ascend_tools/sim) once, cached by a hash of the sources.
 Extra compile and link flags (e.g. sanitizers, see scripts/run_sanitizers.sh)
 come from MS_BN_GRAD_SIM_CXXFLAGS and are part of the cache key.
 """
@@ -21,7 +21,7 @@ from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
+INCLUDES = [ROOT / "tests" / "ascend_tools" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
 UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 

@@ -1,6 +1,6 @@
 // CPU build of the Ascend C API subset used by the BatchNormBackward kernel:
 // runtime state (per-core context, SoC limits) and the error every violated
-// hardware rule raises. Header-only; see ascend_impl/sim/README.md.
+// hardware rule raises. Header-only; see tests/ascend_tools/sim/README.md.
 #ifndef BNB_SIM_RUNTIME_H
 #define BNB_SIM_RUNTIME_H
 #include <cstdint>

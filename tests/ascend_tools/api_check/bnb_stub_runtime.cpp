@@ -38,7 +38,7 @@ int ProcessLock::Unlock() { bnb_stub::Unmodelled("ProcessLock"); }
 
 // The closed library's argument checkers of the CPU-debug build. The stand-ins
 // do not reproduce them (they accept every call); the project's simulator
-// (ascend_impl/sim) checks alignment, bounds and lengths itself.
+// (tests/ascend_tools/sim) checks alignment, bounds and lengths itself.
 namespace check {
 bool CheckFunDupImpl(VecDupApiParams &, const char *) { return true; }
 bool CheckFunDupImpl(VecDupApiParams &, const uint64_t, const char *) { return true; }
