@@ -14,5 +14,8 @@ struct LaunchConfig {
 };
 // Runs every core to its end; returns "" or what went wrong.
 std::string RunCores(const LaunchConfig &cfg);
+// In a core process: unbuffered stdout, a rule violation or a signal from the
+// headers' own checks reported with the kernel source line (bnb_stub_where.cpp).
+void InstallCoreDiagnostics(int core);
 }  // namespace bnb_stub
 #endif

@@ -3,11 +3,15 @@
 // hardware rule raises. Header-only; see tests/ascend_tools/sim/README.md.
 #ifndef BNB_SIM_RUNTIME_H
 #define BNB_SIM_RUNTIME_H
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "../rules/bnb_hazards.h"
+#include "../rules/bnb_rules.h"
 
 #define __aicore__
 #define __global__
@@ -27,46 +31,68 @@ inline void SimCheck(bool ok, const std::string &what)
         throw SimError(what);
     }
 }
+// The same, naming the kernel source line.
+inline void SimCheck(bool ok, const std::string &what, bnb_rules::Src src)
+{
+    if (!ok) {
+        throw SimError(what + " at " + bnb_rules::Where(src));
+    }
+}
+// The rule table (bnb_rules.h) stops a simulated run by throwing.
+inline void SimStop(const std::string &message) { throw SimError(message); }
+inline const bool g_simRulesInstalled = (bnb_rules::StopHandler() = SimStop, true);
 
 constexpr uint32_t ONE_BLK_SIZE = 32;       // bytes per data block (DataCopy and UB alignment unit)
 constexpr uint32_t ONE_REPEAT_BYTE_SIZE = 256;  // bytes one vector repeat processes
 
-// What differs between SoCs for this kernel.
-struct SimSoc {
-    const char *name;
-    uint32_t ubBytes;       // Unified Buffer per vector core
-    uint32_t coreNum;       // vector cores
-    bool hasDataCopyPad;    // DataCopyPad exists (not on Atlas training / Atlas inference AI Core)
-    bool hasBf16;
-    bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
-    bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
-};
-
-inline const std::vector<SimSoc> &SimSocTable()
-{
-    static const std::vector<SimSoc> table = {
-        // UB per vector core: Atlas training (910) and Atlas inference (310P)
-        // AI Core 256 KB; Atlas A2 / A3 (910B, 910_93) AIV 192 KB; Ascend 950
-        // (Atlas 350) AIV 256 KB. The kernel never hard-codes these: the host
-        // tiling reads GetCoreMemSize(UB) from the platform on a board.
-        {"ascend910", 256 * 1024, 32, false, false, false, false},
-        {"ascend310p", 256 * 1024, 8, false, false, false, false},
-        {"ascend910b", 192 * 1024, 48, true, true, true, true},
-        {"ascend910_93", 192 * 1024, 48, true, true, true, true},
-        {"ascend950", 256 * 1024, 64, true, true, true, true},
-    };
-    return table;
-}
+// What differs between SoCs for this kernel: the one table of the
+// verification tooling (tests/ascend_tools/rules/bnb_rules.h). The kernel
+// never hard-codes these: the host tiling reads GetCoreMemSize(UB) from the
+// platform on a board.
+using SimSoc = bnb_rules::Soc;
+inline const std::vector<SimSoc> &SimSocTable() { return bnb_rules::Socs(); }
 
 inline const SimSoc &SimFindSoc(const std::string &name)
 {
-    for (const auto &s : SimSocTable()) {
-        if (name == s.name) {
-            return s;
-        }
+    const SimSoc *s = bnb_rules::FindSoc(name);
+    if (s == nullptr) {
+        throw SimError("unknown SoC '" + name + "'");
     }
-    throw SimError("unknown SoC '" + name + "'");
+    return *s;
 }
+
+// Reusable barrier for the cores of one launch (SyncAll); it also holds the
+// launch's GM hazard tracker (cross-core races, the scalar data cache).
+class SimBarrier : public bnb_hazards::GmTracker {
+public:
+    explicit SimBarrier(uint32_t n) : n_(n) {}
+    void Wait()
+    {
+        std::unique_lock<std::mutex> lock(m_);
+        uint64_t gen = gen_;
+        if (++waiting_ == n_) {
+            waiting_ = 0;
+            ++gen_;
+            cv_.notify_all();
+            return;
+        }
+        cv_.wait(lock, [&] { return gen != gen_ || aborted_; });
+        SimCheck(!aborted_, "SyncAll: another core failed");
+    }
+    void Abort()
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        aborted_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    uint32_t n_, waiting_ = 0;
+    uint64_t gen_ = 0;
+    bool aborted_ = false;
+};
 
 // One simulated vector core: its Unified Buffer and identity.
 struct SimCore {
@@ -77,8 +103,10 @@ struct SimCore {
     std::vector<uint8_t> ubStorage;
     uint8_t *ub = nullptr;  // 32-byte aligned start of the UB
     uint32_t ubUsed = 0;    // bytes handed out by TPipe::InitBuffer
-    void *barrier = nullptr;  // SimBarrier shared by the cores of one launch
+    SimBarrier *barrier = nullptr;  // shared by the cores of one launch
     int kernelType = -1;      // set by KERNEL_TASK_TYPE_DEFAULT
+    bnb_hazards::CoreTracker pipes;  // this core's pipes (hazard tracker)
+    uint32_t epoch = 0;              // SyncAll calls so far
 
     void Reset(const SimSoc &s, uint32_t ubSize, uint32_t idx, uint32_t num)
     {
@@ -91,6 +119,25 @@ struct SimCore {
         ub = ubStorage.data() + ((ONE_BLK_SIZE - base % ONE_BLK_SIZE) % ONE_BLK_SIZE);
         ubUsed = 0;
         kernelType = -1;
+        pipes.Reset();
+        epoch = 0;
+        barrier = nullptr;
+        alone.Clear();
+    }
+    bnb_hazards::GmTracker alone;  // GM tracker of a core run on its own
+    // The launch's GM tracker (the core's own when run alone).
+    bnb_hazards::GmTracker &Gm()
+    {
+        bnb_hazards::GmTracker &gm = barrier ? *barrier : alone;
+        gm.SetHasDcci(soc.hasDcci);
+        return gm;
+    }
+    void GmAccess(const bnb_hazards::Instr &in, const void *addr, uint64_t bytes, bool write,
+                  const void *data = nullptr)
+    {
+        const auto a = reinterpret_cast<uint64_t>(addr);
+        Gm().Access(blockIdx, epoch, in, {bnb_hazards::Space::GM, a, a + bytes}, write,
+                    static_cast<const uint8_t *>(data));
     }
     bool InUb(const void *p) const
     {

@@ -28,14 +28,25 @@ public:
     LocalTensor operator[](const uint32_t offset) const
     {
         SimCheck(offset <= size_, "LocalTensor[]: offset " + std::to_string(offset) + " beyond size " +
-                                      std::to_string(size_));
+                                      std::to_string(size_));  // (operator[] cannot take the call site)
         LocalTensor t = *this;
         t.offsetBytes_ += offset * sizeof(T);
         t.size_ -= offset;
         return t;
     }
-    T GetValue(const uint32_t index) const { return SimPtr(index + 1, "GetValue", false)[index]; }
-    void SetValue(const uint32_t index, const T value) const { SimPtr(index + 1, "SetValue", false)[index] = value; }
+    // Scalar UB accesses run on PIPE_S.
+    T GetValue(const uint32_t index, bnb_rules::Src src = bnb_rules::Here()) const
+    {
+        T *p = SimPtr(index + 1, "LocalTensor::GetValue", false, src);
+        SimScalar("LocalTensor::GetValue", p + index, false, src);
+        return p[index];
+    }
+    void SetValue(const uint32_t index, const T value, bnb_rules::Src src = bnb_rules::Here()) const
+    {
+        T *p = SimPtr(index + 1, "LocalTensor::SetValue", false, src);
+        SimScalar("LocalTensor::SetValue", p + index, true, src);
+        p[index] = value;
+    }
     uint32_t GetSize() const { return size_; }
     int32_t GetPosition() const { return static_cast<int32_t>(slot_ ? slot_->pos : TPosition::MAX); }
     template <typename U>
@@ -49,19 +60,32 @@ public:
     // ---- CPU-build internals (not Ascend C API) ----
     // Pointer to the first element after checking the view is alive, in
     // bounds for `count` elements and (when `aligned`) 32-byte aligned in UB.
-    T *SimPtr(uint64_t count, const char *op, bool aligned = true) const
+    T *SimPtr(uint64_t count, const char *op, bool aligned = true, bnb_rules::Src src = {},
+              const char *operand = "operand") const
     {
-        SimCheck(slot_ != nullptr, std::string(op) + ": LocalTensor was never allocated");
-        SimCheck(slot_->live && slot_->gen == gen_, std::string(op) + ": LocalTensor used after FreeTensor");
-        SimCheck(count <= size_, std::string(op) + ": " + std::to_string(count) + " elements exceed the tensor (" +
-                                     std::to_string(size_) + ")");
+        SimCheck(slot_ != nullptr, std::string(op) + ": LocalTensor was never allocated", src);
+        SimCheck(slot_->live && slot_->gen == gen_, std::string(op) + ": LocalTensor used after FreeTensor", src);
+        bnb_rules::FitsTensor(op, operand, count * sizeof(T), uint64_t(size_) * sizeof(T), src);
         uint8_t *p = slot_->addr + offsetBytes_;
         if (aligned) {
-            SimCheck(SimThisCore().UbOffset(p) % ONE_BLK_SIZE == 0,
-                     std::string(op) + ": UB address not 32-byte aligned (offset " +
-                         std::to_string(SimThisCore().UbOffset(p)) + ")");
+            bnb_rules::UbAligned(op, operand, SimThisCore().UbOffset(p), src);
         }
+        bnb_rules::InUb(op, operand, SimThisCore().UbOffset(p), count * sizeof(T), SimThisCore().ubBytes, src);
         return reinterpret_cast<T *>(p);
+    }
+    // UB bytes [offset, offset + count elements) of this view (hazard tracking).
+    bnb_hazards::Range SimRange(uint64_t count) const
+    {
+        const uint64_t lo = SimThisCore().UbOffset(slot_->addr + offsetBytes_);
+        return {bnb_hazards::Space::UB, lo, lo + count * sizeof(T)};
+    }
+    void SimScalar(const char *op, const T *p, bool write, bnb_rules::Src src) const
+    {
+        const uint64_t lo = SimThisCore().UbOffset(p);
+        const bnb_hazards::Range r{bnb_hazards::Space::UB, lo, lo + sizeof(T)};
+        SimThisCore().pipes.Op(bnb_hazards::S, {op, src, bnb_hazards::S}, write ? std::vector<bnb_hazards::Range>{}
+                                                                                 : std::vector<bnb_hazards::Range>{r},
+                               write ? std::vector<bnb_hazards::Range>{r} : std::vector<bnb_hazards::Range>{});
     }
     SimSlot *SimSlotPtr() const { return slot_; }
     uint32_t SimGen() const { return gen_; }
@@ -99,21 +123,44 @@ public:
         }
         return t;
     }
-    T GetValue(const uint64_t offset) const { return SimPtr(offset + 1, "GlobalTensor::GetValue")[offset]; }
-    void SetValue(const uint64_t offset, const T value) { SimPtr(offset + 1, "GlobalTensor::SetValue")[offset] = value; }
+    // Scalar GM accesses run on PIPE_S through the core's data cache.
+    T GetValue(const uint64_t offset, bnb_rules::Src src = bnb_rules::Here()) const
+    {
+        T *p = SimPtr(offset + 1, "GlobalTensor::GetValue", src) + offset;
+        SimScalar("GlobalTensor::GetValue", p, false, src);
+        return *p;
+    }
+    void SetValue(const uint64_t offset, const T value, bnb_rules::Src src = bnb_rules::Here())
+    {
+        T *p = SimPtr(offset + 1, "GlobalTensor::SetValue", src) + offset;
+        SimScalar("GlobalTensor::SetValue", p, true, src, &value);
+        *p = value;
+    }
     const __gm__ T *GetPhyAddr() const { return addr_; }
     uint64_t GetSize() const { return size_; }
 
     // ---- CPU-build internals ----
     // `extent` = elements touched from the start of this view.
-    T *SimPtr(uint64_t extent, const char *op) const
+    T *SimPtr(uint64_t extent, const char *op, bnb_rules::Src src = {}) const
     {
-        SimCheck(addr_ != nullptr, std::string(op) + ": GlobalTensor has no buffer (null GM address)");
+        SimCheck(addr_ != nullptr, std::string(op) + ": GlobalTensor has no buffer (null GM address)", src);
+        SimCheck(!SimThisCore().InUb(addr_), std::string(op) + ": a GlobalTensor must address GM, not UB", src);
         if (sized_) {
             SimCheck(extent <= size_, std::string(op) + ": GM access of " + std::to_string(extent) +
-                                          " elements beyond the buffer (" + std::to_string(size_) + ")");
+                                          " elements beyond the buffer (" + std::to_string(size_) + ")", src);
         }
         return addr_;
+    }
+    void SimScalar(const char *op, const T *p, bool write, bnb_rules::Src src, const T *stored = nullptr) const
+    {
+        const bnb_hazards::Instr in{op, src, bnb_hazards::S};
+        const auto a = reinterpret_cast<uint64_t>(p);
+        SimThisCore().pipes.Op(bnb_hazards::S, in,
+                               write ? std::vector<bnb_hazards::Range>{}
+                                     : std::vector<bnb_hazards::Range>{{bnb_hazards::Space::GM, a, a + sizeof(T)}},
+                               write ? std::vector<bnb_hazards::Range>{{bnb_hazards::Space::GM, a, a + sizeof(T)}}
+                                     : std::vector<bnb_hazards::Range>{});
+        SimThisCore().GmAccess(in, p, sizeof(T), write, stored);
     }
 
 private:
