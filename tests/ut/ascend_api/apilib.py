@@ -187,3 +187,19 @@ def run(launcher, mode, grad_out, x, params=None, training=True, eps=1e-5, outpu
     if mode == "reduce":
         return (sdy.reshape(c), sdyx.reshape(c), gw.reshape(c), gb.reshape(c)), info
     return (gi.reshape(shape),), info
+
+
+def build_probe(source, soc="ascend910b"):
+    """Builds a probe program (kernel fragments with a main, run on the stand-ins' cores) with
+    scripts/check_ascend_api.sh --probe; returns its path. Cached like build()."""
+    h = hashlib.sha256(_digest().encode())
+    h.update(Path(source).read_bytes())
+    build_dir = Path(tempfile.gettempdir()) / "bnb_ascend_api_probe" / h.hexdigest()[:16]
+    exe = build_dir / soc / f"probe_{Path(source).stem}"
+    if not exe.exists():
+        proc = subprocess.run(["bash", str(SCRIPT), "--soc", soc, "--build-dir", str(build_dir), "--probe",
+                               str(source)], capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0:
+            log = build_dir / soc / f"probe_{Path(source).stem}.log"
+            raise RuntimeError(proc.stdout + (log.read_text()[-4000:] if log.exists() else ""))
+    return exe
