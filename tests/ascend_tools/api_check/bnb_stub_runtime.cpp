@@ -56,11 +56,16 @@ int ProcessLock::Unlock() { bnb_stub::Unmodelled("ProcessLock"); }
 namespace {
 pthread_barrier_t *g_barrier = nullptr;  // in shared memory, one per launch
 uint32_t g_barrierCount = 0;
+uint32_t g_scheduleMode = 0;
 }  // namespace
 
 void __sync_all_stub(int32_t usedCores, bool isAIVOnly)
 {
     (void)isAIVOnly;
+    bnb_rules::Require(g_scheduleMode == 1, "SyncAll",
+                       "the tiling must set SetScheduleMode(1) (batch mode) so every core of the launch runs "
+                       "concurrently (SyncAll.md)",
+                       "schedule mode " + std::to_string(g_scheduleMode), {});
     if (g_barrier == nullptr || (usedCores > 0 && uint32_t(usedCores) != g_barrierCount)) {
         std::fprintf(stderr, "SyncAll: %d cores asked, %u launched\n", usedCores, g_barrierCount);
         std::abort();
@@ -106,6 +111,7 @@ std::string RunCores(const LaunchConfig &cfg)
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     g_barrier = static_cast<pthread_barrier_t *>(mem);
     g_barrierCount = cfg.blockNum;
+    g_scheduleMode = cfg.scheduleMode;
     pthread_barrier_init(g_barrier, &attr, cfg.blockNum);
     std::fflush(nullptr);
     std::vector<pid_t> pids;

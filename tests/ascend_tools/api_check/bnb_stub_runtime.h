@@ -11,6 +11,7 @@ struct LaunchConfig {
     uint32_t blockNum = 1;
     std::function<void()> kernel;  // the entry call, run once per core
     int timeoutSeconds = 300;
+    uint32_t scheduleMode = 0;  // what the tiling set (TilingContext::SetScheduleMode); SyncAll needs 1
 };
 // Runs every core to its end; returns "" or what went wrong.
 std::string RunCores(const LaunchConfig &cfg);

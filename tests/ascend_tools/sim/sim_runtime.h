@@ -107,6 +107,7 @@ struct SimCore {
     int kernelType = -1;      // set by KERNEL_TASK_TYPE_DEFAULT
     bnb_hazards::CoreTracker pipes;  // this core's pipes (hazard tracker)
     uint32_t epoch = 0;              // SyncAll calls so far
+    uint32_t scheduleMode = 0;       // the launch's TilingContext::SetScheduleMode (1: batch mode)
 
     void Reset(const SimSoc &s, uint32_t ubSize, uint32_t idx, uint32_t num)
     {
@@ -121,6 +122,7 @@ struct SimCore {
         kernelType = -1;
         pipes.Reset();
         epoch = 0;
+        scheduleMode = 0;
         barrier = nullptr;
         alone.Clear();
     }

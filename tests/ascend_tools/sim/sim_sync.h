@@ -89,6 +89,9 @@ void SyncAll(bnb_rules::Src at = bnb_rules::Here())
     SimCheck(core.kernelType == KERNEL_TYPE_MIX_AIV_1_0,
              "SyncAll(): a vector-only kernel must declare KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)", at);
     SimCheck(core.barrier != nullptr, "SyncAll(): no launch barrier (cores not run together)", at);
+    SimCheck(core.scheduleMode == 1,
+             "SyncAll(): the tiling must set SetScheduleMode(1) (batch mode) so every core of the launch runs "
+             "concurrently (SyncAll.md)", at);
     core.pipes.Barrier(bnb_hazards::NPIPE);
     core.barrier->Wait();
     core.epoch++;

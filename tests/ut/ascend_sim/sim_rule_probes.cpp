@@ -256,6 +256,7 @@ extern "C" int bnb_sim_rule_probe(const char *soc, const char *name, int cores, 
             SimCore &core = SimThisCore();
             core.Reset(s, s.ubBytes, uint32_t(c), uint32_t(cores));
             core.barrier = &barrier;
+            core.scheduleMode = 1;
             try {
                 it->second(uint32_t(c));
             } catch (const SimError &e) {
