@@ -178,7 +178,10 @@ public:
     {
         std::lock_guard<std::mutex> lock(m_);
         tick_ = 0;
-        log_.clear();
+        epoch_ = 0;
+        reads_.clear();
+        writes_.clear();
+        maxWrite_ = 0;
         dcci_.clear();
     }
 
@@ -191,14 +194,24 @@ public:
         std::lock_guard<std::mutex> lock(m_);
         const uint64_t tick = ++tick_;
         const bool scalar = in.pipe == S;
-        for (const Entry &e : log_) {
-            if (!Overlap(e.r, r)) continue;
-            if (e.core != core && e.epoch == epoch && (e.write || write) && !SameBytes(e, r, data)) {
-                bnb_rules::Violation(in.what, "cross-core GM race on " + Show(r) + " with core " +
-                                                  std::to_string(e.core) + "'s " + Show(e.in),
-                                     "both between the same two SyncAll calls", in.src);
+        if (epoch > epoch_) {  // every core passed a SyncAll: older reads can no longer race
+            epoch_ = epoch;
+            reads_.clear();
+        }
+        if (write) {
+            for (const Entry &e : reads_) {
+                if (e.core != core && e.epoch == epoch && Overlap(e.r, r)) {
+                    Race(in, r, e);
+                }
             }
-            if (!e.write) continue;
+        }
+        const auto first = writes_.lower_bound(r.lo > maxWrite_ ? r.lo - maxWrite_ : 0);
+        for (auto it = first; it != writes_.end() && it->first < r.hi; ++it) {
+            const Entry &e = it->second;
+            if (!Overlap(e.r, r)) continue;
+            if (e.core != core && e.epoch == epoch && !SameBytes(e, r, write ? data : nullptr)) {
+                Race(in, r, e);
+            }
             const bool visible = e.core == core ? Flushed(core, e, tick) : Flushed(core, e, tick, epoch);
             if (scalar && !write && !(e.core == core && e.in.pipe == S) && !visible) {
                 bnb_rules::Violation(in.what, "scalar GM read of data written by " +
@@ -216,8 +229,14 @@ public:
                                      in.src);
             }
         }
-        log_.push_back({r, write, core, epoch, tick, in,
-                        write && data ? std::vector<uint8_t>(data, data + (r.hi - r.lo)) : std::vector<uint8_t>{}});
+        Entry entry{r, write, core, epoch, tick, in,
+                    write && data ? std::vector<uint8_t>(data, data + (r.hi - r.lo)) : std::vector<uint8_t>{}};
+        if (write) {
+            maxWrite_ = std::max(maxWrite_, r.hi - r.lo);
+            writes_.emplace(r.lo, std::move(entry));
+        } else {
+            reads_.push_back(std::move(entry));
+        }
     }
     // DataCacheCleanAndInvalid by `core`: `r` = the line(s), or everything when `entire`.
     void Dcci(uint32_t core, uint32_t epoch, const Range &r, bool entire)
@@ -235,6 +254,12 @@ private:
         Instr in;
         std::vector<uint8_t> bytes;  // what a write stored
     };
+    [[noreturn]] static void Race(const Instr &in, const Range &r, const Entry &e)
+    {
+        bnb_rules::Violation(in.what, "cross-core GM race on " + Show(r) + " with core " + std::to_string(e.core) +
+                                          "'s " + Show(e.in),
+                             "both between the same two SyncAll calls", in.src);
+    }
     static bool SameBytes(const Entry &e, const Range &r, const uint8_t *data)
     {
         if (!e.write || data == nullptr || e.bytes.empty()) return false;
@@ -274,7 +299,10 @@ private:
     std::mutex m_;
     bool hasDcci_;
     uint64_t tick_ = 0;
-    std::vector<Entry> log_;
+    uint32_t epoch_ = 0;
+    std::vector<Entry> reads_;   // of the current epoch (reads of older ones cannot race)
+    std::multimap<uint64_t, Entry> writes_;  // by start address
+    uint64_t maxWrite_ = 0;                  // longest write (bounds the search)
     std::vector<Flush> dcci_;
 };
 

@@ -2,7 +2,10 @@
 UB view shifted by one block) must be caught by the simulator's checks
 (tests/ut/ascend_sim/mutations.py patches a copy; the shipped source is never
 edited). One build of the patched copy runs every mutation."""
+import hashlib
 import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,8 +51,12 @@ def _run(lib, case):
 
 
 @pytest.fixture(scope="module")
-def mutated(tmp_path_factory):
-    kdir = tmp_path_factory.mktemp("mutated") / "op_kernel"
+def mutated():
+    # A fixed place per kernel version, so the build is cached across runs like simlib.build's.
+    h = hashlib.sha256(Path(mutations.__file__).read_bytes())
+    for f in sorted(mutations.KERNEL.glob("*")):
+        h.update(f.name.encode() + f.read_bytes())
+    kdir = Path(tempfile.gettempdir()) / "bnb_ascend_sim_mutated" / h.hexdigest()[:16] / "op_kernel"
     sites = mutations.patch(kdir)
     lib = simlib.build(kernel_dir=kdir, units=[simlib.HERE / "sim_launch.cpp"], opt="-O1")
     return lib, sites
