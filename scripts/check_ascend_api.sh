@@ -4,15 +4,18 @@
 # YAML against the public Ascend C API headers in their CPU-debug mode
 # (g++ -DASCENDC_CPU_DEBUG=1 plus the core macros asc-devkit's own tests use),
 # the op_host sources against the public registration / tiling / logging
-# headers, and a probe that every API the project's simulator (ascend_impl/sim)
+# headers, and a probe that every API the project's simulator (tests/ascend_tools/sim)
 # provides is called the same way against both. For the SoCs whose intrinsics
 # the project's stand-ins cover it also links the CPU launcher
-# (ascend_impl/api_check/bnb_api_launch.cpp) that tests/ut/ascend_api runs
+# (tests/ascend_tools/api_check/bnb_api_launch.cpp) that tests/ut/ascend_api runs
 # against tests/reference.py.
 #
 #   scripts/check_ascend_api.sh [--soc NAME|all] [--build-dir DIR]
 #   scripts/check_ascend_api.sh --list          # SoC lines: name, runs (1/0), core macros
 #   scripts/check_ascend_api.sh --find-headers  # the asc-devkit tree it would use (exit 3: none)
+#   scripts/check_ascend_api.sh --soc NAME --probe FILE.cpp
+#       # builds a probe program (kernel fragments with its own main, run on the
+#       # stand-ins' cores) as BUILD_DIR/NAME/probe_FILE; prints "ok probe PATH"
 #
 # Headers (never copied into this repository):
 #   ASCEND_DEVKIT_PATH   checkout of the public asc-devkit repository
@@ -27,7 +30,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 KERNEL_DIR="$ROOT/ascend_impl/op_kernel"
 HOST_DIR="$ROOT/ascend_impl/op_host"
-CHECK_DIR="$ROOT/ascend_impl/api_check"
+CHECK_DIR="$ROOT/tests/ascend_tools/api_check"
+SIM_DIR="$ROOT/tests/ascend_tools/sim"
 SOC=all
 BUILD_DIR="${TMPDIR:-/tmp}/bnb_ascend_api"
 CXX="${CXX:-g++}"
@@ -55,12 +59,14 @@ socs() { python3 -c "import sys; sys.path.insert(0, '$ROOT'); from mindspore_bn_
 usage() { echo "usage: $0 [--soc <all|$(socs | tr '\n' '|' | sed 's/|$//')>] [--build-dir DIR] [--list]" >&2; }
 LIST=0
 FIND=0
+PROBE=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --soc) SOC="${2:-}"; shift 2 ;;
         --build-dir) BUILD_DIR="${2:-}"; shift 2 ;;
         --list) LIST=1; shift ;;
         --find-headers) FIND=1; shift ;;
+        --probe) PROBE="${2:-}"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "check_ascend_api.sh: unknown argument $1" >&2; usage; exit 2 ;;
     esac
@@ -117,13 +123,47 @@ if [ ! -f "$GEN/kernel_tiling/kernel_tiling.h" ]; then
         "$GEN/kernel_tiling/kernel_tiling.h" >"$BUILD_DIR/gen_kernel_tiling.log"
 fi
 # -w: the headers are not warning-clean under g++ (asc-devkit's own tests build with -w too).
-KFLAGS=(-std=c++17 -O1 -g0 -w -DASCENDC_CPU_DEBUG=1 -I"$CHECK_DIR/stubs" -I"$GEN" -I"$DEVKIT" -I"$DEVKIT/include"
+# -g1: line tables, so a stopped core names the kernel source line (bnb_stub_where.cpp).
+KFLAGS=(-std=c++17 -O1 -g1 -w -DASCENDC_CPU_DEBUG=1 "-DBNB_SKIP_PREFIXES=\"$DEVKIT:$ROOT/tests/ascend_tools\"" -I"$CHECK_DIR/stubs" -I"$GEN" -I"$DEVKIT" -I"$DEVKIT/include"
         -I"$DEVKIT/include/basic_api" -I"$DEVKIT/include/utils" -I"$DEVKIT/impl" -I"$DEVKIT/impl/basic_api"
         -I"$DEVKIT/impl/utils" -I"$KERNEL_DIR" -I"$HOST_DIR" -I"$CHECK_DIR")
 ENTRIES="batch_norm_backward:bnb::BatchNormBackwardTilingData batch_norm_reduce_backward:bnb::BatchNormSyncTilingData batch_norm_elemt_backward:bnb::BatchNormSyncTilingData"
 
 fail=0
 log_fail() { echo "FAIL $1 (log: $2)"; fail=1; }
+
+# The process-level stand-ins every program run on the stand-ins' cores links.
+runtime_objs() {  # SOC OUT_DIR LOG -> prints the object paths
+    local s="$1" out="$2" log="$3" f
+    read -r -a flags <<<"$(soc_flags "$s")"
+    for f in bnb_stub_runtime bnb_stub_checks bnb_stub_where; do
+        if [ ! -f "$out/$f.o" ] || [ "$CHECK_DIR/$f.cpp" -nt "$out/$f.o" ]; then
+            "$CXX" "${KFLAGS[@]}" "${flags[@]}" -c "$CHECK_DIR/$f.cpp" -o "$out/$f.o" >>"$log" 2>&1 || return 1
+        fi
+        echo "$out/$f.o"
+    done
+}
+
+if [ -n "$PROBE" ]; then
+    if [ "$SOC" = all ] || ! soc_runs "$SOC"; then
+        echo "check_ascend_api.sh: --probe needs one --soc the stand-ins run" >&2
+        exit 2
+    fi
+    out="$BUILD_DIR/$SOC"
+    mkdir -p "$out"
+    read -r -a flags <<<"$(soc_flags "$SOC")"
+    stem="$(basename "${PROBE%.*}")"
+    log="$out/probe_$stem.log"
+    : >"$log"
+    if objs="$(runtime_objs "$SOC" "$out" "$log")" &&
+        "$CXX" "${KFLAGS[@]}" "${flags[@]}" -I"$(dirname "$PROBE")" -c "$PROBE" -o "$out/probe_$stem.o" >>"$log" 2>&1 &&
+        "$CXX" "$out/probe_$stem.o" $objs -pthread -ldl -o "$out/probe_$stem" >>"$log" 2>&1; then
+        echo "ok   probe $out/probe_$stem"
+        exit 0
+    fi
+    echo "FAIL probe $stem (log: $log)"
+    exit 1
+fi
 
 for s in $SOC_LIST; do
     out="$BUILD_DIR/$s"
@@ -148,11 +188,11 @@ for s in $SOC_LIST; do
         log_fail "$s sim-api probe" "$out/sim_api_probe.log"
     fi
     if soc_runs "$s" && [ "${#objs[@]}" = 3 ]; then
-        if "$CXX" "${KFLAGS[@]}" "${flags[@]}" -c "$CHECK_DIR/bnb_stub_runtime.cpp" -o "$out/bnb_stub_runtime.o" \
-                >"$out/launcher.log" 2>&1 &&
+        : >"$out/launcher.log"
+        if rt="$(runtime_objs "$s" "$out" "$out/launcher.log")" &&
             "$CXX" "${KFLAGS[@]}" "${flags[@]}" -c "$CHECK_DIR/bnb_api_launch.cpp" -o "$out/bnb_api_launch.o" \
                 >>"$out/launcher.log" 2>&1 &&
-            "$CXX" "${objs[@]}" "$out/bnb_stub_runtime.o" "$out/bnb_api_launch.o" -pthread -o "$out/bnb_api_launch" \
+            "$CXX" "${objs[@]}" $rt "$out/bnb_api_launch.o" -pthread -ldl -o "$out/bnb_api_launch" \
                 >>"$out/launcher.log" 2>&1; then
             echo "ok   $s launcher $out/bnb_api_launch"
         else
@@ -162,7 +202,7 @@ for s in $SOC_LIST; do
 done
 
 # The simulator against itself (the same probe), so the probe stays honest.
-if "$CXX" -std=c++17 -fsyntax-only -I"$ROOT/ascend_impl/sim" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
+if "$CXX" -std=c++17 -fsyntax-only -I"$SIM_DIR" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
     >"$BUILD_DIR/sim_api_probe_sim.log" 2>&1; then
     echo "ok   sim sim-api probe"
 else

@@ -145,5 +145,13 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     return "";
 }
 
+// Schedule mode of the launch (TilingContext::SetScheduleMode): 1, batch mode
+// (every core of the launch starts together), whenever the kernel
+// synchronises its cores with SyncAll -- the hardware SyncAll waits for all
+// cores and deadlocks when some are not scheduled (SyncAll.md, 约束说明: "建议开启
+// batchmode模式"); CANN's own batch_norm_grad_v3 tiling sets it the same way.
+// 0 when nothing crosses cores.
+inline uint32_t ScheduleMode(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1 ? 1 : 0; }
+
 }  // namespace bnb
 #endif

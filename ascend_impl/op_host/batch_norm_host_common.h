@@ -105,10 +105,11 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
 // `kernelBytes` for the kernel.
 template <typename Tiling>
 inline ge::graphStatus StoreTiling(gert::TilingContext *context, const Tiling &tiling, uint32_t usedCores,
-                                   uint64_t libWorkspace, uint64_t kernelBytes)
+                                   uint32_t scheduleMode, uint64_t libWorkspace, uint64_t kernelBytes)
 {
     *context->GetTilingData<Tiling>() = tiling;
     context->SetBlockDim(usedCores);
+    context->SetScheduleMode(scheduleMode);  // bnb::ScheduleMode: batch mode whenever the kernel runs SyncAll
     size_t *workspace = context->GetWorkspaceSizes(1);
     workspace[0] = libWorkspace + kernelBytes;
     return ge::GRAPH_SUCCESS;

@@ -32,7 +32,7 @@ inline void FillInput(gert::TilingContext *context, int gradOutIndex, int meanIn
 inline ge::graphStatus Finish(gert::TilingContext *context, bool reduce, const bnb::BatchNormSyncTilingData &tiling,
                               uint64_t libWorkspace)
 {
-    return bnb_host::StoreTiling(context, tiling, tiling.base.usedCores, libWorkspace,
+    return bnb_host::StoreTiling(context, tiling, tiling.base.usedCores, bnb::ScheduleMode(tiling.base), libWorkspace,
                                  bnb::SyncWorkspaceBytes(reduce, tiling));
 }
 

@@ -27,6 +27,7 @@ __aicore__ inline void LoadChannels(KernelState<T> &k, const GlobalTensor<T> &sr
             k.copy.In(staged, srcT, c0, 1, count, count, k.t.vecElems, k.t.channels);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
+            AscendC::PipeBarrier<PIPE_ALL>();  // the next load reuses `stage`: the Cast must have read it
             return;
         }
     }

@@ -1,6 +1,6 @@
 // What the vector core the kernel is compiled for offers (device compiler
 // macros only; no Ascend C header needed). Included by the kernel and by the
-// real-API CPU launcher (ascend_impl/api_check), which takes the SoC features
+// real-API CPU launcher (tests/ascend_tools/api_check), which takes the SoC features
 // of its tiling input from here.
 #ifndef BATCH_NORM_SOC_FEATURES_H
 #define BATCH_NORM_SOC_FEATURES_H
@@ -12,7 +12,7 @@
 // DataCopyPad(Local, Global, DataCopyExtParams, DataCopyPadExtParams) (dav-c100)
 // and no float <-> bfloat16 Cast, so the calls are compiled out there (the host
 // tiling never asks for them on those SoCs). Without either macro (the
-// project's CPU build, ascend_impl/sim) everything is compiled and the CPU
+// project's CPU build, tests/ascend_tools/sim) everything is compiled and the CPU
 // build refuses, at run time, what the simulated SoC lacks.
 #if (defined(__NPU_ARCH__) && (__NPU_ARCH__ == 1001 || __NPU_ARCH__ == 2002)) || \
     (!defined(__NPU_ARCH__) && defined(__CCE_AICORE__) && (__CCE_AICORE__ == 100 || __CCE_AICORE__ == 200))

@@ -1,5 +1,5 @@
 """Real-API build of the Ascend C operator (scripts/check_ascend_api.sh) and
-its CPU launcher (ascend_impl/api_check/bnb_api_launch.cpp), for the tests.
+its CPU launcher (tests/ascend_tools/api_check/bnb_api_launch.cpp), for the tests.
 
 The build compiles every kernel entry for every SoC line against the public
 asc-devkit headers in CPU-debug mode, the op_host sources against the public
@@ -79,7 +79,7 @@ class Build:
 
 def _digest():
     h = hashlib.sha256()
-    for sub in ("ascend_impl", "scripts/check_ascend_api.sh"):
+    for sub in ("ascend_impl", "tests/ascend_tools", "scripts/check_ascend_api.sh"):
         p = ROOT / sub
         files = sorted(p.rglob("*")) if p.is_dir() else [p]
         for f in files:
@@ -188,3 +188,19 @@ def run(launcher, mode, grad_out, x, params=None, training=True, eps=1e-5, outpu
     if mode == "reduce":
         return (sdy.reshape(c), sdyx.reshape(c), gw.reshape(c), gb.reshape(c)), info
     return (gi.reshape(shape),), info
+
+
+def build_probe(source, soc="ascend910b"):
+    """Builds a probe program (kernel fragments with a main, run on the stand-ins' cores) with
+    scripts/check_ascend_api.sh --probe; returns its path. Cached like build()."""
+    h = hashlib.sha256(_digest().encode())
+    h.update(Path(source).read_bytes())
+    build_dir = Path(tempfile.gettempdir()) / "bnb_ascend_api_probe" / h.hexdigest()[:16]
+    exe = build_dir / soc / f"probe_{Path(source).stem}"
+    if not exe.exists():
+        proc = subprocess.run(["bash", str(SCRIPT), "--soc", soc, "--build-dir", str(build_dir), "--probe",
+                               str(source)], capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0:
+            log = build_dir / soc / f"probe_{Path(source).stem}.log"
+            raise RuntimeError(proc.stdout + (log.read_text()[-4000:] if log.exists() else ""))
+    return exe

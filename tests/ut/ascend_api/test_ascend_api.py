@@ -36,7 +36,7 @@ def test_kernel_entry_compiles(api_build, soc, kernel):
 
 @pytest.mark.parametrize("soc", SOCS)
 def test_simulator_api_matches_real_api(api_build, soc):
-    """ascend_impl/api_check/sim_api_probe.cpp calls every API the simulator provides with the simulator's
+    """tests/ascend_tools/api_check/sim_api_probe.cpp calls every API the simulator provides with the simulator's
     argument types; it must compile against the simulator and against the real headers."""
     assert api_build.status.get("sim sim-api probe") == "ok", api_build.stdout
     key = f"{soc} sim-api probe"

@@ -65,6 +65,7 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
                 AscendC::SimCore &core = AscendC::SimThisCore();
                 core.Reset(s, in.ubBytes, c, t.usedCores);
                 core.barrier = &barrier;
+                core.scheduleMode = bnb::ScheduleMode(t);  // what the op_host tiling sets
                 try {
                     auto p = reinterpret_cast<GM_ADDR *>(params);
                     batch_norm_backward(static_cast<GM_ADDR>(gradOut), static_cast<GM_ADDR>(input), p[0], p[1], p[2],

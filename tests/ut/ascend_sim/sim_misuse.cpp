@@ -92,11 +92,19 @@ const std::map<std::string, std::function<void()>> &Cases()
              KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
              SimBarrier one(1);
              SimThisCore().barrier = &one;
+             SimThisCore().scheduleMode = 1;
+             SyncAll();
+         }},
+        {"sync_all_without_schedule_mode", [] {
+             KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+             SimBarrier one(1);
+             SimThisCore().barrier = &one;
              SyncAll();
          }},
         {"sync_all_without_kernel_type", [] {
              SimBarrier one(1);
              SimThisCore().barrier = &one;
+             SimThisCore().scheduleMode = 1;
              SyncAll();
          }},
         {"dcci", [] {

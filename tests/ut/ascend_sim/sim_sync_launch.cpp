@@ -60,6 +60,7 @@ extern "C" int bnb_sim_sync_run(const char *soc, uint32_t ubBytes, uint32_t core
                 AscendC::SimCore &core = AscendC::SimThisCore();
                 core.Reset(s, in.ubBytes, c, t.base.usedCores);
                 core.barrier = &barrier;
+                core.scheduleMode = bnb::ScheduleMode(t.base);  // what the op_host tiling sets
                 try {
                     auto g = [](void *p) { return static_cast<GM_ADDR>(p); };
                     if (reduce) {

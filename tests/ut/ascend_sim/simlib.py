@@ -2,7 +2,7 @@
 
 The unchanged kernel (ascend_impl/op_kernel) and host tiling
 (ascend_impl/op_host) are compiled with g++ against the project's Ascend C
-headers (ascend_impl/sim) once, cached by a hash of the sources.
+headers (tests/ascend_tools/sim) once, cached by a hash of the sources.
 Extra compile and link flags (e.g. sanitizers, see scripts/run_sanitizers.sh)
 come from MS_BN_GRAD_SIM_CXXFLAGS and are part of the cache key.
 """
@@ -21,8 +21,8 @@ from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
-UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
+INCLUDES = [ROOT / "tests" / "ascend_tools" / "sim", ROOT / "tests" / "ascend_tools" / "rules", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
+UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp", HERE / "sim_rule_probes.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -44,35 +44,42 @@ class TilingInfo(ctypes.Structure):
         "cross_core", "flat", "shift_last")]
 
 
-def _sources():
-    files = list(UNITS)
-    for inc in INCLUDES:
+def _sources(includes=None, units=None):
+    files = list(UNITS if units is None else units)
+    for inc in INCLUDES if includes is None else includes:
         files += sorted(inc.glob("*.h")) + sorted(inc.glob("*.cpp"))
     return files
 
 
-def build(cache_dir=None):
-    """Compiles (if needed) and loads the shared library."""
+def build(cache_dir=None, kernel_dir=None, units=None, opt="-O2"):
+    """Compiles (if needed) and loads the shared library.
+
+    kernel_dir: a (patched) copy of ascend_impl/op_kernel to build instead
+    (tests/ut/ascend_sim/mutations.py); units: the translation units (default UNITS).
+    """
     extra = shlex.split(os.environ.get("MS_BN_GRAD_SIM_CXXFLAGS", ""))
-    flags = CXXFLAGS + extra
+    flags = [f if f != "-O2" else opt for f in CXXFLAGS] + extra
+    includes = [Path(kernel_dir) if p == ROOT / "ascend_impl" / "op_kernel" and kernel_dir else p for p in INCLUDES]
+    units = list(units or UNITS)
     digest = hashlib.sha256()
-    for f in _sources():
+    for f in _sources(includes, units):
+        digest.update(str(f).encode())
         digest.update(f.read_bytes())
     digest.update(" ".join(flags).encode())
     cache = Path(cache_dir or os.path.join(tempfile.gettempdir(), "bnb_ascend_sim")) / digest.hexdigest()[:16]
     lib = cache / "libbnbsim.so"
     if not lib.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        inc = [f"-I{p}" for p in INCLUDES]
-        objs = [cache / (u.stem + ".o") for u in UNITS]
+        inc = [f"-I{p}" for p in includes]
+        objs = [cache / (u.stem + ".o") for u in units]
 
         def compile_one(pair):
             src, obj = pair
             subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], check=True,
                            capture_output=True, text=True)
 
-        with ThreadPoolExecutor(len(UNITS)) as pool:
-            list(pool.map(compile_one, zip(UNITS, objs)))
+        with ThreadPoolExecutor(len(units)) as pool:
+            list(pool.map(compile_one, zip(units, objs)))
         tmp = cache / f"libbnbsim.{os.getpid()}.so"
         subprocess.run(["g++", "-shared", "-pthread", *extra, *map(str, objs), "-o", str(tmp)], check=True)
         os.replace(tmp, lib)
@@ -151,3 +158,20 @@ def misuse(lib, name, soc="ascend910b"):
     if rc == 3:
         raise KeyError(name)
     return err.value.decode() if rc == 2 else None
+
+
+def rule_probe(lib, name, soc="ascend910b", cores=1):
+    """Runs one case of sim_rule_probes.cpp; returns None when it ran clean, else the refusal message."""
+    err = ctypes.create_string_buffer(2048)
+    rc = lib.bnb_sim_rule_probe(soc.encode(), name.encode(), cores, err, len(err))
+    if rc == 3:
+        raise KeyError(name)
+    return err.value.decode() if rc == 2 else None
+
+
+def probe_line(path, name):
+    """Line of `path` marked `// PROBE <name>`."""
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if line.rstrip().endswith(f"// PROBE {name}"):
+            return i
+    raise KeyError(name)

@@ -54,3 +54,27 @@ def test_ub_too_small_is_a_tiling_error(sim):
     x = np.ones((2, 3, 5))
     with pytest.raises(simlib.TilingError, match="too small"):
         simlib.run(sim, x, x, ub_bytes=1024)
+
+
+def test_sync_all_needs_batch_schedule_mode(sim):
+    # The hardware SyncAll waits for every core: the tiling must set SetScheduleMode(1).
+    msg = simlib.misuse(sim, "sync_all_without_schedule_mode")
+    assert msg is not None and "SetScheduleMode(1)" in msg
+
+
+def test_op_host_sets_the_schedule_mode_the_kernel_needs():
+    # Both tiling functions hand bnb::ScheduleMode (1 exactly when the kernel runs SyncAll, which the
+    # simulator's launchers apply and SyncAll checks) to TilingContext::SetScheduleMode.
+    host = simlib.ROOT / "ascend_impl" / "op_host"
+    common = (host / "batch_norm_host_common.h").read_text()
+    assert "context->SetScheduleMode(scheduleMode);" in common
+    assert "bnb::ScheduleMode(tiling)" in (host / "batch_norm_backward.cpp").read_text()
+    assert "bnb::ScheduleMode(tiling.base)" in (host / "batch_norm_sync_host.h").read_text()
+
+
+@pytest.mark.parametrize("cores,cross", [(1, False), (4, True)])
+def test_sync_all_only_when_cores_share_a_channel(sim, cores, cross):
+    x = np.random.default_rng(3).standard_normal((8, 2, 4096))
+    _, info = simlib.run(sim, x, x, soc="ascend910b", cores=cores, ub_bytes=20 * 1024)
+    # The kernel runs SyncAll (and the tiling asks for batch mode) exactly when a channel spans cores.
+    assert (bool(info.cross_core) and info.used_cores > 1) == cross

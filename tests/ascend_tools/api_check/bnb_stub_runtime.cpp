@@ -12,7 +12,21 @@
 #include <thread>
 #include <vector>
 #include "kernel_operator.h"
+#include "../rules/bnb_rules.h"
 #include "bnb_stub_runtime.h"
+
+// The rule table's UB size for this core type is the headers' own.
+namespace {
+const bool g_ubAgrees = [] {
+    const bnb_rules::Soc *soc = bnb_rules::SocOfArch(__NPU_ARCH__);
+    if (soc != nullptr && soc->ubBytes != AscendC::TOTAL_UB_SIZE) {
+        std::fprintf(stderr, "[bnb-check] rule table UB size %u differs from the headers' TOTAL_UB_SIZE %u\n",
+                     soc->ubBytes, unsigned(AscendC::TOTAL_UB_SIZE));
+        std::_Exit(bnb_rules::VIOLATION_EXIT);
+    }
+    return true;
+}();
+}  // namespace
 
 // ---- globals the public headers declare extern in CPU-debug mode ----
 int32_t g_coreType = AscendC::AIV;
@@ -36,31 +50,22 @@ ProcessLock *ProcessLock::CreateLock() { bnb_stub::Unmodelled("ProcessLock"); }
 int ProcessLock::Write() { bnb_stub::Unmodelled("ProcessLock"); }
 int ProcessLock::Unlock() { bnb_stub::Unmodelled("ProcessLock"); }
 
-// The closed library's argument checkers of the CPU-debug build. The stand-ins
-// do not reproduce them (they accept every call); the project's simulator
-// (ascend_impl/sim) checks alignment, bounds and lengths itself.
-namespace check {
-bool CheckFunDupImpl(VecDupApiParams &, const char *) { return true; }
-bool CheckFunDupImpl(VecDupApiParams &, const uint64_t, const char *) { return true; }
-bool CheckFuncVecBinaryImpl(VecBinaryApiParams &, const char *) { return true; }
-bool CheckFuncVecBinaryImpl(VecBinaryApiParams &, const uint64_t, const char *) { return true; }
-bool CheckFunVecBinaryScalarImpl(VecBinaryScalarApiParams &, const char *) { return true; }
-bool CheckFunVecBinaryScalarImpl(VecBinaryScalarApiParams &, const uint64_t, const char *) { return true; }
-bool CheckFuncDataCopyImpl(DataCopyApiParams &, const char *) { return true; }
-bool CheckFuncDataCopyPadImpl(DataCopyPadApiParams &, const char *) { return true; }
-bool CheckFunReduceImplMode2(VecReduceApiParams &, const char *) { return true; }
-bool CheckFunReduceImpl(VecReduceApiParams &, const char *) { return true; }
-}  // namespace check
+// The closed library's argument checkers (check::*) are in bnb_stub_checks.cpp.
 }  // namespace AscendC
 
 namespace {
 pthread_barrier_t *g_barrier = nullptr;  // in shared memory, one per launch
 uint32_t g_barrierCount = 0;
+uint32_t g_scheduleMode = 0;
 }  // namespace
 
 void __sync_all_stub(int32_t usedCores, bool isAIVOnly)
 {
     (void)isAIVOnly;
+    bnb_rules::Require(g_scheduleMode == 1, "SyncAll",
+                       "the tiling must set SetScheduleMode(1) (batch mode) so every core of the launch runs "
+                       "concurrently (SyncAll.md)",
+                       "schedule mode " + std::to_string(g_scheduleMode), {});
     if (g_barrier == nullptr || (usedCores > 0 && uint32_t(usedCores) != g_barrierCount)) {
         std::fprintf(stderr, "SyncAll: %d cores asked, %u launched\n", usedCores, g_barrierCount);
         std::abort();
@@ -106,6 +111,7 @@ std::string RunCores(const LaunchConfig &cfg)
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     g_barrier = static_cast<pthread_barrier_t *>(mem);
     g_barrierCount = cfg.blockNum;
+    g_scheduleMode = cfg.scheduleMode;
     pthread_barrier_init(g_barrier, &attr, cfg.blockNum);
     std::fflush(nullptr);
     std::vector<pid_t> pids;
@@ -116,6 +122,7 @@ std::string RunCores(const LaunchConfig &cfg)
             return "fork failed";
         }
         if (pid == 0) {
+            InstallCoreDiagnostics(int(c));
             block_idx = c;
             block_num = cfg.blockNum;
             sub_block_idx = 0;

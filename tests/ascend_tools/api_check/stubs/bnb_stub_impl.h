@@ -19,6 +19,7 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+#include "../../rules/bnb_rules.h"
 
 namespace bnb_stub {
 constexpr uint64_t BLOCK = 32;
@@ -126,31 +127,45 @@ inline void CopyBlocks(void *dst, const void *src, uint64_t n, uint64_t len, uin
 }  // namespace bnb_stub
 
 // ---- data movement ----
-inline void copy_gm_to_ubuf(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst, uint16_t srcStride,
-                            uint16_t dstStride)
+// The burst fields arrive in whatever type the headers computed them in (the
+// parameters are templates): a value that does not fit the hardware field
+// stops the run instead of wrapping (bnb_rules::FitsField / CopyParams).
+namespace bnb_stub {
+template <typename N, typename L, typename G0, typename G1>
+inline void CheckBursts(const char *intr, N n, L len, G0 srcGap, G1 dstGap)
+{
+    bnb_rules::CopyParams(intr, uint64_t(n), uint64_t(len), uint64_t(srcGap), uint64_t(dstGap), {});
+}
+}  // namespace bnb_stub
+template <typename N, typename L, typename G0, typename G1>
+inline void copy_gm_to_ubuf(void *dst, void *src, uint8_t sid, N nBurst, L lenBurst, G0 srcStride, G1 dstStride)
 {
     (void)sid;
+    bnb_stub::CheckBursts("copy_gm_to_ubuf", nBurst, lenBurst, srcStride, dstStride);
     bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
-inline void copy_ubuf_to_gm(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst, uint16_t srcStride,
-                            uint16_t dstStride)
+template <typename N, typename L, typename G0, typename G1>
+inline void copy_ubuf_to_gm(void *dst, void *src, uint8_t sid, N nBurst, L lenBurst, G0 srcStride, G1 dstStride)
 {
     (void)sid;
+    bnb_stub::CheckBursts("copy_ubuf_to_gm", nBurst, lenBurst, srcStride, dstStride);
     bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
-inline void copy_ubuf_to_ubuf(void *dst, void *src, uint8_t sid, uint16_t nBurst, uint16_t lenBurst,
-                              uint16_t srcStride, uint16_t dstStride)
+template <typename N, typename L, typename G0, typename G1>
+inline void copy_ubuf_to_ubuf(void *dst, void *src, uint8_t sid, N nBurst, L lenBurst, G0 srcStride, G1 dstStride)
 {
     (void)sid;
+    bnb_stub::CheckBursts("copy_ubuf_to_ubuf", nBurst, lenBurst, srcStride, dstStride);
     bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
 
 // DataCopyPad (dav-c220): bursts of `len` bytes; GM gaps in bytes, UB gaps in
 // blocks; each UB burst starts on a block and is padded to whole blocks.
 template <typename T>
-inline void copy_gm_to_ubuf_align_b(T *dst, T *src, uint16_t n, uint32_t len, uint8_t left, uint8_t right,
+inline void copy_gm_to_ubuf_align_b(T *dst, T *src, uint64_t n, uint64_t len, uint8_t left, uint8_t right,
                                     uint64_t srcGap, uint64_t dstGap, uint64_t elemBytes)
 {
+    bnb_rules::PadParams("copy_gm_to_ubuf_align", n, len, elemBytes, left, right, {});
     auto *d = reinterpret_cast<uint8_t *>(dst);
     const auto *s = reinterpret_cast<const uint8_t *>(src);
     const uint64_t span = (left * elemBytes + len + right * elemBytes + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK *
@@ -160,8 +175,9 @@ inline void copy_gm_to_ubuf_align_b(T *dst, T *src, uint16_t n, uint32_t len, ui
     }
 }
 template <typename T>
-inline void copy_ubuf_to_gm_align_b(T *dst, T *src, uint16_t n, uint32_t len, uint64_t srcGap, uint64_t dstGap)
+inline void copy_ubuf_to_gm_align_b(T *dst, T *src, uint64_t n, uint64_t len, uint64_t srcGap, uint64_t dstGap)
 {
+    bnb_rules::PadParams("copy_ubuf_to_gm_align", n, len, 0, 0, 0, {});
     auto *d = reinterpret_cast<uint8_t *>(dst);
     const auto *s = reinterpret_cast<const uint8_t *>(src);
     const uint64_t span = (len + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK * bnb_stub::BLOCK;
@@ -169,43 +185,43 @@ inline void copy_ubuf_to_gm_align_b(T *dst, T *src, uint16_t n, uint32_t len, ui
         std::memcpy(d + i * (len + dstGap), s + i * (span + srcGap * bnb_stub::BLOCK), len);
     }
 }
-template <typename T>
-inline void copy_gm_to_ubuf_align_b32(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_gm_to_ubuf_align_b32(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                       uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid;
     copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 4);
 }
-template <typename T>
-inline void copy_gm_to_ubuf_align_b16(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_gm_to_ubuf_align_b16(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                       uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid;
     copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 2);
 }
-template <typename T>
-inline void copy_gm_to_ubuf_align_b8(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_gm_to_ubuf_align_b8(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid;
     copy_gm_to_ubuf_align_b(dst, src, n, len, left, right, srcGap, dstGap, 1);
 }
-template <typename T>
-inline void copy_ubuf_to_gm_align_b32(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_ubuf_to_gm_align_b32(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                       uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid, (void)left, (void)right;
     copy_ubuf_to_gm_align_b(dst, src, n, len, srcGap, dstGap);
 }
-template <typename T>
-inline void copy_ubuf_to_gm_align_b16(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_ubuf_to_gm_align_b16(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                       uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid, (void)left, (void)right;
     copy_ubuf_to_gm_align_b(dst, src, n, len, srcGap, dstGap);
 }
-template <typename T>
-inline void copy_ubuf_to_gm_align_b8(T *dst, T *src, uint8_t sid, uint16_t n, uint32_t len, uint8_t left,
+template <typename T, typename N, typename L>
+inline void copy_ubuf_to_gm_align_b8(T *dst, T *src, uint8_t sid, N n, L len, uint8_t left,
                                      uint8_t right, uint32_t srcGap, uint32_t dstGap)
 {
     (void)sid, (void)left, (void)right;
@@ -242,6 +258,9 @@ inline void set_vector_mask(uint64_t high, uint64_t low)
     bnb_stub::Vec().maskLow = low;
 }
 inline int64_t get_acc_val() { return bnb_stub::Vec().acc; }
+// CTRL register: only the mask-mode bit (56: counter mode) is modelled; the
+// headers' own checks read it (IsMaskNorm).
+inline int64_t get_ctrl() { return bnb_stub::Vec().counterMode ? int64_t(1) << 56 : 0; }
 
 // ---- synchronisation inside a core: every instruction completes in order ----
 template <typename A, typename B, typename C>
@@ -264,10 +283,11 @@ void wait_flag_dev(int64_t flagId);
 
 // ---- vector instructions ----
 #define BNB_STUB_BINARY(NAME, EXPR)                                                                            \
-    template <typename T>                                                                                     \
-    inline void NAME(T *dst, T *src0, T *src1, uint8_t repeat, uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk, \
+    template <typename T, typename R>                                                                         \
+    inline void NAME(T *dst, T *src0, T *src1, R repeat, uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk,    \
                      uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)                                         \
     {                                                                                                         \
+        bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                                   \
         bnb_stub::Binary(dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,          \
                          [](float a, float b) { return EXPR; });                                               \
     }
@@ -278,10 +298,11 @@ BNB_STUB_BINARY(vdiv, a / b)
 #undef BNB_STUB_BINARY
 
 #define BNB_STUB_SCALAR(NAME, EXPR)                                                                        \
-    template <typename T, typename S>                                                                     \
-    inline void NAME(T *dst, T *src, S scalar, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk,          \
+    template <typename T, typename S, typename R>                                                         \
+    inline void NAME(T *dst, T *src, S scalar, R repeat, uint16_t dstBlk, uint16_t srcBlk,                \
                      uint16_t dstRep, uint16_t srcRep)                                                    \
     {                                                                                                     \
+        bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                              \
         const float s = static_cast<float>(scalar);                                                       \
         bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [s](float a) { return EXPR; }); \
     }

@@ -1,4 +1,4 @@
-// Every Ascend C API the project's simulator (ascend_impl/sim) provides,
+// Every Ascend C API the project's simulator (tests/ascend_tools/sim) provides,
 // called with the argument types the simulator declares. Compiled by
 // scripts/check_ascend_api.sh against the simulator and against the public
 // asc-devkit headers (CPU-debug mode, per SoC): when the simulator drifts from

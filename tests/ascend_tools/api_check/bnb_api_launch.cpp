@@ -165,6 +165,7 @@ int main(int argc, char **argv)
 
     bnb_stub::LaunchConfig launch;
     launch.blockNum = t.usedCores;
+    launch.scheduleMode = bnb::ScheduleMode(t);  // what the op_host tiling sets
     launch.kernel = [&]() {
         uint8_t **p = gmIn + I_PARAM0;
         if (mode == MODE_FULL) {

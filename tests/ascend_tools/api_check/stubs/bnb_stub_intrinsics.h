@@ -306,7 +306,7 @@ BNB_STUB_GETTER(conv_f322s32r)
 BNB_STUB_GETTER(get_arch_ver)
 BNB_STUB_GETTER(get_block_idx)
 BNB_STUB_GETTER(get_block_num)
-BNB_STUB_GETTER(get_ctrl)
+
 BNB_STUB_GETTER(get_icache_prl_st)
 BNB_STUB_GETTER(get_max_min_cnt)
 BNB_STUB_GETTER(get_pc)

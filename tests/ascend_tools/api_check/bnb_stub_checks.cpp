@@ -1,0 +1,239 @@
+// The closed CPU-debug library's argument checkers (AscendC::check::*), as
+// the stand-ins of the real-API build: each applies the documented rules of
+// the one rule table (tests/ascend_tools/rules/bnb_rules.h) to what the public
+// headers hand it, and a violation stops the core with a message naming the
+// intrinsic, the rule, the values and the kernel source line (found on the
+// call stack, bnb_stub_where.cpp). Compiled against the public headers for one
+// SoC, like the kernel entries.
+#include <algorithm>
+#include "kernel_operator.h"
+#include "../rules/bnb_rules.h"
+
+namespace {
+namespace R = bnb_rules;
+using AscendC::Hardware;
+
+uint64_t BnbUbBase()
+{
+    return reinterpret_cast<uint64_t>(AscendC::ConstDefiner::Instance().hardwareCpuBufferMap.at(Hardware::UB));
+}
+bool BnbIsUb(uint8_t phyPos) { return phyPos == static_cast<uint8_t>(Hardware::UB); }
+std::string BnbPosName(uint8_t phyPos) { return "hardware " + std::to_string(phyPos); }
+
+// A UB operand touching `needBytes` from its start, given as a tensor of `sizeBytes`.
+void BnbOperand(const char *intr, const char *name, uint64_t addr, uint8_t phyPos, uint64_t needBytes, uint64_t sizeBytes)
+{
+    R::InUbPosition(intr, name, BnbIsUb(phyPos), BnbPosName(phyPos), {});
+    const uint64_t off = addr - BnbUbBase();
+    R::UbAligned(intr, name, off, {});
+    R::FitsTensor(intr, name, needBytes, sizeBytes, {});
+    R::InUb(intr, name, off, needBytes, AscendC::TOTAL_UB_SIZE, {});
+}
+void BnbNoPartialOverlap(const char *intr, uint64_t dst, uint64_t dstBytes, const char *srcName, uint64_t src,
+                      uint64_t srcBytes)
+{
+    R::NoPartialOverlap(intr, "dst", dst - BnbUbBase(), dstBytes, srcName, src - BnbUbBase(), srcBytes, {});
+}
+
+// Bytes a mask-form operand spans: repeats of 8 DataBlocks with strides, the
+// mask enabling elements up to `last` of each repeat (normal mode), or the
+// first `mask` elements in all (counter mode).
+uint64_t BnbMaskedExtent(uint64_t elemBytes, uint64_t repeat, uint64_t blk, uint64_t rep, int64_t last, bool counter,
+                      uint64_t count)
+{
+    const uint64_t per = R::REPEAT / elemBytes;
+    if (counter) {
+        if (count == 0) return 0;
+        const uint64_t repeats = (count + per - 1) / per, lastElem = (count - 1) % per;
+        return R::StridedExtent(repeats, lastElem * elemBytes / R::BLOCK, blk, rep);
+    }
+    if (last < 0) return 0;
+    return R::StridedExtent(repeat, uint64_t(last) * elemBytes / R::BLOCK, blk, rep);
+}
+bool BnbCounterMode() { return bnb_stub::Vec().counterMode; }
+
+// ---- binary (Add, Sub, Mul, Div, ...) ----
+void BnbBinary(AscendC::check::VecBinaryApiParams &p, const char *intr, int64_t last, uint64_t count)
+{
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    R::BlockStride(intr, "dst", p.dstBlockStride, 255, true, {});
+    R::BlockStride(intr, "src0", p.src0BlockStride, 255, false, {});
+    R::BlockStride(intr, "src1", p.src1BlockStride, 255, false, {});
+    R::RepeatStride(intr, "dst", p.dstRepeatStride, 255, {});
+    R::RepeatStride(intr, "src0", p.src0RepeatStride, 255, {});
+    R::RepeatStride(intr, "src1", p.src1RepeatStride, 255, {});
+    const bool counter = BnbCounterMode();
+    const uint64_t d = BnbMaskedExtent(p.dstDtypeBytes, p.repeatTimes, p.dstBlockStride, p.dstRepeatStride, last, counter,
+                                    count);
+    const uint64_t s0 = BnbMaskedExtent(p.src0DtypeBytes, p.repeatTimes, p.src0BlockStride, p.src0RepeatStride, last,
+                                     counter, count);
+    const uint64_t s1 = BnbMaskedExtent(p.src1DtypeBytes, p.repeatTimes, p.src1BlockStride, p.src1RepeatStride, last,
+                                     counter, count);
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, d, p.dstSize);
+    BnbOperand(intr, "src0", p.src0Addr, p.src0Pos, s0, p.src0Size);
+    BnbOperand(intr, "src1", p.src1Addr, p.src1Pos, s1, p.src1Size);
+}
+void BnbBinaryCount(AscendC::check::VecBinaryApiParams &p, const char *intr)
+{
+    const uint64_t n = p.calCount;
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, n * p.dstDtypeBytes, p.dstSize);
+    BnbOperand(intr, "src0", p.src0Addr, p.src0Pos, n * p.src0DtypeBytes, p.src0Size);
+    BnbOperand(intr, "src1", p.src1Addr, p.src1Pos, n * p.src1DtypeBytes, p.src1Size);
+    BnbNoPartialOverlap(intr, p.dstAddr, n * p.dstDtypeBytes, "src0", p.src0Addr, n * p.src0DtypeBytes);
+    BnbNoPartialOverlap(intr, p.dstAddr, n * p.dstDtypeBytes, "src1", p.src1Addr, n * p.src1DtypeBytes);
+}
+
+// ---- one source and a scalar (Adds, Muls, and the unary forms: Sqrt, Exp, ...) ----
+void BnbScalar(AscendC::check::VecBinaryScalarApiParams &p, const char *intr, int64_t last, uint64_t count)
+{
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    R::BlockStride(intr, "dst", p.dstBlockStride, 65535, true, {});
+    R::BlockStride(intr, "src", p.src0BlockStride, 65535, false, {});
+    R::RepeatStride(intr, "dst", p.dstRepeatStride, 255, {});
+    R::RepeatStride(intr, "src", p.src0RepeatStride, 255, {});
+    const bool counter = BnbCounterMode();
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos,
+            BnbMaskedExtent(p.dstDtypeBytes, p.repeatTimes, p.dstBlockStride, p.dstRepeatStride, last, counter, count),
+            p.dstSize);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos,
+            BnbMaskedExtent(p.src0DtypeBytes, p.repeatTimes, p.src0BlockStride, p.src0RepeatStride, last, counter, count),
+            p.src0Size);
+}
+void BnbScalarCount(AscendC::check::VecBinaryScalarApiParams &p, const char *intr)
+{
+    const uint64_t n = p.calCount;
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, n * p.dstDtypeBytes, p.dstSize);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, n * p.src0DtypeBytes, p.src0Size);
+    BnbNoPartialOverlap(intr, p.dstAddr, n * p.dstDtypeBytes, "src", p.src0Addr, n * p.src0DtypeBytes);
+}
+
+// ---- Duplicate ----
+void BnbDup(AscendC::check::VecDupApiParams &p, const char *intr, int64_t last, uint64_t count)
+{
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    R::BlockStride(intr, "dst", p.dstBlockStride, 65535, true, {});
+    R::RepeatStride(intr, "dst", p.dstRepeatStride, 255, {});
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos,
+            BnbMaskedExtent(p.dstDtypeBytes, p.repeatTimes, p.dstBlockStride, p.dstRepeatStride, last, BnbCounterMode(),
+                         count),
+            p.dstSize);
+}
+
+// Last element a mask enables in one repeat: continuous (first `mask`) or bitwise.
+int64_t BnbLastOfCount(uint64_t elemBytes, uint64_t mask)
+{
+    const uint64_t per = R::REPEAT / elemBytes;
+    return int64_t(std::min<uint64_t>(mask, per)) - 1;
+}
+int64_t BnbLastOfBits(const char *intr, uint64_t elemBytes, const uint64_t mask[])
+{
+    R::MaskWords(intr, elemBytes, mask[1], mask[0], {});
+    return R::LastMaskElement(elemBytes, mask[1], mask[0]);
+}
+
+// ---- data movement ----
+void BnbCopy(AscendC::check::DataCopyBaseParams &p, const char *intr, bool pad)
+{
+    if (!pad) {
+        R::CopyParams(intr, p.blockCount, p.blockLen, p.srcStride, p.dstStride, {});
+    } else {
+        R::Require(p.blockCount <= 4095, intr, "blockCount above 4095", "blockCount " + R::N(p.blockCount), {});
+    }
+    const bool toUb = BnbIsUb(p.dstPos), fromUb = BnbIsUb(p.srcPos);
+    R::Require(toUb || fromUb, intr, "neither operand is a UB tensor",
+               "dst " + BnbPosName(p.dstPos) + ", src " + BnbPosName(p.srcPos), {});
+    if (toUb) {
+        R::UbAligned(intr, "dst", p.dstAddr - BnbUbBase(), {});
+    }
+    if (fromUb) {
+        R::UbAligned(intr, "src", p.srcAddr - BnbUbBase(), {});
+    }
+    if (!pad) {
+        const uint64_t blk = uint64_t(p.blockLen) * R::BLOCK;
+        if (toUb) {
+            const uint64_t span = p.blockCount == 0 ? 0 : (p.blockCount - 1) * (blk + p.dstStride * R::BLOCK) + blk;
+            R::InUb(intr, "dst", p.dstAddr - BnbUbBase(), span, AscendC::TOTAL_UB_SIZE, {});
+        } else {
+            R::GmElementAligned(intr, p.dstAddr, p.dstDtypeBytes, {});
+        }
+        if (fromUb) {
+            const uint64_t span = p.blockCount == 0 ? 0 : (p.blockCount - 1) * (blk + p.srcStride * R::BLOCK) + blk;
+            R::InUb(intr, "src", p.srcAddr - BnbUbBase(), span, AscendC::TOTAL_UB_SIZE, {});
+        } else {
+            R::GmElementAligned(intr, p.srcAddr, p.srcDtypeBytes, {});
+        }
+    }
+}
+}  // namespace
+
+namespace AscendC {
+namespace check {
+bool CheckFuncVecBinaryImpl(VecBinaryApiParams &p, const char *intr)
+{
+    BnbBinaryCount(p, intr);
+    return true;
+}
+bool CheckFuncVecBinaryImpl(VecBinaryApiParams &p, const uint64_t mask, const char *intr)
+{
+    BnbBinary(p, intr, BnbLastOfCount(p.dstDtypeBytes, mask), mask);
+    return true;
+}
+bool CheckFuncVecBinaryImplForMaskArray(VecBinaryApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbBinary(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask), mask[0]);
+    return true;
+}
+bool CheckFunVecBinaryScalarImpl(VecBinaryScalarApiParams &p, const char *intr)
+{
+    BnbScalarCount(p, intr);
+    return true;
+}
+bool CheckFunVecBinaryScalarImpl(VecBinaryScalarApiParams &p, const uint64_t mask, const char *intr)
+{
+    BnbScalar(p, intr, BnbLastOfCount(p.dstDtypeBytes, mask), mask);
+    return true;
+}
+bool CheckFunVecBinaryScalarImplForMaskArray(VecBinaryScalarApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbScalar(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask), mask[0]);
+    return true;
+}
+bool CheckFunDupImpl(VecDupApiParams &p, const char *intr)
+{
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, uint64_t(p.calCount) * p.dstDtypeBytes, p.dstSize);
+    return true;
+}
+bool CheckFunDupImpl(VecDupApiParams &p, const uint64_t mask, const char *intr)
+{
+    BnbDup(p, intr, BnbLastOfCount(p.dstDtypeBytes, mask), mask);
+    return true;
+}
+bool CheckFunDupImplForMaskArray(VecDupApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbDup(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask), mask[0]);
+    return true;
+}
+// Whole-count reductions (ReduceSum(dst, src, work, count)).
+bool CheckFunReduceImplMode2(VecReduceApiParams &p, const char *intr)
+{
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, p.dstDtypeBytes, p.dstSize);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, uint64_t(p.calCount) * p.src0DtypeBytes, p.src0Size);
+    return true;
+}
+bool CheckFunReduceImpl(VecReduceApiParams &p, const char *intr) { return CheckFunReduceImplMode2(p, intr); }
+bool CheckFuncDataCopyImpl(DataCopyApiParams &p, const char *intr)
+{
+    BnbCopy(p, intr, false);
+    return true;
+}
+bool CheckFuncDataCopyPadImpl(DataCopyPadApiParams &p, const char *intr)
+{
+    BnbCopy(p, intr, true);
+    R::Require(uint64_t(p.leftPadding) * p.dstDtypeBytes <= R::BLOCK &&
+                   uint64_t(p.rightPadding) * p.dstDtypeBytes <= R::BLOCK,
+               intr, "padding above 32 bytes",
+               "leftPadding " + R::N(p.leftPadding) + ", rightPadding " + R::N(p.rightPadding) + " elements", {});
+    return true;
+}
+}  // namespace check
+}  // namespace AscendC

@@ -1,0 +1,310 @@
+// Pipe-hazard tracker of the project's Ascend C verification (used by the
+// simulator, tests/ascend_tools/sim). Header-only, plain C++17.
+//
+// Model (基础API/同步控制/核内同步/核内同步能力概述.md, SetFlag-WaitFlag(ISASI).md,
+// PipeBarrier(ISASI).md, TQueSync模板参数.md; 核间同步/SyncAll.md; 缓存控制/
+// DataCacheCleanAndInvalid.md of the asc-devkit API reference):
+// - Every instruction runs on one pipe: S (scalar, incl. GetValue / SetValue),
+//   V (vector), MTE2 (GM -> UB), MTE3 (UB -> GM, UB -> UB). A pipe runs its own
+//   instructions in order; different pipes run concurrently.
+// - Two instructions on different pipes that touch overlapping UB or GM bytes,
+//   at least one writing, must be ordered by SetFlag<A_B>/WaitFlag<A_B>,
+//   PipeBarrier<PIPE_ALL>, a TQue hand-over (EnQue/DeQue, FreeTensor/AllocTensor)
+//   or SyncAll; otherwise a hazard is reported naming both instructions.
+//   Ordering is transitive (vector clocks per pipe).
+// - Within MTE2 or MTE3, two copies writing overlapping bytes need
+//   PipeBarrier<PIPE_MTE2/3> ("PIPE_MTE2/PIPE_MTE3在搬运地址有重叠的情况下需要开发者插入同步").
+//   Vector-vector dependencies are ordered by the compiler's automatic PIPE_V
+//   sync and scalar-scalar ones by the hardware (PipeBarrier(ISASI).md), so
+//   they are not reported.
+// - GM across cores: accesses of different cores between the same two SyncAll
+//   calls must not conflict. Scalar GM accesses go through the core's data
+//   cache: a scalar read of GM written by another core or by a DMA pipe needs
+//   a DataCacheCleanAndInvalid after that write and before the read; a scalar
+//   GM store must be written back by DataCacheCleanAndInvalid before any DMA
+//   pipe or other core reads it. On SoCs without DataCacheCleanAndInvalid
+//   (Atlas training / inference) such a read cannot be made safe and is reported.
+#ifndef BNB_TOOLS_HAZARDS_H
+#define BNB_TOOLS_HAZARDS_H
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+#include "bnb_rules.h"
+
+namespace bnb_hazards {
+
+enum Pipe : int { S = 0, V, MTE2, MTE3, NPIPE };
+inline const char *PipeName(int p)
+{
+    static const char *names[] = {"PIPE_S", "PIPE_V", "PIPE_MTE2", "PIPE_MTE3"};
+    return p >= 0 && p < NPIPE ? names[p] : "PIPE_?";
+}
+
+enum class Space { UB, GM };
+struct Range {
+    Space space;
+    uint64_t lo, hi;  // bytes [lo, hi): UB offsets or GM addresses
+};
+inline bool Overlap(const Range &a, const Range &b) { return a.space == b.space && a.lo < b.hi && b.lo < a.hi; }
+inline std::string Show(const Range &r)
+{
+    return std::string(r.space == Space::UB ? "UB" : "GM") + " bytes " +
+           (r.space == Space::UB ? bnb_rules::N(r.lo) + ".." + bnb_rules::N(r.hi)
+                                 : "+" + bnb_rules::N(r.hi - r.lo));
+}
+
+struct Instr {
+    std::string what;
+    bnb_rules::Src src;
+    int pipe;
+};
+inline std::string Show(const Instr &i) { return i.what + " (" + PipeName(i.pipe) + ", " + bnb_rules::Where(i.src) + ")"; }
+
+using Clock = std::array<uint64_t, NPIPE>;
+
+// One core's pipes.
+class CoreTracker {
+public:
+    void Reset()
+    {
+        for (auto &v : known_) v.fill(0);
+        issued_.fill(0);
+        flags_.clear();
+        log_.clear();
+    }
+
+    // An instruction on `pipe` reading `reads` and writing `writes`.
+    void Op(int pipe, const Instr &in, const std::vector<Range> &reads, const std::vector<Range> &writes)
+    {
+        const uint64_t seq = ++issued_[pipe];
+        for (const Range &r : reads) Check(pipe, in, r, false);
+        for (const Range &w : writes) Check(pipe, in, w, true);
+        for (const Range &r : reads) log_.push_back({r, false, pipe, seq, in});
+        for (const Range &w : writes) log_.push_back({w, true, pipe, seq, in});
+        if (log_.size() > 4096) Prune();
+    }
+    // SetFlag<from_to>(id) / WaitFlag<from_to>(id).
+    void SetFlag(int from, int to, int64_t id)
+    {
+        Clock token = known_[from];
+        token[from] = issued_[from];
+        flags_[std::make_tuple(from, to, id)].push_back(token);
+    }
+    void WaitFlag(int from, int to, int64_t id, const Instr &in)
+    {
+        auto &q = flags_[std::make_tuple(from, to, id)];
+        bnb_rules::Require(!q.empty(), in.what,
+                           "WaitFlag with no SetFlag pending: the core would wait forever",
+                           std::string(PipeName(from)) + " -> " + PipeName(to) + ", event " + std::to_string(id),
+                           in.src);
+        Merge(to, q.front());
+        q.pop_front();
+    }
+    // PipeBarrier<pipe>; NPIPE = PIPE_ALL (also SyncAll).
+    void Barrier(int pipe)
+    {
+        if (pipe == NPIPE) {
+            for (auto &v : known_) v = issued_;
+            log_.clear();
+            return;
+        }
+        known_[pipe][pipe] = issued_[pipe];
+    }
+
+private:
+    struct Access {
+        Range r;
+        bool write;
+        int pipe;
+        uint64_t seq;
+        Instr in;
+    };
+    void Merge(int to, const Clock &token)
+    {
+        for (int q = 0; q < NPIPE; ++q) known_[to][q] = std::max(known_[to][q], token[q]);
+    }
+    bool Ordered(int pipe, const Access &a, bool write) const
+    {
+        if (a.pipe == pipe) {
+            // In-order pipes; only MTE2 / MTE3 write-after-write needs a PipeBarrier.
+            const bool mte = pipe == MTE2 || pipe == MTE3;
+            return !(mte && write && a.write) || known_[pipe][pipe] >= a.seq;
+        }
+        return known_[pipe][a.pipe] >= a.seq;
+    }
+    void Check(int pipe, const Instr &in, const Range &r, bool write)
+    {
+        for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
+            const Access &a = *it;
+            if (!(a.write || write) || !Overlap(a.r, r) || Ordered(pipe, a, write)) continue;
+            const char *kind = a.write ? (write ? "write-after-write" : "read-after-write") : "write-after-read";
+            bnb_rules::Violation(in.what, std::string("pipe hazard, ") + kind + " on " + Show(r) + " with " +
+                                              Show(a.in),
+                                 "nothing orders " + std::string(PipeName(a.pipe)) + " before " + PipeName(pipe) +
+                                     ": SetFlag/WaitFlag, PipeBarrier, a TQue hand-over or SyncAll",
+                                 in.src);
+        }
+    }
+    void Prune()
+    {
+        log_.erase(std::remove_if(log_.begin(), log_.end(),
+                                  [&](const Access &a) {
+                                      for (int p = 0; p < NPIPE; ++p) {
+                                          if (known_[p][a.pipe] < a.seq) return false;
+                                      }
+                                      return true;
+                                  }),
+                   log_.end());
+    }
+
+    std::array<Clock, NPIPE> known_{};  // known_[p][q]: q's instructions up to this seq are done, seen from p
+    Clock issued_{};
+    std::map<std::tuple<int, int, int64_t>, std::deque<Clock>> flags_;
+    std::vector<Access> log_;
+};
+
+// GM shared by the cores of one launch: cross-core races and the scalar data cache.
+class GmTracker {
+public:
+    explicit GmTracker(bool hasDcci = true) : hasDcci_(hasDcci) {}
+    void SetHasDcci(bool v) { hasDcci_ = v; }
+    void Clear()
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        tick_ = 0;
+        epoch_ = 0;
+        reads_.clear();
+        writes_.clear();
+        maxWrite_ = 0;
+        dcci_.clear();
+    }
+
+    // A GM access by `core` in its `epoch` (number of SyncAll calls so far);
+    // `data`: the bytes a write stores (two cores storing the same bytes to
+    // the same GM, as overlapping tail windows do, is not a race).
+    void Access(uint32_t core, uint32_t epoch, const Instr &in, const Range &r, bool write,
+                const uint8_t *data = nullptr)
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        const uint64_t tick = ++tick_;
+        const bool scalar = in.pipe == S;
+        if (epoch > epoch_) {  // every core passed a SyncAll: older reads can no longer race
+            epoch_ = epoch;
+            reads_.clear();
+        }
+        if (write) {
+            for (const Entry &e : reads_) {
+                if (e.core != core && e.epoch == epoch && Overlap(e.r, r)) {
+                    Race(in, r, e);
+                }
+            }
+        }
+        const auto first = writes_.lower_bound(r.lo > maxWrite_ ? r.lo - maxWrite_ : 0);
+        for (auto it = first; it != writes_.end() && it->first < r.hi; ++it) {
+            const Entry &e = it->second;
+            if (!Overlap(e.r, r)) continue;
+            if (e.core != core && e.epoch == epoch && !SameBytes(e, r, write ? data : nullptr)) {
+                Race(in, r, e);
+            }
+            const bool visible = e.core == core ? Flushed(core, e, tick) : Flushed(core, e, tick, epoch);
+            if (scalar && !write && !(e.core == core && e.in.pipe == S) && !visible) {
+                bnb_rules::Violation(in.what, "scalar GM read of data written by " +
+                                                  (e.core == core ? std::string("this core's ")
+                                                                  : "core " + std::to_string(e.core) + "'s ") +
+                                                  Show(e.in) + " without DataCacheCleanAndInvalid in between",
+                                     hasDcci_ ? "the data cache may return stale bytes"
+                                              : "this SoC has no DataCacheCleanAndInvalid, so it cannot be made safe",
+                                     in.src);
+            }
+            if (e.in.pipe == S && !(scalar && e.core == core) && !Cleaned(e)) {
+                bnb_rules::Violation(in.what, "reads GM a scalar store left in the data cache: " + Show(e.in),
+                                     hasDcci_ ? "no DataCacheCleanAndInvalid wrote it back"
+                                              : "this SoC has no DataCacheCleanAndInvalid to write it back",
+                                     in.src);
+            }
+        }
+        Entry entry{r, write, core, epoch, tick, in,
+                    write && data ? std::vector<uint8_t>(data, data + (r.hi - r.lo)) : std::vector<uint8_t>{}};
+        if (write) {
+            maxWrite_ = std::max(maxWrite_, r.hi - r.lo);
+            writes_.emplace(r.lo, std::move(entry));
+        } else {
+            reads_.push_back(std::move(entry));
+        }
+    }
+    // DataCacheCleanAndInvalid by `core`: `r` = the line(s), or everything when `entire`.
+    void Dcci(uint32_t core, uint32_t epoch, const Range &r, bool entire)
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        dcci_.push_back({core, epoch, ++tick_, r, entire});
+    }
+
+private:
+    struct Entry {
+        Range r;
+        bool write;
+        uint32_t core, epoch;
+        uint64_t tick;
+        Instr in;
+        std::vector<uint8_t> bytes;  // what a write stored
+    };
+    [[noreturn]] static void Race(const Instr &in, const Range &r, const Entry &e)
+    {
+        bnb_rules::Violation(in.what, "cross-core GM race on " + Show(r) + " with core " + std::to_string(e.core) +
+                                          "'s " + Show(e.in),
+                             "both between the same two SyncAll calls", in.src);
+    }
+    static bool SameBytes(const Entry &e, const Range &r, const uint8_t *data)
+    {
+        if (!e.write || data == nullptr || e.bytes.empty()) return false;
+        const uint64_t lo = std::max(e.r.lo, r.lo), hi = std::min(e.r.hi, r.hi);
+        return std::equal(e.bytes.begin() + (lo - e.r.lo), e.bytes.begin() + (hi - e.r.lo), data + (lo - r.lo));
+    }
+    struct Flush {
+        uint32_t core, epoch;
+        uint64_t tick;
+        Range r;
+        bool entire;
+    };
+    static bool Covers(const Flush &f, const Range &r) { return f.entire || Overlap(f.r, r); }
+    // Same core: a flush issued after the write. Other core: one after a later SyncAll.
+    bool Flushed(uint32_t core, const Entry &w, uint64_t now) const
+    {
+        for (const Flush &f : dcci_) {
+            if (f.core == core && f.tick > w.tick && f.tick < now && Covers(f, w.r)) return true;
+        }
+        return false;
+    }
+    bool Flushed(uint32_t core, const Entry &w, uint64_t now, uint32_t epoch) const
+    {
+        for (const Flush &f : dcci_) {
+            if (f.core == core && f.epoch > w.epoch && f.epoch <= epoch && f.tick < now && Covers(f, w.r)) return true;
+        }
+        return false;
+    }
+    bool Cleaned(const Entry &w) const
+    {
+        for (const Flush &f : dcci_) {
+            if (f.core == w.core && f.tick > w.tick && Covers(f, w.r)) return true;
+        }
+        return false;
+    }
+
+    std::mutex m_;
+    bool hasDcci_;
+    uint64_t tick_ = 0;
+    uint32_t epoch_ = 0;
+    std::vector<Entry> reads_;   // of the current epoch (reads of older ones cannot race)
+    std::multimap<uint64_t, Entry> writes_;  // by start address
+    uint64_t maxWrite_ = 0;                  // longest write (bounds the search)
+    std::vector<Flush> dcci_;
+};
+
+}  // namespace bnb_hazards
+#endif

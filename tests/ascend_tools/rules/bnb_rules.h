@@ -1,0 +1,290 @@
+// The one table of Ascend C hardware / API rules the project's verification
+// enforces, shared by the simulator (tests/ascend_tools/sim) and by the
+// stand-ins of the closed CPU-debug library (tests/ascend_tools/api_check).
+// Header-only, plain C++17, no dependency on either API build.
+//
+// Every rule cites the page of the public Ascend C API reference it comes
+// from (asc-devkit, docs/zh/api/..., tested at commit 82b89a1; the same pages
+// are published on hiascend.com). A violated rule stops the run through
+// Violation(): the message names the intrinsic, the rule, the values and the
+// kernel source line ("file:line"); the build decides how the run stops
+// (the simulator throws AscendC::SimError, the stand-ins print to stderr and
+// end the core process with exit code VIOLATION_EXIT).
+#ifndef BNB_TOOLS_RULES_H
+#define BNB_TOOLS_RULES_H
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace bnb_rules {
+
+// ---- where in the kernel source ----
+struct Src {
+    const char *file = nullptr;
+    unsigned line = 0;
+};
+// As a default argument, records the caller's line (the kernel's call site).
+inline Src Here(const char *file = __builtin_FILE(), unsigned line = __builtin_LINE()) { return {file, line}; }
+
+// When a build cannot pass the call site (the stand-ins are called from inside
+// the public headers), it installs a locator that finds it on the call stack.
+using Locator = Src (*)();
+inline Locator &SourceLocator()
+{
+    static Locator locator = nullptr;
+    return locator;
+}
+inline std::string Where(Src src)
+{
+    if (src.file == nullptr && SourceLocator() != nullptr) {
+        src = SourceLocator()();
+    }
+    if (src.file == nullptr) {
+        return "kernel source line unknown";
+    }
+    return std::string(src.file) + ":" + std::to_string(src.line);
+}
+
+// ---- how a violation stops the run ----
+constexpr int VIOLATION_EXIT = 86;  // exit code of a stand-in core stopped by a rule
+using Stop = void (*)(const std::string &message);
+inline void StopByExit(const std::string &message)
+{
+    std::fflush(stdout);
+    std::fprintf(stderr, "[bnb-check] %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(VIOLATION_EXIT);
+}
+inline Stop &StopHandler()
+{
+    static Stop stop = StopByExit;
+    return stop;
+}
+// "<intrinsic>: <rule> (<values>) at <file>:<line>"; never returns.
+[[noreturn]] inline void Violation(const std::string &intrinsic, const std::string &rule, const std::string &values,
+                                   Src src)
+{
+    std::string msg = intrinsic + ": " + rule;
+    if (!values.empty()) {
+        msg += " (" + values + ")";
+    }
+    msg += " at " + Where(src);
+    StopHandler()(msg);
+    StopByExit(msg);  // a handler that returns still stops the run
+    std::abort();
+}
+inline void Require(bool ok, const std::string &intrinsic, const std::string &rule, const std::string &values, Src src)
+{
+    if (!ok) {
+        Violation(intrinsic, rule, values, src);
+    }
+}
+inline std::string N(uint64_t v) { return std::to_string(v); }
+
+// ---- SoC lines: what differs for these kernels ----
+// UB per vector core: Atlas training (910) / Atlas inference (310P) AI Core
+// 256 KB, Atlas A2 / A3 (910B, 910_93) AIV 192 KB, Ascend 950 AIV 256 KB --
+// as the headers' TOTAL_UB_SIZE per __NPU_ARCH__ (impl/basic_api/kernel_utils_constants.h
+// of asc-devkit); the stand-ins check that the two agree.
+// Feature pages: DataCopyPad (基础API/Memory矢量计算/数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md,
+// 产品支持情况), SyncAll (基础API/同步控制/核间同步/SyncAll.md), DataCacheCleanAndInvalid
+// (基础API/缓存控制/DataCacheCleanAndInvalid.md).
+struct Soc {
+    const char *name;
+    int npuArch;            // __NPU_ARCH__ of the vector core
+    uint32_t ubBytes;       // Unified Buffer per vector core
+    uint32_t coreNum;       // vector cores
+    bool hasDataCopyPad;    // DataCopyPad exists (not on Atlas training / Atlas inference AI Core)
+    bool hasBf16;
+    bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
+    bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
+};
+inline const std::vector<Soc> &Socs()
+{
+    static const std::vector<Soc> table = {
+        {"ascend910", 1001, 256 * 1024, 32, false, false, false, false},
+        {"ascend310p", 2002, 256 * 1024, 8, false, false, false, false},
+        {"ascend910b", 2201, 192 * 1024, 48, true, true, true, true},
+        {"ascend910_93", 2201, 192 * 1024, 48, true, true, true, true},
+        {"ascend950", 3510, 256 * 1024, 64, true, true, true, true},
+    };
+    return table;
+}
+inline const Soc *FindSoc(const std::string &name)
+{
+    for (const auto &s : Socs()) {
+        if (name == s.name) return &s;
+    }
+    return nullptr;
+}
+inline const Soc *SocOfArch(int npuArch)
+{
+    for (const auto &s : Socs()) {
+        if (s.npuArch == npuArch) return &s;
+    }
+    return nullptr;
+}
+
+// ---- storage and operands ----
+constexpr uint64_t BLOCK = 32;     // DataBlock: unit of UB alignment and of DataCopy lengths
+constexpr uint64_t REPEAT = 256;   // bytes one vector repeat processes (8 DataBlocks)
+constexpr uint64_t CACHE_LINE = 64;  // scalar data cache line (DataCacheCleanAndInvalid SINGLE_CACHE_LINE)
+
+// UB operands start 32-byte aligned (SIMD-API/通用说明和约束.md, 通用地址对齐约束, 表2:
+// "Unified Buffer 32Byte对齐"; each DataCopy / DataCopyPad page repeats it for the UB side).
+inline void UbAligned(const char *intr, const char *operand, uint64_t ubOffset, Src src)
+{
+    Require(ubOffset % BLOCK == 0, intr, std::string("UB address of ") + operand + " not 32-byte aligned",
+            "UB offset " + N(ubOffset), src);
+}
+// Every byte an instruction touches lies inside the Unified Buffer of the core
+// (DataCopyPad pages: "需要注意不要超过UB空间大小"; 高维切分.md: strides "不能超过UB大小限制").
+inline void InUb(const char *intr, const char *operand, uint64_t ubOffset, uint64_t bytes, uint64_t ubBytes, Src src)
+{
+    Require(ubOffset + bytes <= ubBytes, intr, std::string(operand) + " runs past the end of UB",
+            "UB bytes " + N(ubOffset) + ".." + N(ubOffset + bytes) + " of " + N(ubBytes), src);
+}
+// An operand's extent fits the LocalTensor it is given as (an instruction must
+// not read or write past its tensor: LocalTensor简介.md / GetSize; the
+// count / repeat of each vector page is bounded by the operand).
+inline void FitsTensor(const char *intr, const char *operand, uint64_t needBytes, uint64_t haveBytes, Src src)
+{
+    Require(needBytes <= haveBytes, intr, std::string(operand) + ": access of " + N(needBytes) +
+            " bytes exceeds the tensor", "tensor holds " + N(haveBytes) + " bytes", src);
+}
+// Vector operands live in UB: TPosition VECIN / VECOUT / VECCALC
+// (SIMD-API/通用说明和约束.md, 表1 TPosition与物理内存映射关系; every vector page:
+// "支持的TPosition为VECIN、VECCALC、VECOUT").
+inline void InUbPosition(const char *intr, const char *operand, bool isUb, const std::string &position, Src src)
+{
+    Require(isUb, intr, std::string(operand) + " must be a UB tensor (VECIN / VECOUT / VECCALC)",
+            "position " + position, src);
+}
+// GM operands of DataCopy are aligned to the element size
+// (DataCopy（GM与UB连续数据搬运）.md, 约束说明: "位于Global Memory的地址必须按照对应数据类型所占字节数对齐").
+inline void GmElementAligned(const char *intr, uint64_t addr, uint64_t elemBytes, Src src)
+{
+    Require(elemBytes == 0 || addr % elemBytes == 0, intr, "GM address not aligned to the element size",
+            "address " + N(addr) + ", element " + N(elemBytes) + " bytes", src);
+}
+// Within one instruction source and destination overlap 100% or not at all
+// (SIMD-API/通用说明和约束.md, 通用地址重叠约束: "源操作数与目的操作数必须100%完全重叠，不支持部分重叠").
+inline void NoPartialOverlap(const char *intr, const char *a, uint64_t aLo, uint64_t aBytes, const char *b,
+                             uint64_t bLo, uint64_t bBytes, Src src)
+{
+    const bool disjoint = aLo + aBytes <= bLo || bLo + bBytes <= aLo;
+    const bool same = aLo == bLo && aBytes == bBytes;
+    Require(disjoint || same || aBytes == 0 || bBytes == 0, intr,
+            std::string(a) + " and " + b + " overlap partially",
+            std::string(a) + " UB " + N(aLo) + "+" + N(aBytes) + ", " + b + " UB " + N(bLo) + "+" + N(bBytes), src);
+}
+
+// ---- vector instructions (SIMD-API/基础API/Memory矢量计算/SIMD计算说明/高维切分.md, 掩码.md) ----
+// "由于硬件限制，repeatTime不能超过255".
+inline void RepeatTimes(const char *intr, uint64_t repeat, Src src)
+{
+    Require(repeat <= 255, intr, "repeat times above 255", "repeat " + N(repeat), src);
+}
+// BinaryRepeatParams: block and repeat strides are uint8_t; UnaryRepeatParams: block
+// strides uint16_t, repeat strides uint8_t (辅助数据结构/BinaryRepeatParams.md,
+// UnaryRepeatParams.md). "dstBlkStride不支持设置为0" (高维切分.md).
+inline void BlockStride(const char *intr, const char *operand, uint64_t stride, uint64_t maxStride, bool isDst, Src src)
+{
+    Require(stride <= maxStride, intr, std::string(operand) + " block stride above " + N(maxStride),
+            "stride " + N(stride), src);
+    Require(!isDst || stride != 0, intr, "destination block stride 0 (undefined)", "", src);
+}
+inline void RepeatStride(const char *intr, const char *operand, uint64_t stride, uint64_t maxStride, Src src)
+{
+    Require(stride <= maxStride, intr, std::string(operand) + " repeat stride above " + N(maxStride),
+            "stride " + N(stride), src);
+}
+// Bytes a strided vector operand spans: repeat r, DataBlock b of the last
+// active element, both strides in DataBlocks.
+inline uint64_t StridedExtent(uint64_t repeat, uint64_t lastBlock, uint64_t blkStride, uint64_t repStride)
+{
+    if (repeat == 0) return 0;
+    return ((repeat - 1) * repStride + lastBlock * blkStride + 1) * BLOCK;
+}
+// Mask words per element width (掩码.md and each vector page, "逐bit模式"):
+// 16-bit elements use both words; 32-bit elements maskHigh = 0; 64-bit
+// elements maskLow < 2^32 and maskHigh = 0; a continuous mask is at most
+// 256 / sizeof(T) (larger values act as the maximum, so they are accepted).
+inline void MaskWords(const char *intr, uint64_t elemBytes, uint64_t maskHigh, uint64_t maskLow, Src src)
+{
+    if (elemBytes >= 4) {
+        Require(maskHigh == 0, intr, "mask high word must be 0 for " + N(elemBytes * 8) + "-bit elements",
+                "mask[1] = " + N(maskHigh), src);
+    }
+    if (elemBytes == 8) {
+        Require(maskLow >> 32 == 0, intr, "mask low word has bits beyond 32 for 64-bit elements",
+                "mask[0] = " + N(maskLow), src);
+    }
+}
+// Index of the last element a normal-mode mask enables in one repeat (-1: none).
+inline int64_t LastMaskElement(uint64_t elemBytes, uint64_t maskHigh, uint64_t maskLow)
+{
+    const uint64_t per = REPEAT / elemBytes;
+    for (int64_t e = int64_t(per) - 1; e >= 0; --e) {
+        const bool on = e < 64 ? (maskLow >> e & 1) : (maskHigh >> (e - 64) & 1);
+        if (on) return e;
+    }
+    return -1;
+}
+// calCount of the "前n个数据计算" forms: not negative, and all operands hold it.
+inline void CalCount(const char *intr, int64_t count, Src src)
+{
+    Require(count >= 0, intr, "negative element count", "count " + std::to_string(count), src);
+}
+
+// ---- DataCopy (数据搬运/DataCopy（GM与UB连续数据搬运）.md, DataCopy（GM与UB高维切分数据搬运）.md) ----
+// Count form: "count * sizeof(T)需要32字节对齐" (a board silently rounds the length down).
+inline void CopyWholeBlocks(const char *intr, uint64_t bytes, Src src)
+{
+    Require(bytes % BLOCK == 0, intr, "length of " + N(bytes) + " bytes is not a multiple of 32 (use DataCopyPad)",
+            "length " + N(bytes) + " bytes", src);
+}
+// DataCopyParams: blockCount∈[0, 4095]; blockLen∈[0, 65535] DataBlocks; srcGap / dstGap∈[0, 65535] DataBlocks.
+inline void CopyParams(const char *intr, uint64_t blockCount, uint64_t blockLen, uint64_t srcGap, uint64_t dstGap,
+                       Src src)
+{
+    Require(blockCount <= 4095, intr, "blockCount above 4095", "blockCount " + N(blockCount), src);
+    Require(blockLen <= 65535, intr, "blockLen above 65535 blocks", "blockLen " + N(blockLen), src);
+    Require(srcGap <= 65535 && dstGap <= 65535, intr, "stride above 65535 blocks",
+            "srcStride " + N(srcGap) + ", dstStride " + N(dstGap), src);
+}
+// DataCopyPad (数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md, DataCopyPad（UBToGM非对齐数据搬运）.md):
+// blockCount∈[0, 4095], blockLen∈[0, 2097151] bytes and a multiple of sizeof(T);
+// leftPadding / rightPadding each at most 32 bytes.
+inline void PadParams(const char *intr, uint64_t blockCount, uint64_t blockLen, uint64_t elemBytes, uint64_t left,
+                      uint64_t right, Src src)
+{
+    Require(blockCount <= 4095, intr, "blockCount above 4095", "blockCount " + N(blockCount), src);
+    Require(blockLen <= 2097151, intr, "blockLen above 2097151 bytes", "blockLen " + N(blockLen), src);
+    Require(elemBytes == 0 || blockLen % elemBytes == 0, intr, "blockLen not a whole number of elements",
+            "blockLen " + N(blockLen) + ", element " + N(elemBytes) + " bytes", src);
+    Require(left * elemBytes <= BLOCK && right * elemBytes <= BLOCK, intr, "padding above 32 bytes",
+            "leftPadding " + N(left) + ", rightPadding " + N(right) + " elements", src);
+}
+// The intrinsic fields the public headers hand the copy engine are narrow
+// (uint16_t burst count / length / gaps): a value that does not fit is a
+// wrap on a board, never a silent one here.
+inline void FitsField(const char *intr, const char *field, uint64_t value, uint64_t maxValue, Src src)
+{
+    Require(value <= maxValue, intr, std::string(field) + " does not fit its " + N(maxValue) + "-max field",
+            field + std::string(" ") + N(value), src);
+}
+
+// ---- TPipe::InitBuffer (数据结构/TPipe/InitBuffer.md): all buffers of a core fit its UB ----
+inline void UbCapacity(const char *socName, uint64_t used, uint64_t more, uint64_t ubBytes, Src src)
+{
+    Require(used + more <= ubBytes, "InitBuffer",
+            std::string("UB overflow on ") + socName + ": " + N(more) + " more bytes with " + N(used) + " of " +
+                N(ubBytes) + " in use",
+            "", src);
+}
+
+}  // namespace bnb_rules
+#endif

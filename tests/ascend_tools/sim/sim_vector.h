@@ -1,0 +1,190 @@
+// Vector instructions, count form (CPU build): operands must be live UB
+// tensors, 32-byte aligned, large enough for `count` elements.
+#ifndef BNB_SIM_VECTOR_H
+#define BNB_SIM_VECTOR_H
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+#include "sim_tensor.h"
+
+namespace AscendC {
+namespace sim {
+using bnb_rules::Src;
+template <typename T>
+void CheckVecType(const char *op, Src src)
+{
+    static_assert(SimIsVecType<T>(), "vector instruction on an unsupported element type");
+    if (std::is_same<T, bfloat16_t>::value) {
+        SimCheck(SimThisCore().soc.hasBf16, std::string(op) + ": bfloat16 not supported on " + SimThisCore().soc.name,
+                 src);
+    }
+}
+// One vector instruction on PIPE_V: the operands' UB ranges for the hazard tracker,
+// and no partial overlap between the destination and a source.
+inline void RecordV(const char *op, Src src, std::vector<bnb_hazards::Range> reads,
+                    std::vector<bnb_hazards::Range> writes)
+{
+    for (const auto &w : writes) {
+        for (const auto &r : reads) {
+            bnb_rules::NoPartialOverlap(op, "dst", w.lo, w.hi - w.lo, "src", r.lo, r.hi - r.lo, src);
+        }
+    }
+    SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, reads, writes);
+}
+template <typename T, typename F>
+void Binary(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count, const char *op,
+            Src src, F f)
+{
+    CheckVecType<T>(op, src);
+    bnb_rules::CalCount(op, count, src);
+    const T *pa = a.SimPtr(count, op, true, src, "src0");
+    const T *pb = b.SimPtr(count, op, true, src, "src1");
+    T *pd = dst.SimPtr(count, op, true, src, "dst");
+    RecordV(op, src, {a.SimRange(count), b.SimRange(count)}, {dst.SimRange(count)});
+    std::vector<T> tmp(count);
+    for (int32_t i = 0; i < count; ++i) {
+        tmp[i] = static_cast<T>(f(static_cast<float>(pa[i]), static_cast<float>(pb[i])));
+    }
+    std::copy(tmp.begin(), tmp.end(), pd);
+}
+template <typename T, typename F>
+void Unary(const LocalTensor<T> &dst, const LocalTensor<T> &a, int32_t count, const char *op, Src src, F f)
+{
+    CheckVecType<T>(op, src);
+    bnb_rules::CalCount(op, count, src);
+    const T *pa = a.SimPtr(count, op, true, src, "src");
+    T *pd = dst.SimPtr(count, op, true, src, "dst");
+    RecordV(op, src, {a.SimRange(count)}, {dst.SimRange(count)});
+    for (int32_t i = 0; i < count; ++i) {
+        pd[i] = static_cast<T>(f(static_cast<float>(pa[i])));
+    }
+}
+}  // namespace sim
+
+template <typename T, bool isSetMask = true>
+void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
+         bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::Binary(dst, src0, src1, count, "Add", at, [](float x, float y) { return x + y; });
+}
+template <typename T, bool isSetMask = true>
+void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
+         bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::Binary(dst, src0, src1, count, "Sub", at, [](float x, float y) { return x - y; });
+}
+template <typename T, bool isSetMask = true>
+void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
+         bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::Binary(dst, src0, src1, count, "Mul", at, [](float x, float y) { return x * y; });
+}
+template <typename T, bool isSetMask = true>
+void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
+         bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::Binary(dst, src0, src1, count, "Div", at, [](float x, float y) { return x / y; });
+}
+template <typename T, bool isSetMask = true>
+void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count,
+          bnb_rules::Src at = bnb_rules::Here())
+{
+    const float s = static_cast<float>(scalarValue);
+    sim::Unary(dst, src, count, "Adds", at, [s](float x) { return x + s; });
+}
+template <typename T, bool isSetMask = true>
+void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count,
+          bnb_rules::Src at = bnb_rules::Here())
+{
+    const float s = static_cast<float>(scalarValue);
+    sim::Unary(dst, src, count, "Muls", at, [s](float x) { return x * s; });
+}
+template <typename T, bool isSetMask = true>
+void Sqrt(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count,
+          bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::Unary(dst, src, count, "Sqrt", at, [](float x) { return std::sqrt(x); });
+}
+template <typename T>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count,
+               bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::CheckVecType<T>("Duplicate", at);
+    bnb_rules::CalCount("Duplicate", count, at);
+    T *pd = dst.SimPtr(count, "Duplicate", true, at, "dst");
+    sim::RecordV("Duplicate", at, {}, {dst.SimRange(count)});
+    for (int32_t i = 0; i < count; ++i) {
+        pd[i] = scalarValue;
+    }
+}
+
+// Cast between float and half / bfloat16_t. Widening takes CAST_NONE;
+// narrowing to bfloat16 needs an explicit rounding mode.
+template <typename T, typename U>
+void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count,
+          bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::CheckVecType<T>("Cast", at);
+    sim::CheckVecType<U>("Cast", at);
+    constexpr bool widen = std::is_same<T, float>::value &&
+                           (std::is_same<U, half>::value || std::is_same<U, bfloat16_t>::value);
+    constexpr bool narrow = std::is_same<U, float>::value &&
+                            (std::is_same<T, half>::value || std::is_same<T, bfloat16_t>::value);
+    static_assert(widen || narrow, "Cast: conversion not supported by this CPU build");
+    if (widen) {
+        SimCheck(roundMode == RoundMode::CAST_NONE, "Cast: widening to float takes RoundMode::CAST_NONE", at);
+    } else if (std::is_same<T, bfloat16_t>::value) {
+        SimCheck(roundMode == RoundMode::CAST_RINT || roundMode == RoundMode::CAST_ROUND ||
+                     roundMode == RoundMode::CAST_FLOOR || roundMode == RoundMode::CAST_CEIL ||
+                     roundMode == RoundMode::CAST_TRUNC,
+                 "Cast: float->bfloat16 needs a rounding mode", at);
+    }
+    SimCheck(roundMode == RoundMode::CAST_NONE || roundMode == RoundMode::CAST_RINT,
+             "Cast: only CAST_NONE / CAST_RINT are modelled by this CPU build", at);
+    const U *ps = src.SimPtr(count, "Cast", true, at, "src");
+    T *pd = dst.SimPtr(count, "Cast", true, at, "dst");
+    sim::RecordV("Cast", at, {src.SimRange(count)}, {dst.SimRange(count)});
+    std::vector<T> tmp(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        tmp[i] = static_cast<T>(static_cast<float>(ps[i]));  // both directions round to nearest even
+    }
+    std::copy(tmp.begin(), tmp.end(), pd);
+}
+
+// Sum of `count` elements into dst[0]. Modelled order: 64-lane repeats, each
+// summed pairwise, then the repeat results reduced the same way.
+template <typename T, bool isSetMask = true>
+void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
+               const int32_t count, bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "ReduceSum: float or half only");
+    bnb_rules::CalCount("ReduceSum", count, at);
+    const T *ps = src.SimPtr(count, "ReduceSum", true, at, "src");
+    const int32_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+    const int32_t repeats = (count + lanes - 1) / lanes;
+    sharedTmpBuffer.SimPtr(repeats, "ReduceSum", true, at, "sharedTmpBuffer");
+    T *pd = dst.SimPtr(1, "ReduceSum", true, at, "dst");
+    SimThisCore().pipes.Op(bnb_hazards::V, {"ReduceSum", at, bnb_hazards::V}, {src.SimRange(count)},
+                           {dst.SimRange(1), sharedTmpBuffer.SimRange(repeats)});
+    std::vector<float> v(ps, ps + count);
+    while (v.size() > 1) {
+        std::vector<float> next;
+        for (size_t r = 0; r < v.size(); r += lanes) {
+            std::vector<float> lane(v.begin() + r, v.begin() + std::min(v.size(), r + lanes));
+            while (lane.size() > 1) {
+                std::vector<float> half_((lane.size() + 1) / 2);
+                for (size_t i = 0; i < half_.size(); ++i) {
+                    half_[i] = lane[i] + (i + half_.size() < lane.size() ? lane[i + half_.size()] : 0.0f);
+                }
+                lane.swap(half_);
+            }
+            next.push_back(lane[0]);
+        }
+        v.swap(next);
+    }
+    pd[0] = static_cast<T>(v.empty() ? 0.0f : v[0]);
+}
+
+}  // namespace AscendC
+#endif

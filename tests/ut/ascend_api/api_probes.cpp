@@ -1,0 +1,132 @@
+// Illegal calls, one per case, built against the public asc-devkit headers and
+// the project's stand-ins exactly like the kernels (scripts/check_ascend_api.sh
+// --probe); each must stop its core with a message that names the rule and
+// this file's line (marked "PROBE <case>"). "ok" is the legal baseline.
+//
+// Usage: probe_api_probes CASE  (exit 0: ran clean; otherwise the core's failure)
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include "kernel_operator.h"
+#include "bnb_stub_runtime.h"
+
+using namespace AscendC;
+
+namespace {
+alignas(64) float g_gm[8192];
+
+struct Ub {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    explicit Ub(uint32_t bytes) { pipe.InitBuffer(buf, bytes); }
+    LocalTensor<float> F(uint32_t n) { return buf.Get<float>(n); }
+};
+GlobalTensor<float> Gm()
+{
+    GlobalTensor<float> g;
+    g.SetGlobalBuffer(g_gm, 8192);
+    return g;
+}
+
+const std::map<std::string, std::function<void()>> &Cases()
+{
+    static const std::map<std::string, std::function<void()>> cases = {
+        {"ok", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             GlobalTensor<float> g = Gm();
+             DataCopy(a, g, 1024);
+             PipeBarrier<PIPE_ALL>();
+             Add(a, a, a, 1024);
+             Muls(a, a, 2.0f, 1024);
+             PipeBarrier<PIPE_ALL>();
+             DataCopy(g, a, 1024);
+         }},
+        {"add_unaligned", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Add(a[1], a[1], a[1], 64);  // PROBE add_unaligned
+         }},
+        {"muls_past_tensor", [] {
+             Ub ub(16384);
+             LocalTensor<float> a = ub.F(1024);
+             Muls(a, a, 2.0f, 2048);  // PROBE muls_past_tensor
+         }},
+        {"datacopy_7_floats", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             DataCopy(a, Gm(), 7);  // PROBE datacopy_7_floats
+         }},
+        {"datacopy_ub_plus_4", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             DataCopy(a[1], Gm(), 8);  // PROBE datacopy_ub_plus_4
+         }},
+        {"add_repeat_255", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Add(a, a, a, 64, 255, {1, 1, 1, 8, 8, 8});  // PROBE add_repeat_255
+         }},
+        {"add_mask_high_word", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             uint64_t mask[2] = {~0ull, 1};
+             Add(a, a, a, mask, 1, {1, 1, 1, 8, 8, 8});  // PROBE add_mask_high_word
+         }},
+        {"add_dst_block_stride_0", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Add(a, a, a, 64, 1, {0, 1, 1, 8, 8, 8});  // PROBE add_dst_block_stride_0
+         }},
+        {"add_partial_overlap", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Add(a[8], a, a, 64);  // PROBE add_partial_overlap
+         }},
+        {"datacopy_block_count", [] {
+             Ub ub(4096 * 32);
+             LocalTensor<float> a = ub.F(4096 * 8);
+             DataCopyParams p(4096, 1, 0, 0);
+             GlobalTensor<float> g;
+             static float big[4096 * 8];
+             g.SetGlobalBuffer(big, 4096 * 8);
+             DataCopy(a, g, p);  // PROBE datacopy_block_count
+         }},
+        {"datacopypad_padding", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             DataCopyExtParams p(1, 8, 0, 0, 0);
+             DataCopyPadExtParams<float> pad(true, 9, 0, 0.0f);
+             DataCopyPad(a, Gm(), p, pad);  // PROBE datacopypad_padding
+         }},
+        {"datacopypad_block_len", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             DataCopyExtParams p(1, 2097152, 0, 0, 0);
+             DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+             DataCopyPad(Gm(), a, p);  // PROBE datacopypad_block_len
+         }},
+    };
+    return cases;
+}
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || Cases().count(argv[1]) == 0) {
+        std::fprintf(stderr, "usage: %s CASE\n", argv[0]);
+        return 3;
+    }
+    bnb_stub::LaunchConfig cfg;
+    cfg.blockNum = 1;
+    cfg.kernel = Cases().at(argv[1]);
+    cfg.timeoutSeconds = 60;
+    const std::string failure = bnb_stub::RunCores(cfg);
+    if (!failure.empty()) {
+        std::fprintf(stderr, "%s\n", failure.c_str());
+        return 2;
+    }
+    return 0;
+}
