@@ -67,3 +67,8 @@ def test_demo_and_bench_spell_modes_alike(given, mode):
 def test_bench_refuses_a_thread_count_below_one(argv, capsys):
     assert _exit_code(["bench", *argv]) == 2
     assert "argument --threads: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_demo_batch_size_bound_is_the_training_split():
+    pytest.importorskip("sklearn")
+    assert len(demo.load_digits_split(0)[1]) == demo.N_TRAIN

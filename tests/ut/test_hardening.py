@@ -56,17 +56,19 @@ def real_lib():
 
 @pytest.fixture
 def fake_cxx(tmp_path, real_lib):
-    """A stand-in compiler: copies the real library to its -o argument and counts its runs."""
+    """A stand-in compiler: copies the real library to the -o argument of the link and counts the
+    links (one per build; the compiles of the translation units, -c, write an empty object)."""
     log = tmp_path / "builds.log"
     script = tmp_path / "fakecxx"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
-        out=""
+        out=""; all=" $* "
         while [ $# -gt 0 ]; do
           if [ "$1" = "-o" ]; then out="$2"; fi
           shift
         done
         [ -n "$out" ] || exit 0   # --version
+        case "$all" in *" -c "*) : > "$out"; exit 0;; esac
         echo build >> '{log}'
         cp '{real_lib}' "$out"
         """))
