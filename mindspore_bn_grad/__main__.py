@@ -8,8 +8,7 @@
             (bench --train: whole networks training, original vs converted BatchNorm;
             bench --double: the double backward; the benchmarks live outside this
             package, in mindspore_bn_grad_bench)
-  plugin-path
-            print the op plugin library's path, for
+  plugin-path  print the op plugin library's path (the native route, opt-in), for
             export MS_OP_PLUGIN_PATH=$(python -m mindspore_bn_grad plugin-path)
 
 Each command is a module of mindspore_bn_grad.cli with a main(argv).

@@ -168,6 +168,16 @@ def global_comm():
     return GlobalComm
 
 
+def vmap_rules_getters():
+    """``mindspore.ops._vmap.vmap_base.vmap_rules_getters``: where ops.vmap looks a primitive's rule up
+    by name (None where this release keeps it elsewhere)."""
+    try:
+        from mindspore.ops._vmap.vmap_base import vmap_rules_getters as getters
+    except ImportError:
+        return None
+    return getters
+
+
 def syncbatchnorm_group_registry() -> dict:
     """MindSpore's registry of the groups its SyncBatchNorm created (rank list key -> group name),
     shared so that one rank list makes one group (``normalization._syncbatchnorm_group_dict``)."""

@@ -38,9 +38,9 @@ def register():
     vmap rule registry where this release looks (then ops.vmap keeps its own fallback)."""
     if _registered:
         return True
-    try:
-        from mindspore.ops._vmap.vmap_base import vmap_rules_getters
-    except ImportError:
+    from . import ms_compat
+    vmap_rules_getters = ms_compat.vmap_rules_getters()
+    if vmap_rules_getters is None:
         return False
     previous = vmap_rules_getters.get("Custom", None)
     if getattr(previous, "_bn_grad_getter", False):

@@ -131,8 +131,8 @@ def layout_mismatch(table, rank, fields, shown):
 
 
 def _rank_and_world():
-    from mindspore.communication._comm_helper import GlobalComm
-    if not GlobalComm.INITED:
+    from .. import ms_compat
+    if not ms_compat.global_comm().INITED:
         return 0, 1
     from mindspore.communication import get_group_size, get_rank
     return get_rank(), get_group_size()

@@ -213,3 +213,11 @@ def test_the_internals_guard_finds_them():
     code = ("from mindspore._c_expression import MSContext\nimport mindspore.ops.operations._grad_ops\n"
             "from mindspore.nn.layer.normalization import _BatchNorm\ncell._primitives.pop('x')\n")
     assert [n for n, _ in _internals_used(ast.parse(code))] == [1, 2, 3, 4]
+
+
+def test_internal_vmap_rules_getters():
+    """vmap.py registers our rule where ops.vmap looks rules up (this release: a registry holding MindSpore's
+    own BatchNormGrad rule)."""
+    from mindspore_bn_grad import ms_compat
+    getters = ms_compat.vmap_rules_getters()
+    assert getters is not None and getters.get("BatchNormGrad", None) is not None

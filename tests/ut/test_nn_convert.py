@@ -43,7 +43,8 @@ class UserBatchNorm(nn.BatchNorm2d):
 @pytest.mark.parametrize("route", ["cell", pytest.param("native", marks=pytest.mark.native_route)])
 def test_convert_keeps_parameters_and_names(route):
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    assert plugin.status(), "the op plugin should be active in the test process (conftest imports us first)"
+    if route == "native":
+        assert plugin.status(), "the native-route session runs with the op plugin on"
     net = Net()
     net.user = UserBatchNorm(4)
     before = [(p.name, id(p), p.requires_grad) for p in net.get_parameters()]
@@ -174,13 +175,18 @@ def test_patch_is_opt_in_and_reversible():
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
 
 
-def test_import_has_no_side_effects_but_the_op_plugin():
+@pytest.mark.parametrize("switch", [None, "1"])
+def test_import_has_no_side_effects_but_the_opt_in_op_plugin(switch):
+    """Nothing changes at import, apart from MS_OP_PLUGIN_PATH when MS_BN_GRAD_OP_PLUGIN=1 asks for the plugin."""
+    want = "{'MS_OP_PLUGIN_PATH'}" if switch else "set()"
     code = ("import os, sys; before = dict(os.environ); import mindspore_bn_grad, mindspore_bn_grad.nn; "
             "assert 'mindspore' not in sys.modules, 'mindspore imported'; "
             "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}; "
-            "assert changed == {'MS_OP_PLUGIN_PATH'}, changed; "
+            f"assert changed == {want}, changed; "
             "import mindspore.nn as nn; assert '__init__' not in vars(nn.BatchNorm2d); print('ok')")
-    env = {k: v for k, v in os.environ.items() if k != "MS_OP_PLUGIN_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN")}
+    if switch:
+        env["MS_BN_GRAD_OP_PLUGIN"] = switch
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
 
