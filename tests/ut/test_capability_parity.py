@@ -458,5 +458,9 @@ def test_second_order_on_the_native_route_is_mindspores_bug():
         g = ms.grad(loss)(v)
         return (g * g).sum()
 
-    with pytest.raises(RuntimeError, match="gradient size should larger than next edges size"):
+    # PYNATIVE refuses the bprop ("Fn gradient size should larger than next edges size, but got 9
+    # vs 10"), or, in a process whose BatchNormGradGrad kernel was not selected before, fails to
+    # select one for the saved inverse std it is handed as a variance
+    with pytest.raises((RuntimeError, TypeError),
+                       match="gradient size should larger than next edges size|Kernel select failed"):
         ms.grad(penalty)(x).asnumpy()
