@@ -297,21 +297,28 @@ def ms_native_contestant(case, mode):
     if case.channel_last or not plugin.status():
         return None
     from mindspore.ops.auto_generate import gen_ops_prim
+    from mindspore_bn_grad import ms_compat
     tx, tdy, tp = _ms_inputs(case)
-    op = gen_ops_prim.BatchNormGradExt(training=True, eps=1e-5)
-    args = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"], tp["save_invstd"],
-            (1, 1, 1))
+    tensors = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"], tp["save_invstd"])
     setup = _ms_mode_setter(mode)
     setup()
     if mode == "PYNATIVE":
-        def fn():
-            return op(*args)
-    else:
-        net = _graph_cell(op, len(args))
+        impl = ms_compat.batch_norm_grad_ext_pynative()
 
         def fn():
-            return net(*args)
-    return Timed(fn, _ms_sync, setup)
+            return impl(*tensors, True, 1e-5, (1, 1, 1))
+    else:
+        net = _graph_cell(gen_ops_prim.BatchNormGradExt(training=True, eps=1e-5), len(tensors) + 1)
+
+        def fn():
+            return net(*tensors, (1, 1, 1))
+    timed = Timed(fn, _ms_sync, setup)
+    try:
+        timed.run_once()
+    except (RuntimeError, TypeError, ValueError) as e:
+        log(f"    native {mode}: {str(e).strip().splitlines()[0][:100]}")
+        return None
+    return timed
 
 
 def ms_builtin_contestant(case, mode):

@@ -168,6 +168,15 @@ def global_comm():
     return GlobalComm
 
 
+def batch_norm_grad_ext_pynative():
+    """MindSpore's pyboost BatchNormGradExt, called with its kernel's argument order (dout, input, weight,
+    running_mean, running_var, saved_mean, saved_rstd, training, eps, output_mask). The public primitive's
+    PYNATIVE ``__call__`` hands its init arguments after ``output_mask`` and fails in 2.10; the benchmark
+    times the native route's backward through this."""
+    from mindspore.ops.auto_generate.pyboost_inner_prim import batch_norm_grad_ext_impl
+    return batch_norm_grad_ext_impl
+
+
 def vmap_rules_getters():
     """``mindspore.ops._vmap.vmap_base.vmap_rules_getters``: where ops.vmap looks a primitive's rule up
     by name (None where this release keeps it elsewhere)."""

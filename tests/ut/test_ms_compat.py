@@ -221,3 +221,12 @@ def test_internal_vmap_rules_getters():
     from mindspore_bn_grad import ms_compat
     getters = ms_compat.vmap_rules_getters()
     assert getters is not None and getters.get("BatchNormGrad", None) is not None
+
+
+def test_internal_batch_norm_grad_ext_pynative():
+    from mindspore_bn_grad import ms_compat
+    impl = ms_compat.batch_norm_grad_ext_pynative()
+    import inspect
+    assert list(inspect.signature(impl.__call__).parameters)[1:] == [
+        "dout", "input", "weight", "running_mean", "running_var", "saved_mean", "saved_rstd", "training", "eps",
+        "output_mask"]
