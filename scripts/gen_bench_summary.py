@@ -28,8 +28,10 @@ def _range(values, fmt="{:.2f}"):
 
 
 def _machine(m):
+    load = m.get("load_avg")
+    busy = f", load average {load[0]:.1f} at the end" if load else ""
     return (f"{m.get('cpu', '?')}, {m.get('logical_cpus', '?')} CPUs, MindSpore {m.get('mindspore', '?')}, "
-            f"{m.get('date_utc', '?')}")
+            f"{m.get('date_utc', '?')}{busy}")
 
 
 def summary(per_op, train):
