@@ -197,7 +197,11 @@ def test_default_header_is_the_installed_mindspore_one():
     header = (Path(location) / "include" / cpu_build.MS_AOT_HEADER).resolve()
     flags, key = cpu_build.mindspore_headers()
     assert f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"' in flags
-    assert key.endswith(header.read_bytes()) and str(header).encode() in key
+    assert header.read_bytes() in key and str(header).encode() in key
+    # and the op plugin's interface (csrc/op_plugin.cpp), which this release ships
+    plugin = (Path(location) / "include" / cpu_build.MS_PLUGIN_HEADER).resolve()
+    assert f'-DMS_BN_GRAD_MS_PLUGIN_HEADER="{plugin}"' in flags
+    assert key.endswith(plugin.read_bytes()) and str(plugin).encode() in key
 
 
 def test_cache_key_follows_the_mindspore_header_path_and_content(tmp_path):
