@@ -26,7 +26,65 @@ struct TilingInput {
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
+    bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
 };
+
+// Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
+// slices of at least one channel fit in UB beside the small fixed buffers,
+// every core takes whole channel groups (balanced: C * g / groups), keeps
+// `spChannels` adjacent channels resident at a time, and reads x and dy once.
+// Returns false (t unchanged) when it does not apply.
+inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    const uint32_t eb = DtypeBytes(in.dtype);
+    const uint64_t inner = uint64_t(t.inner), outer = uint64_t(t.outer), channels = uint64_t(t.channels);
+    if (!in.allowSinglePass || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || outer == 0 || channels == 0 || inner == 0) {
+        return false;
+    }
+    // Without DataCopyPad every (row, channel) slice must be whole blocks.
+    if (!in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0) {
+        return false;
+    }
+    const uint64_t rowStride = AlignUp(inner, BLOCK_BYTES / eb);
+    if (2 * outer * rowStride * eb >= in.ubBytes) {
+        return false;  // not even one channel
+    }
+    // Groups: one per core; without DataCopyPad each at least a block of
+    // per-channel values (whole-block writes of grad_weight / grad_bias).
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, BLOCK_BYTES / 2);
+    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
+    const uint64_t maxCount = CeilDiv(channels, groups);
+    const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
+    const uint64_t fixed = MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype).Total();
+    uint64_t resident = 0;
+    for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
+        if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype).Total() <= in.ubBytes) {
+            resident = g;
+            break;
+        }
+    }
+    if (resident == 0) {
+        return false;
+    }
+    t.strategy = STRATEGY_SINGLE_PASS;
+    t.balanced = 1;
+    t.groups = int64_t(groups);
+    t.groupWidth = uint32_t(maxCount);
+    t.vecElems = vecElems;
+    t.tileRows = SP_ROWS_PLAN;
+    t.tileCols = VEC_ALIGN;
+    t.rowStride = VEC_ALIGN;
+    t.rowBlocks = 0;
+    t.colBlocks = 0;
+    t.units = 0;
+    t.shiftLast = 0;
+    t.crossCore = 0;
+    t.spChannels = uint32_t(resident);
+    t.spRowStride = uint32_t(rowStride);
+    t.spChunkRows = uint32_t(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS, outer)));
+    t.usedCores = uint32_t(groups);
+    return true;
+}
 
 // Fills `t`; returns "" or the reason the shape cannot run.
 inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
@@ -142,6 +200,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (t.flat && total < perBlock) {
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
+    TrySinglePass(in, t);
     return "";
 }
 

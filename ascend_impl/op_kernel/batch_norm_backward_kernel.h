@@ -8,7 +8,9 @@
 //             this core's share of units / groups / flat regions
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
-//   Process   phase 1: ReduceUnit over the core's units (partial sums to the
+//   Process   single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
+//             the core's whole channel groups, each read once; otherwise
+//             phase 1: ReduceUnit over the core's units (partial sums to the
 //             workspace), then SyncAll when units of one channel ran on several
 //             cores; finalise: WriteParamGrads over the core's groups
 //             (grad_weight / grad_bias, or the REDUCE outputs); phase 2:
@@ -26,6 +28,7 @@
 #include "batch_norm_sync_tiling.h"
 #include "batch_norm_soc_features.h"
 #include "batch_norm_kernel_phases.h"
+#include "batch_norm_kernel_single_pass.h"
 
 namespace bnb {
 
@@ -53,6 +56,13 @@ public:
 
     __aicore__ inline void Process()
     {
+        if constexpr (MODE == MODE_FULL) {
+            if (k_.t.strategy == STRATEGY_SINGLE_PASS) {
+                single_pass::Runner<T> runner;  // whole channel groups per core, resident in UB
+                runner.Run(k_);
+                return;
+            }
+        }
         const uint32_t mask = k_.t.outputMask;
         const bool wantInput = mask >> GRAD_INPUT & 1;
         const bool wantParams = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1);
