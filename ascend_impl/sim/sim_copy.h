@@ -81,6 +81,8 @@ template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count)
 {
     sim::CheckBlocks(uint64_t(count) * sizeof(T), "DataCopy GM->UB");
+    perf::Copy(true, src.SimPtr(count, "DataCopy GM->UB"), 1, uint64_t(count) * sizeof(T));
+    if (perf::SkipData()) return;
     std::memcpy(dst.SimPtr(count, "DataCopy GM->UB"), src.SimPtr(count, "DataCopy GM->UB"), count * sizeof(T));
 }
 
@@ -88,6 +90,8 @@ template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count)
 {
     sim::CheckBlocks(uint64_t(count) * sizeof(T), "DataCopy UB->GM");
+    perf::Copy(false, dst.SimPtr(count, "DataCopy UB->GM"), 1, uint64_t(count) * sizeof(T));
+    if (perf::SkipData()) return;
     std::memcpy(dst.SimPtr(count, "DataCopy UB->GM"), src.SimPtr(count, "DataCopy UB->GM"), count * sizeof(T));
 }
 
@@ -95,6 +99,8 @@ template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count)
 {
     sim::CheckBlocks(uint64_t(count) * sizeof(T), "DataCopy UB->UB");
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     std::memmove(dst.SimPtr(count, "DataCopy UB->UB"), src.SimPtr(count, "DataCopy UB->UB"), count * sizeof(T));
 }
 
@@ -115,6 +121,8 @@ void CopyStridedBlocks(const D &dst, const S &src, const DataCopyParams &p, cons
         dst.SimPtr(Extent(dst, p.blockCount, blk, p.dstStride * ONE_BLK_SIZE), what));
     const uint8_t *s = reinterpret_cast<const uint8_t *>(
         src.SimPtr(Extent(src, p.blockCount, blk, p.srcStride * ONE_BLK_SIZE), what));
+    perf::Copy(perf::IsLocal<D>::value, perf::IsLocal<D>::value ? static_cast<const void *>(s) : d, p.blockCount, blk);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
     }
@@ -147,6 +155,8 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
         dst.SimPtr(sim::UbExtent<T>(p.blockCount, span, uint64_t(p.dstStride) * ONE_BLK_SIZE), "DataCopyPad GM->UB"));
     const uint8_t *s = reinterpret_cast<const uint8_t *>(
         src.SimPtr(sim::GmExtent<T>(p.blockCount, p.blockLen, p.srcStride), "DataCopyPad GM->UB"));
+    perf::Copy(true, s, p.blockCount, p.blockLen, p.srcStride);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         uint8_t *blk = d + i * (span + uint64_t(p.dstStride) * ONE_BLK_SIZE);
         std::memset(blk, 0xFF, span);  // unspecified contents: NaN garbage unless padded
@@ -171,6 +181,8 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
         dst.SimPtr(sim::GmExtent<T>(p.blockCount, p.blockLen, p.dstStride), "DataCopyPad UB->GM"));
     const uint8_t *s = reinterpret_cast<const uint8_t *>(
         src.SimPtr(sim::UbExtent<T>(p.blockCount, span, uint64_t(p.srcStride) * ONE_BLK_SIZE), "DataCopyPad UB->GM"));
+    perf::Copy(false, d, p.blockCount, p.blockLen, p.dstStride);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (uint64_t(p.blockLen) + p.dstStride), s + i * (span + uint64_t(p.srcStride) * ONE_BLK_SIZE),
                     p.blockLen);

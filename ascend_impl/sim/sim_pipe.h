@@ -36,6 +36,7 @@ public:
         for (auto &s : slots) {
             if (!s->live) {
                 s->live = true;
+                perf::Alloc(s.get(), pos == TPosition::VECIN);
                 return LocalTensor<T>(s.get(), 0, s->bytes / sizeof(T));
             }
         }
@@ -49,6 +50,7 @@ public:
         SimCheck(static_cast<int32_t>(queued_.size()) < depth,
                  "EnQue: queue depth " + std::to_string(depth) + " exceeded");
         queued_.push_back(tensor.SimSlotPtr());
+        perf::EnQue(tensor.SimSlotPtr(), pos == TPosition::VECIN);
         return true;
     }
     template <typename T>
@@ -57,6 +59,7 @@ public:
         SimCheck(!queued_.empty(), "DeQue: queue is empty (the core would wait forever)");
         SimSlot *s = queued_.front();
         queued_.pop_front();
+        perf::DeQue(s, pos == TPosition::VECIN);
         return LocalTensor<T>(s, 0, s->bytes / sizeof(T));
     }
     template <typename T>
@@ -69,6 +72,7 @@ public:
         }
         s->live = false;
         s->gen++;
+        perf::Free(s, pos == TPosition::VECIN);
     }
 
 private:

@@ -42,12 +42,21 @@ private:
 };
 
 template <pipe_t pipe>
-void PipeBarrier() {}
+void PipeBarrier()
+{
+    perf::Barrier(pipe == PIPE_ALL);
+}
 
 template <HardEvent event>
-void SetFlag(int32_t) {}
+void SetFlag(int32_t id)
+{
+    perf::SetFlag(event, id);
+}
 template <HardEvent event>
-void WaitFlag(int32_t) {}
+void WaitFlag(int32_t id)
+{
+    perf::WaitFlag(event, id);
+}
 
 enum class CacheLine : uint64_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
 enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
@@ -62,7 +71,9 @@ void SyncAll()
     SimCheck(core.soc.hasSyncAll, std::string("SyncAll is not available on ") + core.soc.name);
     SimCheck(core.kernelType == KERNEL_TYPE_MIX_AIV_1_0,
              "SyncAll(): a vector-only kernel must declare KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)");
+    perf::SyncAllArrive();
     static_cast<SimBarrier *>(core.barrier)->Wait();
+    perf::SyncAllLeave();
 }
 
 // Scalar GM accesses go through a per-core data cache; this writes back /

@@ -6,6 +6,7 @@
 #include <string>
 #include "sim_runtime.h"
 #include "sim_types.h"
+#include "sim_perf.h"  // ascend_impl/perf_model: counts and timeline (inactive outside perf_launch.cpp)
 
 namespace AscendC {
 
@@ -34,8 +35,16 @@ public:
         t.size_ -= offset;
         return t;
     }
-    T GetValue(const uint32_t index) const { return SimPtr(index + 1, "GetValue", false)[index]; }
-    void SetValue(const uint32_t index, const T value) const { SimPtr(index + 1, "SetValue", false)[index] = value; }
+    T GetValue(const uint32_t index) const
+    {
+        perf::Scalar(false);
+        return SimPtr(index + 1, "GetValue", false)[index];
+    }
+    void SetValue(const uint32_t index, const T value) const
+    {
+        perf::Scalar(false);
+        SimPtr(index + 1, "SetValue", false)[index] = value;
+    }
     uint32_t GetSize() const { return size_; }
     int32_t GetPosition() const { return static_cast<int32_t>(slot_ ? slot_->pos : TPosition::MAX); }
     template <typename U>
@@ -99,8 +108,16 @@ public:
         }
         return t;
     }
-    T GetValue(const uint64_t offset) const { return SimPtr(offset + 1, "GlobalTensor::GetValue")[offset]; }
-    void SetValue(const uint64_t offset, const T value) { SimPtr(offset + 1, "GlobalTensor::SetValue")[offset] = value; }
+    T GetValue(const uint64_t offset) const
+    {
+        perf::Scalar(true);
+        return SimPtr(offset + 1, "GlobalTensor::GetValue")[offset];
+    }
+    void SetValue(const uint64_t offset, const T value)
+    {
+        perf::Scalar(true);
+        SimPtr(offset + 1, "GlobalTensor::SetValue")[offset] = value;
+    }
     const __gm__ T *GetPhyAddr() const { return addr_; }
     uint64_t GetSize() const { return size_; }
 

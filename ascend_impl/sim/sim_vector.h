@@ -31,6 +31,8 @@ void Binary(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTenso
     const T *pa = a.SimPtr(count, op);
     const T *pb = b.SimPtr(count, op);
     T *pd = dst.SimPtr(count, op);
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     std::vector<T> tmp(count);
     for (int32_t i = 0; i < count; ++i) {
         tmp[i] = static_cast<T>(f(static_cast<float>(pa[i]), static_cast<float>(pb[i])));
@@ -44,6 +46,8 @@ void Unary(const LocalTensor<T> &dst, const LocalTensor<T> &a, int32_t count, co
     CheckCount(count, op);
     const T *pa = a.SimPtr(count, op);
     T *pd = dst.SimPtr(count, op);
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     for (int32_t i = 0; i < count; ++i) {
         pd[i] = static_cast<T>(f(static_cast<float>(pa[i])));
     }
@@ -93,6 +97,8 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &c
     sim::CheckVecType<T>("Duplicate");
     sim::CheckCount(count, "Duplicate");
     T *pd = dst.SimPtr(count, "Duplicate");
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     for (int32_t i = 0; i < count; ++i) {
         pd[i] = scalarValue;
     }
@@ -122,6 +128,8 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
              "Cast: only CAST_NONE / CAST_RINT are modelled by this CPU build");
     const U *ps = src.SimPtr(count, "Cast");
     T *pd = dst.SimPtr(count, "Cast");
+    perf::Vector(count, std::max(sizeof(T), sizeof(U)));
+    if (perf::SkipData()) return;
     std::vector<T> tmp(count);
     for (uint32_t i = 0; i < count; ++i) {
         tmp[i] = static_cast<T>(static_cast<float>(ps[i]));  // both directions round to nearest even
@@ -142,6 +150,8 @@ void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const Local
     const int32_t repeats = (count + lanes - 1) / lanes;
     sharedTmpBuffer.SimPtr(repeats, "ReduceSum (sharedTmpBuffer)");
     T *pd = dst.SimPtr(1, "ReduceSum");
+    perf::Vector(count, sizeof(T), 2.0);  // the repeats, then their results reduced
+    if (perf::SkipData()) return;
     std::vector<float> v(ps, ps + count);
     while (v.size() > 1) {
         std::vector<float> next;

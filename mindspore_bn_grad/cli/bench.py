@@ -7,11 +7,12 @@ hands it the remaining arguments:
     bench [...]            the CPU kernel against MindSpore and PyTorch   (bench/kernel.py)
     bench --train [...]    whole networks training                         (bench/train.py)
     bench --double [...]   the double backward                             (bench/double.py)
+    bench --ascend [...]   the Ascend C kernel's performance model         (bench/ascend.py)
 """
 import importlib
 import sys
 
-BENCHMARKS = {"--train": "train", "--double": "double"}  # flag -> module; none of them: kernel
+BENCHMARKS = {"--train": "train", "--double": "double", "--ascend": "ascend"}  # flag -> module; none of them: kernel
 
 
 def main(argv=None):

@@ -21,7 +21,8 @@ from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
+INCLUDES = [ROOT / "ascend_impl" / "sim", ROOT / "ascend_impl" / "perf_model", ROOT / "ascend_impl" / "op_kernel",
+            ROOT / "ascend_impl" / "op_host"]
 UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
