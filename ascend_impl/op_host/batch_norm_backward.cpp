@@ -45,7 +45,8 @@ static ge::graphStatus BatchNormBackwardTiling(gert::TilingContext *context)
     }
     // Workspace: the partial sums (no SyncAll flags: the hardware SyncAll() needs
     // none, and SoCs without it never sync across cores).
-    return bnb_host::StoreTiling(context, tiling, tiling.usedCores, libWorkspace, bnb::WorkspaceBytes(tiling));
+    return bnb_host::StoreTiling(context, tiling, tiling.usedCores, bnb::UsesSyncAll(tiling), libWorkspace,
+                                 bnb::WorkspaceBytes(tiling));
 }
 }  // namespace optiling
 

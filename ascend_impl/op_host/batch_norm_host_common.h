@@ -101,14 +101,18 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
 }
 
 // The tiling data, the block dim (<= the core count: SyncAll() needs every
-// block resident) and the workspace: the Ascend C library's system area, then
-// `kernelBytes` for the kernel.
+// block resident, which schedule mode 1 asks for when the kernel syncs) and
+// the workspace: the Ascend C library's system area, then `kernelBytes` for
+// the kernel.
 template <typename Tiling>
 inline ge::graphStatus StoreTiling(gert::TilingContext *context, const Tiling &tiling, uint32_t usedCores,
-                                   uint64_t libWorkspace, uint64_t kernelBytes)
+                                   bool syncAll, uint64_t libWorkspace, uint64_t kernelBytes)
 {
     *context->GetTilingData<Tiling>() = tiling;
     context->SetBlockDim(usedCores);
+    if (syncAll) {
+        context->SetScheduleMode(1);  // batch mode: all blocks start together (SyncAll)
+    }
     size_t *workspace = context->GetWorkspaceSizes(1);
     workspace[0] = libWorkspace + kernelBytes;
     return ge::GRAPH_SUCCESS;

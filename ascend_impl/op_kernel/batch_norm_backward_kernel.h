@@ -8,7 +8,10 @@
 //             this core's share of units / groups / flat regions
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
-//   Process   single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
+//   Process   (SyncAll is used only when the tiling says crossCore and more than
+//             one core runs: once after phase 1, once after the owners'
+//             totals are published; the host then sets schedule mode 1)
+//             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
 //             the core's whole channel groups, each read once; otherwise
 //             phase 1: ReduceUnit over the core's units (partial sums to the
 //             workspace), then SyncAll when units of one channel ran on several
@@ -76,6 +79,13 @@ public:
         }
         if constexpr (MODE == MODE_REDUCE) {
             return;
+        }
+        if (reduce && SharedTotals<MODE>(k_)) {
+            // The owners' totals (WriteParamGrads) are in the workspace for every core.
+            AscendC::PipeBarrier<PIPE_ALL>();
+#if BNB_SOC_HAS_SYNC_ALL
+            AscendC::SyncAll();
+#endif
         }
         if (k_.t.flat) {
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {

@@ -142,11 +142,20 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     return p;
 }
 
-// Workspace: `units * partFloats` partial sums (no SyncAll flags: the kernel
-// uses the hardware SyncAll, or no cross-core sync at all).
+// Workspace: `units * partFloats` partial sums, then (cross-core) the
+// finalised totals of every channel, sum_dy then sum_dy_xhat, each
+// TotalsStride floats (no SyncAll flags: the kernel uses the hardware
+// SyncAll, or no cross-core sync at all).
+BNB_FN uint64_t TotalsStride(const BatchNormBackwardTilingData &t) { return AlignUp(uint64_t(t.channels), 8); }
+
+BNB_FN uint64_t PartialFloats(const BatchNormBackwardTilingData &t) { return uint64_t(t.units) * t.partFloats; }
+
+// The kernel calls SyncAll (the host then sets schedule mode 1).
+BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1; }
+
 BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)
 {
-    return uint64_t(t.units) * t.partFloats * sizeof(float);
+    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0)) * sizeof(float);
 }
 
 }  // namespace bnb

@@ -129,6 +129,38 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::PipeBarrier<PIPE_ALL>();
 }
 
+// Parallel combine (cross-core, several cores): the owner of group g (core
+// g mod cores, WriteParamGrads) combines its partials once and publishes the
+// totals in the workspace; after one SyncAll every core reads them with two
+// vector copies instead of combining the partials again.
+template <uint32_t MODE, typename T>
+__aicore__ inline bool SharedTotals(const KernelState<T> &k)
+{
+    return MODE == MODE_FULL && k.t.crossCore && k.t.usedCores > 1 && k.t.training &&
+           (k.t.outputMask >> GRAD_INPUT & 1);
+}
+
+template <typename T>
+__aicore__ inline void PublishTotals(KernelState<T> &k, int64_t g)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems);
+    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems);
+}
+
+template <typename T>
+__aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    const uint64_t limit = 2 * TotalsStride(k.t);
+    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+}
+
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
 template <uint32_t MODE, typename T>
@@ -141,7 +173,11 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
     if (k.t.training) {
-        GroupTotals<MODE>(k, g);
+        if (SharedTotals<MODE>(k)) {
+            LoadTotals(k, g);
+        } else {
+            GroupTotals<MODE>(k, g);
+        }
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
         AscendC::Mul(v.coefK, v.coefB, v.totDyx, k.t.vecElems);
         AscendC::Mul(v.coefB, v.coefB, v.totDy, k.t.vecElems);
@@ -158,6 +194,9 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
 {
     if (reduced) {
         GroupTotals<MODE>(k, g);
+        if (SharedTotals<MODE>(k)) {
+            PublishTotals(k, g);
+        }
     }
     if constexpr (MODE == MODE_REDUCE) {
         ReduceOutputs(k, g);

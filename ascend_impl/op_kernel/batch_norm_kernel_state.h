@@ -85,6 +85,7 @@ struct KernelState {
     GlobalTensor<T> gradT[CHANNEL_OUTS];          // per-channel outputs as T ...
     GlobalTensor<float> gradF[CHANNEL_OUTS];      // ... or as float
     GlobalTensor<float> part;                     // workspace: the units' partial sums
+    GlobalTensor<float> totals;                   // workspace (cross-core): every channel's totals, by their owners
     bool present[PARAM_COUNT];
     uint64_t total = 0;                           // elements of grad_out
     CoreShare share;
@@ -106,7 +107,11 @@ struct KernelState {
         }
         SetChannelOut(OUT_GRAD_WEIGHT, gradWeight);
         SetChannelOut(OUT_GRAD_BIAS, gradBias);
-        part.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), uint64_t(t.units) * t.partFloats);
+        part.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), PartialFloats(t));
+        if (t.crossCore) {
+            totals.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t),
+                                   2 * TotalsStride(t));
+        }
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype);
         ub.Init(pipe, plan);
