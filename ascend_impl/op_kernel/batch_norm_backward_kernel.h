@@ -93,8 +93,12 @@ public:
             }
             return;
         }
-        for (uint64_t u = k_.share.unitBegin; u < k_.share.unitEnd; ++u) {
-            GradInputUnit<MODE>(k_, u, wantInput);
+        const uint64_t b = k_.share.unitBegin, e = k_.share.unitEnd;
+        if (wantInput && b < e) {
+            IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
+        }
+        for (uint64_t u = b; u < e; ++u) {
+            GradInputUnit<MODE>(k_, u, wantInput, wantInput && u + 1 < e);
         }
     }
 
@@ -102,9 +106,14 @@ private:
     // Partial sums of the core's units; then every core waits for all (cross-core).
     __aicore__ inline void Phase1()
     {
-        for (uint64_t u = k_.share.unitBegin; u < k_.share.unitEnd; ++u) {
-            ReduceUnit<MODE>(k_, u);
+        const uint64_t b = k_.share.unitBegin, e = k_.share.unitEnd;
+        if (b < e) {
+            IssueLoad(k_, UnitRows(k_.t, b), true);
         }
+        for (uint64_t u = b; u < e; ++u) {
+            ReduceUnit<MODE>(k_, u, u + 1 < e);
+        }
+        k_.WaitPartials();
         if (k_.t.crossCore && k_.t.usedCores > 1) {
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL

@@ -11,6 +11,8 @@
 
 namespace AscendC {
 
+using TEventID = int8_t;
+
 class TPipe;
 inline TPipe *&SimPipePtr()
 {
@@ -140,6 +142,26 @@ public:
     }
     void Destroy() { SimThisCore().ubUsed = 0; }
     int8_t FetchEventID(HardEvent) { return 0; }
+    // Event ids held across other work (8 per event type, as the hardware has).
+    template <HardEvent evt>
+    TEventID AllocEventID()
+    {
+        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
+        for (int8_t i = 0; i < 8; ++i) {
+            if (!(used >> i & 1)) {
+                used = static_cast<uint8_t>(used | 1u << i);
+                return i;
+            }
+        }
+        throw SimError("AllocEventID: all 8 event ids of the event are held");
+    }
+    template <HardEvent evt>
+    void ReleaseEventID(TEventID id)
+    {
+        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
+        SimCheck(id >= 0 && id < 8 && (used >> id & 1), "ReleaseEventID: event id not held");
+        used = static_cast<uint8_t>(used & ~(1u << id));
+    }
 
 private:
     std::unique_ptr<SimSlot> Carve(uint32_t len, TPosition p)
@@ -158,6 +180,7 @@ private:
         core.ubUsed += aligned;
         return slot;
     }
+    uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
 };
 
 inline TPipe *GetTPipePtr() { return SimPipePtr(); }
