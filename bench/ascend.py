@@ -26,15 +26,20 @@ def resnet50_shapes(batch=BATCH):
     return [((batch, c, s, s), n) for (c, s), n in RESNET50_BN.items()]
 
 
+OPSNN_CHANNEL_VECTORS = 5  # mean, rstd, gamma in; dgamma, dbeta out (its tiling's BNG_NEED_RESERVE_UB_PARAM_NUM)
+
+
 def opsnn_bytes_per_element(shape, dtype):
-    """GM bytes per element of the ops-nn strategy: 3 accesses when full-loaded, else 5 (two reads of x, dy)."""
+    """GM bytes per element of the ops-nn strategy: 3 accesses of x / dy / dx when full-loaded, else 5 (x and dy
+    read twice), plus its five per-channel vectors once (its partial sums in the two-pass case are not counted)."""
     eb = ascend_model.DTYPES[dtype][1]
-    n, hw = shape[0], 1
+    n, c, hw = shape[0], shape[1], 1
     for d in shape[2:]:
         hw *= d
     per_block = 32 // eb
     aligned = -(-hw // per_block) * per_block
-    return (3 if n * aligned <= OPSNN_FULL_LOAD_ELEMS else 5) * eb
+    accesses = 3 if n * aligned <= OPSNN_FULL_LOAD_ELEMS else 5
+    return accesses * eb + OPSNN_CHANNEL_VECTORS * c * eb / (n * c * hw)
 
 
 def row(r, layers):
@@ -47,7 +52,9 @@ def row(r, layers):
         "modeled_us": round(r.modeled_us, 3),
         "bound_us": round(r.bound_us, 3),
         "activation_accesses": round(r.activation_accesses, 4),
-        "opsnn_bytes_per_element": opsnn_bytes_per_element(r.shape, r.dtype),
+        "requested_accesses": round(r.requested_accesses, 4), "l2_hit_bytes": r.l2_hit_bytes,
+        "l2_rounds": bool(r.tiling.l2_rounds),
+        "opsnn_bytes_per_element": round(opsnn_bytes_per_element(r.shape, r.dtype), 4),
         "floor_bytes_per_element": 3 * r.elem_bytes,
         "gm_bytes": r.gm_bytes, "elements": r.elements, "ub_high_water": r.ub_high_water,
         "min_burst_bytes": r.min_burst, "sync_alls": max(c.sync_alls for c in r.cores),
@@ -89,7 +96,7 @@ def print_table(rows, out=sys.stdout):
             print(head, file=out)
         ratio = r["modeled_us"] / r["bound_us"] if r["bound_us"] else 0.0
         print(f"{str(tuple(r['shape'])):<20}{r['layers']:>3} {r['strategy']:<12}{r['cores_used']:>5}"
-              f"{r['max_core_share']:>7.3f}{r['gm_bytes_per_element']:>7.2f}{r['opsnn_bytes_per_element']:>7}"
+              f"{r['max_core_share']:>7.3f}{r['gm_bytes_per_element']:>7.2f}{r['opsnn_bytes_per_element']:>7.2f}"
               f"{r['floor_bytes_per_element']:>6}{r['modeled_us']:>10.1f}{r['bound_us']:>10.1f}{ratio:>8.2f}"
               f"{r['ub_high_water'] / 1024:>7.1f}{r['min_burst_bytes']:>6}", file=out)
     print("\nResNet-50 step (53 layers, batch 32): GM bytes ours / ops-nn / floor, modeled / bound time", file=out)

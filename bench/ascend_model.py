@@ -28,12 +28,12 @@ class PerfCore(ctypes.Structure):
     _fields_ = [(n, ctypes.c_double) for n in ("end_ns", "busy_s", "busy_v", "busy_mte2", "busy_mte3")] + [
         (n, ctypes.c_uint64) for n in ("gm_read_bytes", "gm_write_bytes", "act_read_bytes", "act_write_bytes",
                                        "copies", "bursts", "min_burst", "vector_instrs", "scalar_ops", "sync_alls",
-                                       "ub_bytes")]
+                                       "ub_bytes", "hbm_read_bytes")]
 
 
 class PerfTiling(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("strategy", "used_cores", "cross_core", "sp_channels", "groups",
-                                              "units", "workspace_bytes")]
+                                              "units", "workspace_bytes", "l2_rounds", "group_width")]
 
 
 def capabilities():
@@ -78,8 +78,11 @@ class Result:
             self.elements *= d
         self.elem_bytes = DTYPES[dtype][1]
         self.gm_gbps = caps["gm_gbps"]
-        self.core_bytes = [c.gm_read_bytes + c.gm_write_bytes for c in cores]
+        # GM (HBM) traffic: the reads that miss L2 (whole 32-byte blocks) and every write.
+        self.core_bytes = [c.hbm_read_bytes + c.gm_write_bytes for c in cores]
         self.gm_bytes = sum(self.core_bytes)
+        self.requested_bytes = sum(c.gm_read_bytes + c.gm_write_bytes for c in cores)
+        self.l2_hit_bytes = max(0, self.requested_bytes - self.gm_bytes)
         self.act_bytes = sum(c.act_read_bytes + c.act_write_bytes for c in cores)
 
     @property
@@ -92,7 +95,13 @@ class Result:
 
     @property
     def activation_accesses(self):
-        """GM accesses per element of grad_out / input / grad_input (the floor is 3)."""
+        """GM accesses per element of grad_out / input / grad_input, L2 hits excluded (the floor is 3)."""
+        other = self.requested_bytes - self.act_bytes  # per-channel vectors, partials: never L2 hits here
+        return (self.gm_bytes - other) / (self.elements * self.elem_bytes) if self.elements else 0.0
+
+    @property
+    def requested_accesses(self):
+        """Accesses per element the cores request, L2 hits included (single pass 3, two passes 5)."""
         return self.act_bytes / (self.elements * self.elem_bytes) if self.elements else 0.0
 
     @property

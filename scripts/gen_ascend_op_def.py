@@ -61,7 +61,9 @@ CAPS_OUT = OP_HOST / "batch_norm_soc_caps.gen.h"
 # YAML field -> (C++ member, C++ type) of bnb::SocCaps, in order.
 CAPS_FIELDS = (("ub_bytes", "ubBytes", "uint32_t"), ("vector_cores", "vectorCores", "uint32_t"),
                ("l2_bytes", "l2Bytes", "uint64_t"), ("gm_gbps", "gmGbps", "uint32_t"),
-               ("core_gm_bytes_per_cycle", "coreGmBytesPerCycle", "uint32_t"), ("clock_mhz", "clockMhz", "uint32_t"),
+               ("core_gm_bytes_per_cycle", "coreGmBytesPerCycle", "uint32_t"),
+               ("core_l2_bytes_per_cycle", "coreL2BytesPerCycle", "uint32_t"),
+               ("l2_reuse_percent", "l2ReusePercent", "uint32_t"), ("clock_mhz", "clockMhz", "uint32_t"),
                ("vector_bytes", "vectorBytes", "uint32_t"), ("vector_issue_cycles", "vectorIssueCycles", "uint32_t"),
                ("copy_latency_ns", "copyLatencyNs", "uint32_t"), ("scalar_ns", "scalarNs", "uint32_t"),
                ("sync_all_ns", "syncAllNs", "uint32_t"), ("data_copy_pad", "dataCopyPad", "bool"),

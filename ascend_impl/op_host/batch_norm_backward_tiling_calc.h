@@ -27,7 +27,35 @@ struct TilingInput {
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
     bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
+    uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };
+
+// Two passes across cores, channel-first, training: when grad_out + input
+// exceed the L2 budget, the channels are cut into rounds whose grad_out +
+// input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
+// (so the combine of a round runs on many cores at once), and the kernel runs
+// both passes round by round (two SyncAlls per round): a round's second read
+// follows its first within that many bytes.
+inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
+        in.l2Bytes == 0 || t.channels <= 1) {
+        return;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    const uint64_t budget = in.l2Bytes / L2_ROUND_DIVISOR;
+    if (perChannel * uint64_t(t.channels) <= budget) {
+        return;  // the whole tensor pair fits: one round is the plain two-pass order
+    }
+    // No group wider than before (the channel vectors of the UB plan hold it); the
+    // last group is the remainder (these SoCs write short vectors exactly).
+    const uint64_t roundChannels = std::max<uint64_t>(1, budget / perChannel);
+    const uint64_t width = std::max<uint64_t>(
+        1, std::min<uint64_t>(CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)), t.groupWidth));
+    t.groupWidth = uint32_t(width);
+    t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
+    t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
+}
 
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
@@ -200,7 +228,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (t.flat && total < perBlock) {
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
-    TrySinglePass(in, t);
+    if (!TrySinglePass(in, t)) {
+        TryL2Rounds(in, t);
+    }
     return "";
 }
 

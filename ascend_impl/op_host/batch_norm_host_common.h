@@ -88,6 +88,9 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     in.ubBytes = uint32_t(ubBytes);
+    uint64_t l2Bytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L2, l2Bytes);
+    in.l2Bytes = l2Bytes;
     in.coreNum = platform.GetCoreNumAiv();
     // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid,
     // no bfloat16 kernels (op_kernel/batch_norm_backward_kernel.h, BNB_SOC_LEGACY).

@@ -16,6 +16,8 @@ struct SocCaps {
     uint64_t l2Bytes;
     uint32_t gmGbps;
     uint32_t coreGmBytesPerCycle;
+    uint32_t coreL2BytesPerCycle;
+    uint32_t l2ReusePercent;
     uint32_t clockMhz;
     uint32_t vectorBytes;
     uint32_t vectorIssueCycles;
@@ -29,11 +31,11 @@ struct SocCaps {
 };
 
 constexpr SocCaps SOC_CAPS[] = {
-    {"ascend910", 262144u, 32u, 33554432u, 1200u, 32u, 1000u, 256u, 16u, 600u, 2u, 0u, false, false, false, false},
-    {"ascend310p", 262144u, 8u, 16777216u, 204u, 17u, 1060u, 256u, 16u, 800u, 2u, 0u, false, false, false, false},
-    {"ascend910b", 196608u, 48u, 201326592u, 1600u, 32u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
-    {"ascend910_93", 196608u, 48u, 201326592u, 1600u, 32u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
-    {"ascend950", 262144u, 64u, 134217728u, 1600u, 32u, 1800u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
+    {"ascend910", 262144u, 32u, 33554432u, 1200u, 32u, 110u, 75u, 1000u, 256u, 16u, 600u, 2u, 0u, false, false, false, false},
+    {"ascend310p", 262144u, 8u, 16777216u, 204u, 17u, 114u, 75u, 1060u, 256u, 16u, 800u, 2u, 0u, false, false, false, false},
+    {"ascend910b", 196608u, 48u, 201326592u, 1600u, 32u, 110u, 75u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
+    {"ascend910_93", 196608u, 48u, 201326592u, 1600u, 32u, 110u, 75u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
+    {"ascend950", 262144u, 64u, 134217728u, 1600u, 32u, 110u, 75u, 1800u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
 };
 constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);
 

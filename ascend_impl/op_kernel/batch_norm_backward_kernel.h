@@ -65,6 +65,10 @@ public:
                 runner.Run(k_);
                 return;
             }
+            if (k_.t.l2Rounds && SharedTotals<MODE>(k_)) {
+                L2Rounds();
+                return;
+            }
         }
         const uint32_t mask = k_.t.outputMask;
         const bool wantInput = mask >> GRAD_INPUT & 1;
@@ -93,20 +97,25 @@ public:
             }
             return;
         }
-        const uint64_t b = k_.share.unitBegin, e = k_.share.unitEnd;
-        if (wantInput && b < e) {
-            IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
-        }
-        for (uint64_t u = b; u < e; ++u) {
-            GradInputUnit<MODE>(k_, u, wantInput, wantInput && u + 1 < e);
-        }
+        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput);
     }
 
 private:
     // Partial sums of the core's units; then every core waits for all (cross-core).
     __aicore__ inline void Phase1()
     {
-        const uint64_t b = k_.share.unitBegin, e = k_.share.unitEnd;
+        ReduceUnits(k_.share.unitBegin, k_.share.unitEnd);
+        if (k_.t.crossCore && k_.t.usedCores > 1) {
+            AscendC::PipeBarrier<PIPE_ALL>();
+#if BNB_SOC_HAS_SYNC_ALL
+            AscendC::SyncAll();
+#endif
+        }
+    }
+
+    // Phase 1 over units [b, e), each tile's loads issued one unit ahead.
+    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e)
+    {
         if (b < e) {
             IssueLoad(k_, UnitRows(k_.t, b), true);
         }
@@ -114,12 +123,44 @@ private:
             ReduceUnit<MODE>(k_, u, u + 1 < e);
         }
         k_.WaitPartials();
-        if (k_.t.crossCore && k_.t.usedCores > 1) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-#if BNB_SOC_HAS_SYNC_ALL
-            AscendC::SyncAll();
-#endif
+    }
+
+    // Phase 2 over units [b, e).
+    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want)
+    {
+        if (want && b < e) {
+            IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
         }
+        for (uint64_t u = b; u < e; ++u) {
+            GradInputUnit<MODE>(k_, u, want, want && u + 1 < e);
+        }
+    }
+
+    // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
+    // round's units shared by all cores, so its second read follows its first
+    // while it is still in L2; each group's owner combines and publishes its
+    // totals between the round's two SyncAlls.
+    __aicore__ inline void L2Rounds()
+    {
+#if BNB_SOC_HAS_SYNC_ALL
+        const uint64_t core = AscendC::GetBlockIdx(), cores = k_.t.usedCores, groups = uint64_t(k_.t.groups);
+        for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
+            const uint64_t g1 = Min(g0 + k_.t.l2Rounds, groups);
+            const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
+            const uint64_t b = ub + (ue - ub) * core / cores, e = ub + (ue - ub) * (core + 1) / cores;
+            ReduceUnits(b, e);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::SyncAll();
+            for (uint64_t g = g0; g < g1; ++g) {
+                if (g % cores == core) {
+                    WriteParamGrads<MODE>(k_, int64_t(g), true);  // combine once, publish the totals
+                }
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::SyncAll();
+            ApplyUnits(b, e, true);
+        }
+#endif
     }
 
     __aicore__ inline void ParamGrads(bool reduced)

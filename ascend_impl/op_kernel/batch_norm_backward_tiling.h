@@ -40,6 +40,7 @@ constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one partial-su
 constexpr uint32_t SLOTS_PER_LOAD = 32;    // slots fetched at once when combining partial sums
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
+constexpr uint32_t L2_ROUND_DIVISOR = 3;   // a round's grad_out + input take at most L2 / this (room for dx)
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
@@ -76,7 +77,8 @@ struct BatchNormBackwardTilingData {
     uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
     uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
-    uint32_t reserved;
+    uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
+                           // round, so a round's second read follows its first while it is still in L2
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };

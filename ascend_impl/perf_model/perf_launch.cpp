@@ -23,12 +23,12 @@
 struct BnbPerfCore {
     double endNs, busyS, busyV, busyMte2, busyMte3;
     uint64_t gmReadBytes, gmWriteBytes, actReadBytes, actWriteBytes, copies, bursts, minBurst, vectorInstrs,
-        scalarOps, syncAlls, ubBytes;
+        scalarOps, syncAlls, ubBytes, hbmReadBytes;
 };
 
 // The tiling's choices.
 struct BnbPerfTiling {
-    int64_t strategy, usedCores, crossCore, spChannels, groups, units, workspaceBytes;
+    int64_t strategy, usedCores, crossCore, spChannels, groups, units, workspaceBytes, l2Rounds, groupWidth;
 };
 
 namespace {
@@ -58,6 +58,9 @@ void FillLaunch(const bnb::SocCaps &caps, uint32_t usedCores, bool skipData, Asc
     const double port = caps.coreGmBytesPerCycle / nsPerCycle;         // bytes per ns
     const double share = double(caps.gmGbps) / double(usedCores);       // GB/s = bytes per ns
     l.gmBytesPerNs = port < share ? port : share;
+    l.l2BytesPerNs = caps.coreL2BytesPerCycle / nsPerCycle;
+    l.l2Window = double(caps.l2Bytes) * caps.l2ReusePercent / 100.0;
+    l.usedCores = usedCores;
     l.copyLatencyNs = caps.copyLatencyNs;
     l.vecNsPerRepeat = nsPerCycle;
     l.vecIssueNs = caps.vectorIssueCycles * nsPerCycle;
@@ -66,6 +69,9 @@ void FillLaunch(const bnb::SocCaps &caps, uint32_t usedCores, bool skipData, Asc
     l.syncAllNs = caps.syncAllNs;
     l.skipData = skipData;
     for (auto &s : l.syncPs) {
+        s.store(0);
+    }
+    for (auto &s : l.syncBytes) {
         s.store(0);
     }
 }
@@ -91,6 +97,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
                                         : (1u << bnb::WEIGHT) | (1u << bnb::RUNNING_MEAN) | (1u << bnb::RUNNING_VAR);
         in.present = given;
         in.ubBytes = caps->ubBytes;
+        in.l2Bytes = caps->l2Bytes;
         in.coreNum = caps->vectorCores;
         in.hasDataCopyPad = caps->dataCopyPad;
         in.hasSyncAll = caps->syncAll;
@@ -108,7 +115,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
             return 1;
         }
         *tilingOut = {t.strategy, t.usedCores, t.crossCore, t.spChannels, t.groups, t.units,
-                      int64_t(bnb::WorkspaceBytes(t))};
+                      int64_t(bnb::WorkspaceBytes(t)), t.l2Rounds, t.groupWidth};
 
         const uint64_t total = uint64_t(t.outer) * uint64_t(t.channels) * uint64_t(t.inner);
         const uint64_t bytes = total * bnb::DtypeBytes(in.dtype);
@@ -129,6 +136,11 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         for (uint32_t i = 0; i < AscendC::perf::MAX_ACT; ++i) {
             launch->actLo[i] = acts[i];
             launch->actHi[i] = acts[i] + bytes;
+            const uint64_t lines = bytes / AscendC::perf::L2_LINE + 1;
+            launch->lineStamp[i].reset(new std::atomic<uint64_t>[lines]);
+            for (uint64_t j = 0; j < lines; ++j) {
+                launch->lineStamp[i][j].store(0);
+            }
         }
         AscendC::perf::ThisLaunch() = launch.get();
         AscendC::SimBarrier barrier(t.usedCores);
@@ -154,7 +166,8 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
                 using AscendC::perf::P_V;
                 coresOut[c] = {pc.End(), pc.busy[P_S], pc.busy[P_V], pc.busy[P_MTE2], pc.busy[P_MTE3],
                                pc.gmReadBytes, pc.gmWriteBytes, pc.actReadBytes, pc.actWriteBytes, pc.copies,
-                               pc.bursts, pc.minBurst, pc.vectorInstrs, pc.scalarOps, pc.syncAlls, core.ubUsed};
+                               pc.bursts, pc.minBurst, pc.vectorInstrs, pc.scalarOps, pc.syncAlls, core.ubUsed,
+                               pc.hbmReadBytes};
             });
         }
         for (auto &th : threads) {

@@ -21,8 +21,14 @@
 //     gm_gbps / cores used); reads and writes share it.
 // The model trusts the kernel's synchronisation: a missing flag makes it
 // optimistic (the hazard checks of the CPU build are what catch that).
-// Not modelled: L2 hits (every GM byte counts as GM traffic), bank conflicts,
-// burst-size efficiency (the smallest burst is reported instead).
+// L2: a read of grad_out / input finds a 32-byte block in L2 when the chip
+// moved at most `l2Window` bytes (L2 x l2_reuse_percent) since that block was
+// last touched (the chip-wide byte count is exact at each SyncAll and, in
+// between, this core's bytes times the cores used); a block not found is
+// fetched whole from GM. A hit costs bytes / the core's L2 rate; GM read
+// traffic is the missed blocks.
+// Not modelled: bank conflicts, burst-size efficiency (the smallest burst is
+// reported instead), L2 hits of anything but the activations.
 //
 // With `skipData` the CPU build checks and counts everything but moves and
 // computes no data, so whole ResNet-50 layers run in milliseconds.
@@ -32,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include "sim_runtime.h"
 #include "sim_types.h"
 
@@ -53,10 +60,16 @@ struct IsLocal<LocalTensor<T>> {
 enum Pipe : uint32_t { P_S = 0, P_V, P_MTE2, P_MTE3, P_COUNT };
 constexpr uint32_t MAX_ACT = 3;      // activation tensors told apart in the counts (grad_out, input, grad_input)
 constexpr uint32_t SYNC_SLOTS = 256;  // SyncAll generations in flight
+constexpr uint64_t L2_LINE = 32;      // bytes the L2 model tracks together (one MTE block)
 
 // The figures of one launch (perf_launch.cpp fills them from batch_norm_soc_caps.gen.h).
 struct Launch {
     double gmBytesPerNs = 1;     // one core's GM share
+    double l2BytesPerNs = 1;     // one core's L2 read rate
+    double l2Window = 0;         // bytes the chip may move between two touches of a line for an L2 hit
+    uint32_t usedCores = 1;
+    std::unique_ptr<std::atomic<uint64_t>[]> lineStamp[MAX_ACT];  // chip bytes when each line was last touched
+    std::atomic<uint64_t> syncBytes[SYNC_SLOTS];                   // bytes all cores moved in one sync interval
     double copyLatencyNs = 0;
     double vecNsPerRepeat = 1;
     double vecIssueNs = 0;
@@ -82,6 +95,8 @@ struct Core {
     double busy[P_COUNT] = {};    // summed cost per pipe
     double issue = 0;             // scalar issue time
     uint64_t gmReadBytes = 0, gmWriteBytes = 0, actReadBytes = 0, actWriteBytes = 0;
+    uint64_t hbmReadBytes = 0;  // reads that reach GM (HBM): activation blocks missed in L2, everything else
+    uint64_t epochBytes = 0, sinceSync = 0;  // chip bytes up to the last SyncAll; this core's since
     uint64_t copies = 0, bursts = 0, minBurst = UINT64_MAX, vectorInstrs = 0, scalarOps = 0, syncAlls = 0;
     uint32_t syncGen = 0;
     std::map<uint32_t, double> events;         // (HardEvent, id) -> time set
@@ -129,6 +144,32 @@ inline uint32_t ActIndex(const void *gm)
     return MAX_ACT;
 }
 
+// Stamps the blocks a copy touches of activation `ai`; returns the bytes of the blocks a read must fetch.
+inline uint64_t TouchLines(uint32_t ai, const void *gm, uint64_t bursts, uint64_t burstBytes, uint64_t gmGap,
+                           bool read)
+{
+    Launch *l = ThisLaunch();
+    Core &c = ThisCore();
+    if (!l->lineStamp[ai]) {
+        return 0;
+    }
+    const uint64_t now = c.epochBytes + c.sinceSync * l->usedCores + 1;
+    const uint64_t base = uint64_t(static_cast<const uint8_t *>(gm) - l->actLo[ai]);
+    const uint64_t step = burstBytes + (gmGap == 1 ? 0 : gmGap);  // gmGap 1: runs told apart only
+    uint64_t fetched = 0;
+    for (uint64_t b = 0; b < bursts; ++b) {
+        const uint64_t lo = base + b * step, hi = lo + burstBytes;
+        for (uint64_t line = lo / L2_LINE; line * L2_LINE < hi; ++line) {
+            const uint64_t prev = l->lineStamp[ai][line].exchange(now);
+            // (Stamps of two cores between SyncAlls are estimates: a later one may read as earlier.)
+            if (read && (prev == 0 || (now > prev && now - prev > uint64_t(l->l2Window)))) {
+                fetched += L2_LINE;
+            }
+        }
+    }
+    return fetched;
+}
+
 // A GM <-> UB copy (toUb: GM -> UB on MTE2, else UB -> GM on MTE3) of `bursts` runs of `burstBytes`,
 // `gmGap` bytes apart in GM (runs without a gap are one burst).
 inline void Copy(bool toUb, const void *gm, uint64_t bursts, uint64_t burstBytes, uint64_t gmGap = 1)
@@ -138,11 +179,22 @@ inline void Copy(bool toUb, const void *gm, uint64_t bursts, uint64_t burstBytes
     }
     Core &c = ThisCore();
     const uint64_t bytes = bursts * burstBytes;
-    const bool act = ActIndex(gm) < MAX_ACT;
+    const uint32_t ai = ActIndex(gm);
+    const bool act = ai < MAX_ACT;
     (toUb ? c.gmReadBytes : c.gmWriteBytes) += bytes;
+    uint64_t fromGm = bytes;  // bytes of this copy that travel to / from GM
     if (act) {
         (toUb ? c.actReadBytes : c.actWriteBytes) += bytes;
+        const uint64_t fetched = TouchLines(ai, gm, bursts, burstBytes, gmGap, toUb);
+        if (toUb) {
+            fromGm = fetched;
+        }
     }
+    if (toUb) {
+        c.hbmReadBytes += fromGm;
+    }
+    const uint64_t hit = bytes > fromGm ? bytes - fromGm : 0;
+    c.sinceSync += bytes;
     ++c.copies;
     const uint64_t runs = gmGap == 0 ? 1 : bursts;
     c.bursts += runs;
@@ -150,7 +202,8 @@ inline void Copy(bool toUb, const void *gm, uint64_t bursts, uint64_t burstBytes
         c.minBurst = std::min(c.minBurst, bytes / runs);  // activation bursts only
     }
     const Launch *l = ThisLaunch();
-    Issue(toUb ? P_MTE2 : P_MTE3, double(bytes) / l->gmBytesPerNs, l->copyLatencyNs);
+    Issue(toUb ? P_MTE2 : P_MTE3, double(fromGm) / l->gmBytesPerNs + double(hit) / l->l2BytesPerNs,
+          l->copyLatencyNs);
 }
 
 // A vector instruction over `count` elements of `elemBytes` (the wider operand); `passes` for multi-pass ones.
@@ -290,6 +343,9 @@ inline void SyncAllArrive()
         return;
     }
     Core &c = ThisCore();
+    Launch *l = ThisLaunch();
+    l->syncBytes[(c.syncGen + 2) % SYNC_SLOTS].store(0);  // not in use until two SyncAlls from now
+    l->syncBytes[c.syncGen % SYNC_SLOTS] += c.sinceSync;
     const uint64_t ps = uint64_t(c.End() * 1000.0);
     std::atomic<uint64_t> &slot = ThisLaunch()->syncPs[c.syncGen % SYNC_SLOTS];
     uint64_t cur = slot.load();
@@ -303,6 +359,8 @@ inline void SyncAllLeave()
     }
     Core &c = ThisCore();
     const double t = double(ThisLaunch()->syncPs[c.syncGen % SYNC_SLOTS].load()) / 1000.0 + ThisLaunch()->syncAllNs;
+    c.epochBytes += ThisLaunch()->syncBytes[c.syncGen % SYNC_SLOTS].load();
+    c.sinceSync = 0;
     ++c.syncGen;
     ++c.syncAlls;
     c.issue = t;

@@ -36,22 +36,22 @@ def make_inputs(shape, channel_last, dtype, seed=0, training=True, param_float32
 
 
 def check(sim, shape, channel_last=False, dtype="float32", training=True, mask=(True, True, True), soc="ascend910b",
-          ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, seed=0, two_pass=None, **kw):
+          ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, seed=0, two_pass=None, l2_bytes=0, **kw):
     """Values against the float64 reference. two_pass=None: the tiling's own choice and, where that is
     the single pass, the two-pass strategy as well (both checked); True / False: that one run."""
     if two_pass is None:
         info = check(sim, shape, channel_last, dtype, training, mask, soc, ub_bytes, cores, param_float32,
-                     grad_param_float32, seed, two_pass=False, **kw)
+                     grad_param_float32, seed, two_pass=False, l2_bytes=l2_bytes, **kw)
         if info.strategy == simlib.STRATEGIES["single_pass"]:
             check(sim, shape, channel_last, dtype, training, mask, soc, ub_bytes, cores, param_float32,
-                  grad_param_float32, seed, two_pass=True, **kw)
+                  grad_param_float32, seed, two_pass=True, l2_bytes=l2_bytes, **kw)
         return info
     args = make_inputs(shape, channel_last, dtype, seed, training, param_float32, **kw)
     outs, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], args["running_mean"],
                             args["running_var"], args["save_mean"], args["save_invstd"], training=training,
                             output_mask=mask, channel_last=channel_last, dtype=dtype, soc=soc, ub_bytes=ub_bytes,
                             cores=cores, param_float32=param_float32, grad_param_float32=grad_param_float32,
-                            two_pass=two_pass)
+                            two_pass=two_pass, l2_bytes=l2_bytes)
     refs = batch_norm_backward_ref(args["grad_out"], args["x"], args["weight"], args["running_mean"],
                                    args["running_var"], args["save_mean"], args["save_invstd"], training=training,
                                    eps=1e-5, output_mask=mask, data_format="NHWC" if channel_last else "NCHW")

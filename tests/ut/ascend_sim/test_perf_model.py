@@ -43,7 +43,10 @@ def test_counts_do_not_depend_on_moving_the_data(lib, soc, shape, dtype, two_pas
     for ca, cb in zip(a.cores, b.cores):
         for f in COUNTED:
             assert getattr(ca, f) == getattr(cb, f), f
-        assert ca.end_ns == pytest.approx(cb.end_ns)
+        # Which core first touches a 32-byte block two cores share is a race of the threads: the L2
+        # model may then count that block as a miss on one run and a hit on the other.
+        assert abs(ca.hbm_read_bytes - cb.hbm_read_bytes) <= 32 * ca.bursts
+        assert ca.end_ns == pytest.approx(cb.end_ns, rel=0.02)
 
 
 def _per_core_channels(c, groups):
@@ -55,14 +58,16 @@ def _per_core_channels(c, groups):
                                          ((32, 100, 7, 7), "bfloat16"), ((2, 5, 9), "float32")])
 def test_single_pass_bytes_match_an_independent_count(lib, shape, dtype):
     """DataCopyPad moves exact bytes: x, dy read once, dx written once, plus weight / mean / invstd
-    read and grad_weight / grad_bias written once per channel."""
+    read and grad_weight / grad_bias written once per channel. GM traffic counts whole 32-byte blocks
+    of what is not found in L2, so it is at least that and at most a block more per burst."""
     r = ascend_model.run(lib, "ascend910b", shape, dtype)
     eb = ascend_model.DTYPES[dtype][1]
     n, c = shape[0], shape[1]
     inner = r.elements // (n * c)
     assert r.strategy == "single_pass" and r.tiling.cross_core == 0 and r.tiling.workspace_bytes == 0
-    assert r.gm_bytes == 3 * r.elements * eb + 5 * c * eb
-    assert r.activation_accesses == 3.0
+    exact = 3 * r.elements * eb + 5 * c * eb
+    assert r.requested_bytes == exact and r.requested_accesses == 3.0
+    assert exact <= r.gm_bytes + 32 * len(r.cores) and r.gm_bytes <= exact + 32 * sum(k.bursts for k in r.cores)
     per_core = _per_core_channels(c, r.tiling.groups)
     assert [k.act_read_bytes for k in r.cores] == [2 * n * inner * ch * eb for ch in per_core]
     assert [k.act_write_bytes for k in r.cores] == [n * inner * ch * eb for ch in per_core]
@@ -74,8 +79,24 @@ def test_two_pass_activation_bytes(lib, shape, dtype):
     """Two passes: x and dy read twice, dx written once; SyncAll after the partials and after the totals."""
     r = ascend_model.run(lib, "ascend910b", shape, dtype, two_pass=True)
     eb = ascend_model.DTYPES[dtype][1]
-    assert r.strategy == "two_pass" and r.act_bytes == 5 * r.elements * eb
+    assert r.strategy == "two_pass" and r.act_bytes == 5 * r.elements * eb and r.tiling.l2_rounds == 0
     assert all(k.sync_alls == 2 for k in r.cores)
+    # x + dy of the whole tensor fit the L2 window: the second reads are L2 hits.
+    assert r.gm_bytes_per_element < 3 * eb + 0.05
+
+
+@pytest.mark.parametrize("shape,dtype", [((32, 256, 56, 56), "float32"), ((32, 64, 112, 112), "float16")])
+def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
+    """Larger than the L2 budget: both passes round by round, two SyncAlls per round, second reads in L2."""
+    r = ascend_model.run(lib, "ascend910b", shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()["ascend910b"]
+    rounds = -(-r.tiling.groups // r.tiling.l2_rounds)
+    assert r.tiling.l2_rounds > 0 and rounds > 1 and all(k.sync_alls == 2 * rounds for k in r.cores)
+    assert r.requested_accesses == 5.0
+    assert r.gm_bytes_per_element < 3 * eb + 0.05
+    per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
+    assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 3
 
 
 def test_json_rows(resnet910b, tmp_path):
@@ -97,9 +118,7 @@ def test_three_accesses_wherever_a_channel_fits_ub(resnet910b):
         rs = -(-hw // (32 // eb)) * (32 // eb)
         fits = 2 * n * rs * eb * 1.1 < ub  # clearly fits beside the small buffers
         if fits:
-            assert r["strategy"] == "single_pass" and r["activation_accesses"] == 3.0, r["shape"]
-        if r["strategy"] == "single_pass":
-            assert r["gm_bytes_per_element"] <= r["opsnn_bytes_per_element"] + 0.02
+            assert r["strategy"] == "single_pass" and r["requested_accesses"] == 3.0, r["shape"]
 
 
 def test_cores_and_balance(resnet910b):
@@ -115,21 +134,21 @@ def test_step_bytes_at_most_opsnn_plus_one_percent(resnet910b):
         assert t["gm_bytes"] <= 1.01 * t["opsnn_bytes"], t
 
 
-@pytest.mark.xfail(strict=True, reason="two-pass layers move 20.02 B/el (fp32) against ops-nn's documented 20: "
-                                       "parameter and partial-sum bytes on top of the same two reads")
 def test_target_bytes_never_above_opsnn(resnet910b):
+    """Where both read once the counts tie (x, dy, dx and five per-channel vectors); 0.1% covers the
+    32-byte blocks two neighbouring bursts share."""
     for r in resnet910b:
-        assert r["gm_bytes_per_element"] <= r["opsnn_bytes_per_element"], r["shape"]
+        assert r["gm_bytes_per_element"] <= r["opsnn_bytes_per_element"] * 1.001, r["shape"]
 
 
-@pytest.mark.xfail(strict=True, reason="no L2-resident second pass yet: 56x56 / 112x112 / 28x28 fp32 read twice")
 def test_target_step_total_fp32(resnet910b):
     t = next(t for t in ascend.totals(resnet910b) if t["dtype"] == "float32")
     assert t["gm_bytes"] <= 5.0e9
 
 
-@pytest.mark.xfail(strict=True, reason="two-pass layers move 20 B/el (1.67x the floor's bytes) and the single pass "
-                                       "overlaps loads, compute and stores only within one sub-group")
+@pytest.mark.xfail(strict=True, reason="the single pass overlaps loads, compute and stores only within one "
+                                       "sub-group, the two passes pay two SyncAlls per L2 round and a pipeline "
+                                       "fill per pass")
 def test_target_time_within_125_percent_of_bound(resnet910b):
     for r in resnet910b:
         if r["elements"] * ascend_model.DTYPES[r["dtype"]][1] >= 1 << 20:
