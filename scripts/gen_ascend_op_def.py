@@ -410,8 +410,10 @@ def render_soc_caps():
     out += [f"    {ctype} {member};" for _, member, ctype in CAPS_FIELDS]
     out += ["};", "", "constexpr SocCaps SOC_CAPS[] = {"]
     for soc, caps in soc_capabilities().items():
-        vals = ", ".join(_cpp_bool(caps[f]) if t == "bool" else f"{int(caps[f])}u" for f, _, t in CAPS_FIELDS)
-        out.append(f'    {{"{soc}", {vals}}},')
+        out.append(f'    {{"{soc}",')
+        out += [f"     {_cpp_bool(caps[f]) if t == 'bool' else str(int(caps[f])) + 'u'},  // {member}"
+                for f, member, t in CAPS_FIELDS]
+        out.append("    },")
     out += ["};", "constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);", "",
             "// The line named `name`, or nullptr.", "inline const SocCaps *FindSocCaps(const char *name)", "{",
             "    for (const SocCaps &c : SOC_CAPS) {", "        if (std::strcmp(c.name, name) == 0) {",

@@ -31,11 +31,101 @@ struct SocCaps {
 };
 
 constexpr SocCaps SOC_CAPS[] = {
-    {"ascend910", 262144u, 32u, 33554432u, 1200u, 32u, 110u, 75u, 1000u, 256u, 16u, 600u, 2u, 0u, false, false, false, false},
-    {"ascend310p", 262144u, 8u, 16777216u, 204u, 17u, 114u, 75u, 1060u, 256u, 16u, 800u, 2u, 0u, false, false, false, false},
-    {"ascend910b", 196608u, 48u, 201326592u, 1600u, 32u, 110u, 75u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
-    {"ascend910_93", 196608u, 48u, 201326592u, 1600u, 32u, 110u, 75u, 1850u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
-    {"ascend950", 262144u, 64u, 134217728u, 1600u, 32u, 110u, 75u, 1800u, 256u, 16u, 600u, 2u, 2000u, true, true, true, true},
+    {"ascend910",
+     262144u,  // ubBytes
+     32u,  // vectorCores
+     33554432u,  // l2Bytes
+     1200u,  // gmGbps
+     32u,  // coreGmBytesPerCycle
+     110u,  // coreL2BytesPerCycle
+     75u,  // l2ReusePercent
+     1000u,  // clockMhz
+     256u,  // vectorBytes
+     16u,  // vectorIssueCycles
+     600u,  // copyLatencyNs
+     2u,  // scalarNs
+     0u,  // syncAllNs
+     false,  // dataCopyPad
+     false,  // syncAll
+     false,  // dcci
+     false,  // bf16
+    },
+    {"ascend310p",
+     262144u,  // ubBytes
+     8u,  // vectorCores
+     16777216u,  // l2Bytes
+     204u,  // gmGbps
+     17u,  // coreGmBytesPerCycle
+     114u,  // coreL2BytesPerCycle
+     75u,  // l2ReusePercent
+     1060u,  // clockMhz
+     256u,  // vectorBytes
+     16u,  // vectorIssueCycles
+     800u,  // copyLatencyNs
+     2u,  // scalarNs
+     0u,  // syncAllNs
+     false,  // dataCopyPad
+     false,  // syncAll
+     false,  // dcci
+     false,  // bf16
+    },
+    {"ascend910b",
+     196608u,  // ubBytes
+     48u,  // vectorCores
+     201326592u,  // l2Bytes
+     1600u,  // gmGbps
+     32u,  // coreGmBytesPerCycle
+     110u,  // coreL2BytesPerCycle
+     75u,  // l2ReusePercent
+     1850u,  // clockMhz
+     256u,  // vectorBytes
+     16u,  // vectorIssueCycles
+     600u,  // copyLatencyNs
+     2u,  // scalarNs
+     2000u,  // syncAllNs
+     true,  // dataCopyPad
+     true,  // syncAll
+     true,  // dcci
+     true,  // bf16
+    },
+    {"ascend910_93",
+     196608u,  // ubBytes
+     48u,  // vectorCores
+     201326592u,  // l2Bytes
+     1600u,  // gmGbps
+     32u,  // coreGmBytesPerCycle
+     110u,  // coreL2BytesPerCycle
+     75u,  // l2ReusePercent
+     1850u,  // clockMhz
+     256u,  // vectorBytes
+     16u,  // vectorIssueCycles
+     600u,  // copyLatencyNs
+     2u,  // scalarNs
+     2000u,  // syncAllNs
+     true,  // dataCopyPad
+     true,  // syncAll
+     true,  // dcci
+     true,  // bf16
+    },
+    {"ascend950",
+     262144u,  // ubBytes
+     64u,  // vectorCores
+     134217728u,  // l2Bytes
+     1600u,  // gmGbps
+     32u,  // coreGmBytesPerCycle
+     110u,  // coreL2BytesPerCycle
+     75u,  // l2ReusePercent
+     1800u,  // clockMhz
+     256u,  // vectorBytes
+     16u,  // vectorIssueCycles
+     600u,  // copyLatencyNs
+     2u,  // scalarNs
+     2000u,  // syncAllNs
+     true,  // dataCopyPad
+     true,  // syncAll
+     true,  // dcci
+     true,  // bf16
+    },
 };
 constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);
 
