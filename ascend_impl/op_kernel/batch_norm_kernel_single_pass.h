@@ -33,7 +33,9 @@ namespace single_pass {
 using AscendC::HardEvent;
 
 // Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS).
-enum Slab : uint32_t { MEAN, INVSTD, COEF_A, COEF_K, COEF_B, SUM_DY_ROW, SUM_DYX_ROW, PROD, DY_F, X_F, SLAB_COUNT };
+enum Slab : uint32_t {
+    SLAB_MEAN, SLAB_INVSTD, SLAB_A, SLAB_K, SLAB_B, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
+};
 
 template <typename T>
 struct Buffers {
@@ -69,12 +71,18 @@ struct SubGroup {
 };
 
 // Row n of the sub-group between GM and UB: cnt slices of `inner` elements,
-// contiguous in GM; in UB each slice starts on a block (spRowStride apart).
+// contiguous in GM from RowOffset; in UB each slice starts on a block
+// (spRowStride apart).
+__aicore__ inline uint64_t RowOffset(const BatchNormBackwardTilingData &t, const SubGroup &s, uint64_t n)
+{
+    return (n * uint64_t(t.channels) + uint64_t(s.cs)) * uint64_t(t.inner);
+}
+
 template <typename T>
 __aicore__ inline void LoadRow(const KernelState<T> &k, const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                const SubGroup &s, uint64_t n)
 {
-    const uint64_t off = (n * uint64_t(k.t.channels) + uint64_t(s.cs)) * uint64_t(k.t.inner);
+    const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
         AscendC::DataCopyExtParams p(uint16_t(s.cnt), uint32_t(k.t.inner * sizeof(T)), 0, 0, 0);
@@ -90,7 +98,7 @@ template <typename T>
 __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &dst, const LocalTensor<T> &src,
                                 const SubGroup &s, uint64_t n)
 {
-    const uint64_t off = (n * uint64_t(k.t.channels) + uint64_t(s.cs)) * uint64_t(k.t.inner);
+    const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
         AscendC::DataCopyExtParams p(uint16_t(s.cnt), uint32_t(k.t.inner * sizeof(T)), 0, 0, 0);
@@ -132,9 +140,9 @@ __aicore__ inline LocalTensor<float> FloatRow(const Buffers<T> &b, const LocalTe
 template <typename T>
 __aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
-    const LocalTensor<float> xr = FloatRow(b, b.x, X_F, off, len);
-    AscendC::Sub(xr, xr, b.slab[MEAN], int32_t(len));
-    AscendC::Mul(xr, xr, b.slab[INVSTD], int32_t(len));
+    const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
+    AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], int32_t(len));
+    AscendC::Mul(xr, xr, b.slab[SLAB_INVSTD], int32_t(len));
     return xr;
 }
 
@@ -145,10 +153,10 @@ __aicore__ inline void ReduceRows(const Buffers<T> &b, uint64_t r0, uint64_t r1,
     for (uint64_t n = r0; n < r1; ++n) {
         const uint64_t off = n * len;
         const LocalTensor<float> xh = XhatRow(b, off, len);
-        const LocalTensor<float> dyr = FloatRow(b, b.dy, DY_F, off, len);
-        AscendC::Add(b.slab[SUM_DY_ROW], b.slab[SUM_DY_ROW], dyr, int32_t(len));
-        AscendC::Mul(b.slab[PROD], xh, dyr, int32_t(len));
-        AscendC::Add(b.slab[SUM_DYX_ROW], b.slab[SUM_DYX_ROW], b.slab[PROD], int32_t(len));
+        const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, len);
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, int32_t(len));
+        AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, int32_t(len));
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD], int32_t(len));
     }
 }
 
@@ -175,7 +183,7 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         if constexpr (IsSame<T, float>::value) {
             dr = b.dy[off];
         } else {
-            dr = b.slab[DY_F];
+            dr = b.slab[SLAB_DY_F];
             if (want) {
                 AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, len);
             }
@@ -183,12 +191,12 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         if (!want) {
             AscendC::Duplicate(dr, 0.0f, int32_t(len));
         } else {
-            AscendC::Mul(dr, dr, b.slab[COEF_A], int32_t(len));
+            AscendC::Mul(dr, dr, b.slab[SLAB_A], int32_t(len));
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyXhat(b, off, len);
-                AscendC::Mul(xh, xh, b.slab[COEF_K], int32_t(len));
+                AscendC::Mul(xh, xh, b.slab[SLAB_K], int32_t(len));
                 AscendC::Add(dr, dr, xh, int32_t(len));
-                AscendC::Add(dr, dr, b.slab[COEF_B], int32_t(len));
+                AscendC::Add(dr, dr, b.slab[SLAB_B], int32_t(len));
             }
         }
         if constexpr (!IsSame<T, float>::value) {
@@ -261,10 +269,10 @@ private:
             }
         }
         if (reduce_) {
-            Broadcast(k, b_, MEAN, k.ub.v.mean, s);
-            Broadcast(k, b_, INVSTD, k.ub.v.invstd, s);
-            AscendC::Duplicate(b_.slab[SUM_DY_ROW], 0.0f, int32_t(s.len));
-            AscendC::Duplicate(b_.slab[SUM_DYX_ROW], 0.0f, int32_t(s.len));
+            Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
+            Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
+            AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, int32_t(s.len));
+            AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, int32_t(s.len));
             for (uint32_t c = 0; c < chunks; ++c) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(c));
                 ReduceRows(b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
@@ -300,9 +308,9 @@ private:
     {
         const uint32_t rs = k.t.spRowStride;
         for (uint32_t j = 0; j < s.cnt; ++j) {
-            AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SUM_DY_ROW][j * rs], b_.slab[PROD],
+            AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][j * rs], b_.slab[SLAB_PROD],
                                int32_t(k.t.inner));
-            AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SUM_DYX_ROW][j * rs], b_.slab[PROD],
+            AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][j * rs], b_.slab[SLAB_PROD],
                                int32_t(k.t.inner));
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
@@ -331,10 +339,10 @@ private:
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
-        Broadcast(k, b_, COEF_A, v.coefA, s);
+        Broadcast(k, b_, SLAB_A, v.coefA, s);
         if (k.t.training) {
-            Broadcast(k, b_, COEF_K, v.coefK, s);
-            Broadcast(k, b_, COEF_B, v.coefB, s);
+            Broadcast(k, b_, SLAB_K, v.coefK, s);
+            Broadcast(k, b_, SLAB_B, v.coefB, s);
         }
     }
 
