@@ -412,7 +412,7 @@ def _dtype_ident(name):
 def render_cpu_spec():
     """mindspore_bn_grad/csrc/bn_spec.gen.h (included by the kernels' interface headers)."""
     opdef = load_opdef()
-    src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml and batch_norm_forward.yaml"
+    src = "op_def/batch_norm_{,reduce_,elemt_,double_}backward.yaml\n// and op_def/batch_norm_forward.yaml"
     out = _header(src, "MS_BN_GRAD_BN_SPEC_GEN_H_", ['"bn_sync.h"', '"tensor.h"'])
     out += ["namespace bn_grad {", "namespace spec {", "",
             "// Codes the kernel entries return (kernel_errors); 0 is success.", "enum Error : int {", "  kOk = 0,"]
