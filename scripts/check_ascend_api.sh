@@ -202,7 +202,7 @@ for s in $SOC_LIST; do
 done
 
 # The simulator against itself (the same probe), so the probe stays honest.
-if "$CXX" -std=c++17 -fsyntax-only -I"$SIM_DIR" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
+if "$CXX" -std=c++17 -fsyntax-only -I"$SIM_DIR" -I"$ROOT/ascend_impl/perf_model" -I"$KERNEL_DIR" "$CHECK_DIR/sim_api_probe.cpp" \
     >"$BUILD_DIR/sim_api_probe_sim.log" 2>&1; then
     echo "ok   sim sim-api probe"
 else

@@ -26,7 +26,93 @@ struct TilingInput {
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
+    bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
+    uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };
+
+// Two passes across cores, channel-first, training: when grad_out + input
+// exceed the L2 budget, the channels are cut into rounds whose grad_out +
+// input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
+// (so the combine of a round runs on many cores at once), and the kernel runs
+// both passes round by round (two SyncAlls per round): a round's second read
+// follows its first within that many bytes.
+inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
+        in.l2Bytes == 0 || t.channels <= 1) {
+        return;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    const uint64_t budget = in.l2Bytes / L2_ROUND_DIVISOR;
+    if (perChannel * uint64_t(t.channels) <= budget) {
+        return;  // the whole tensor pair fits: one round is the plain two-pass order
+    }
+    // No group wider than before (the channel vectors of the UB plan hold it); the
+    // last group is the remainder (these SoCs write short vectors exactly).
+    const uint64_t roundChannels = std::max<uint64_t>(1, budget / perChannel);
+    const uint64_t width = std::max<uint64_t>(
+        1, std::min<uint64_t>(CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)), t.groupWidth));
+    t.groupWidth = uint32_t(width);
+    t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
+    t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
+}
+
+// Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
+// slices of at least one channel fit in UB beside the small fixed buffers,
+// every core takes whole channel groups (balanced: C * g / groups), keeps
+// `spChannels` adjacent channels resident at a time, and reads x and dy once.
+// Returns false (t unchanged) when it does not apply.
+inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    const uint32_t eb = DtypeBytes(in.dtype);
+    const uint64_t inner = uint64_t(t.inner), outer = uint64_t(t.outer), channels = uint64_t(t.channels);
+    if (!in.allowSinglePass || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || outer == 0 || channels == 0 || inner == 0) {
+        return false;
+    }
+    // Without DataCopyPad every (row, channel) slice must be whole blocks.
+    if (!in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0) {
+        return false;
+    }
+    const uint64_t rowStride = AlignUp(inner, BLOCK_BYTES / eb);
+    if (2 * outer * rowStride * eb >= in.ubBytes) {
+        return false;  // not even one channel
+    }
+    // Groups: one per core; without DataCopyPad each at least a block of
+    // per-channel values (whole-block writes of grad_weight / grad_bias).
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, BLOCK_BYTES / 2);
+    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
+    const uint64_t maxCount = CeilDiv(channels, groups);
+    const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
+    const uint64_t fixed = MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype).Total();
+    uint64_t resident = 0;
+    for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
+        if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype).Total() <= in.ubBytes) {
+            resident = g;
+            break;
+        }
+    }
+    if (resident == 0) {
+        return false;
+    }
+    t.strategy = STRATEGY_SINGLE_PASS;
+    t.balanced = 1;
+    t.groups = int64_t(groups);
+    t.groupWidth = uint32_t(maxCount);
+    t.vecElems = vecElems;
+    t.tileRows = SP_ROWS_PLAN;
+    t.tileCols = VEC_ALIGN;
+    t.rowStride = VEC_ALIGN;
+    t.rowBlocks = 0;
+    t.colBlocks = 0;
+    t.units = 0;
+    t.shiftLast = 0;
+    t.crossCore = 0;
+    t.spChannels = uint32_t(resident);
+    t.spRowStride = uint32_t(rowStride);
+    t.spChunkRows = uint32_t(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS, outer)));
+    t.usedCores = uint32_t(groups);
+    return true;
+}
 
 // Fills `t`; returns "" or the reason the shape cannot run.
 inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
@@ -142,6 +228,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (t.flat && total < perBlock) {
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
+    if (!TrySinglePass(in, t)) {
+        TryL2Rounds(in, t);
+    }
     return "";
 }
 
@@ -150,8 +239,8 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
 // synchronises its cores with SyncAll -- the hardware SyncAll waits for all
 // cores and deadlocks when some are not scheduled (SyncAll.md, 约束说明: "建议开启
 // batchmode模式"); CANN's own batch_norm_grad_v3 tiling sets it the same way.
-// 0 when nothing crosses cores.
-inline uint32_t ScheduleMode(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1 ? 1 : 0; }
+// 0 when nothing crosses cores (the single pass never syncs: crossCore 0).
+inline uint32_t ScheduleMode(const BatchNormBackwardTilingData &t) { return UsesSyncAll(t) ? 1 : 0; }
 
 }  // namespace bnb
 #endif

@@ -88,6 +88,9 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     in.ubBytes = uint32_t(ubBytes);
+    uint64_t l2Bytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L2, l2Bytes);
+    in.l2Bytes = l2Bytes;
     in.coreNum = platform.GetCoreNumAiv();
     // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid,
     // no bfloat16 kernels (op_kernel/batch_norm_backward_kernel.h, BNB_SOC_LEGACY).
@@ -101,8 +104,9 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
 }
 
 // The tiling data, the block dim (<= the core count: SyncAll() needs every
-// block resident) and the workspace: the Ascend C library's system area, then
-// `kernelBytes` for the kernel.
+// block resident, which schedule mode 1 asks for when the kernel syncs) and
+// the workspace: the Ascend C library's system area, then `kernelBytes` for
+// the kernel.
 template <typename Tiling>
 inline ge::graphStatus StoreTiling(gert::TilingContext *context, const Tiling &tiling, uint32_t usedCores,
                                    uint32_t scheduleMode, uint64_t libWorkspace, uint64_t kernelBytes)

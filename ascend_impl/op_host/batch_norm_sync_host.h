@@ -32,8 +32,9 @@ inline void FillInput(gert::TilingContext *context, int gradOutIndex, int meanIn
 inline ge::graphStatus Finish(gert::TilingContext *context, bool reduce, const bnb::BatchNormSyncTilingData &tiling,
                               uint64_t libWorkspace)
 {
-    return bnb_host::StoreTiling(context, tiling, tiling.base.usedCores, bnb::ScheduleMode(tiling.base), libWorkspace,
-                                 bnb::SyncWorkspaceBytes(reduce, tiling));
+    // Only the reduce step syncs (after its partial sums); the elementwise step never does.
+    return bnb_host::StoreTiling(context, tiling, tiling.base.usedCores, reduce ? bnb::ScheduleMode(tiling.base) : 0,
+                                 libWorkspace, bnb::SyncWorkspaceBytes(reduce, tiling));
 }
 
 }  // namespace bnb_sync_host

@@ -8,7 +8,12 @@
 //             this core's share of units / groups / flat regions
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
-//   Process   phase 1: ReduceUnit over the core's units (partial sums to the
+//   Process   (SyncAll is used only when the tiling says crossCore and more than
+//             one core runs: once after phase 1, once after the owners'
+//             totals are published; the host then sets schedule mode 1)
+//             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
+//             the core's whole channel groups, each read once; otherwise
+//             phase 1: ReduceUnit over the core's units (partial sums to the
 //             workspace), then SyncAll when units of one channel ran on several
 //             cores; finalise: WriteParamGrads over the core's groups
 //             (grad_weight / grad_bias, or the REDUCE outputs); phase 2:
@@ -26,6 +31,7 @@
 #include "batch_norm_sync_tiling.h"
 #include "batch_norm_soc_features.h"
 #include "batch_norm_kernel_phases.h"
+#include "batch_norm_kernel_single_pass.h"
 
 namespace bnb {
 
@@ -53,6 +59,17 @@ public:
 
     __aicore__ inline void Process()
     {
+        if constexpr (MODE == MODE_FULL) {
+            if (k_.t.strategy == STRATEGY_SINGLE_PASS) {
+                single_pass::Runner<T> runner;  // whole channel groups per core, resident in UB
+                runner.Run(k_);
+                return;
+            }
+            if (k_.t.l2Rounds && SharedTotals<MODE>(k_)) {
+                L2Rounds();
+                return;
+            }
+        }
         const uint32_t mask = k_.t.outputMask;
         const bool wantInput = mask >> GRAD_INPUT & 1;
         const bool wantParams = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1);
@@ -67,30 +84,83 @@ public:
         if constexpr (MODE == MODE_REDUCE) {
             return;
         }
+        if (reduce && SharedTotals<MODE>(k_)) {
+            // The owners' totals (WriteParamGrads) are in the workspace for every core.
+            AscendC::PipeBarrier<PIPE_ALL>();
+#if BNB_SOC_HAS_SYNC_ALL
+            AscendC::SyncAll();
+#endif
+        }
         if (k_.t.flat) {
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {
                 FlatRegionGradInput<MODE>(k_, f, wantInput);
             }
             return;
         }
-        for (uint64_t u = k_.share.unitBegin; u < k_.share.unitEnd; ++u) {
-            GradInputUnit<MODE>(k_, u, wantInput);
-        }
+        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput);
     }
 
 private:
     // Partial sums of the core's units; then every core waits for all (cross-core).
     __aicore__ inline void Phase1()
     {
-        for (uint64_t u = k_.share.unitBegin; u < k_.share.unitEnd; ++u) {
-            ReduceUnit<MODE>(k_, u);
-        }
+        ReduceUnits(k_.share.unitBegin, k_.share.unitEnd);
         if (k_.t.crossCore && k_.t.usedCores > 1) {
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
 #endif
         }
+    }
+
+    // Phase 1 over units [b, e), each tile's loads issued one unit ahead.
+    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e)
+    {
+        if (b < e) {
+            IssueLoad(k_, UnitRows(k_.t, b), true);
+        }
+        for (uint64_t u = b; u < e; ++u) {
+            ReduceUnit<MODE>(k_, u, u + 1 < e);
+        }
+        k_.WaitPartials();
+    }
+
+    // Phase 2 over units [b, e).
+    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want)
+    {
+        if (want && b < e) {
+            IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
+        }
+        for (uint64_t u = b; u < e; ++u) {
+            GradInputUnit<MODE>(k_, u, want, want && u + 1 < e);
+        }
+    }
+
+    // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
+    // round's units shared by all cores, so its second read follows its first
+    // while it is still in L2; each group's owner combines and publishes its
+    // totals between the round's two SyncAlls.
+    __aicore__ inline void L2Rounds()
+    {
+#if BNB_SOC_HAS_SYNC_ALL
+        const uint64_t core = AscendC::GetBlockIdx(), cores = k_.t.usedCores, groups = uint64_t(k_.t.groups);
+        for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
+            const uint64_t g1 = Min(g0 + k_.t.l2Rounds, groups);
+            const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
+            const uint64_t b = ub + (ue - ub) * core / cores, e = ub + (ue - ub) * (core + 1) / cores;
+            ReduceUnits(b, e);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::SyncAll();
+            for (uint64_t g = g0; g < g1; ++g) {
+                if (g % cores == core) {
+                    WriteParamGrads<MODE>(k_, int64_t(g), true);  // combine once, publish the totals
+                }
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::SyncAll();
+            ApplyUnits(b, e, true);
+        }
+#endif
     }
 
     __aicore__ inline void ParamGrads(bool reduced)

@@ -16,6 +16,11 @@
 namespace bnb {
 
 // How the kernel sees the activation: [outer, C, inner] or [outer, C].
+// How the work is done (tiling `strategy`): TWO_PASS reads grad_out / input
+// once for the sums and again for grad_input (units, workspace partials);
+// SINGLE_PASS keeps a group of adjacent channels' whole N x inner slices in UB
+// (batch_norm_kernel_single_pass.h): x and dy read once, dx written once.
+enum Strategy : uint32_t { STRATEGY_TWO_PASS = 0, STRATEGY_SINGLE_PASS = 1 };
 enum Layout : uint32_t { LAYOUT_CHANNEL_FIRST = 0, LAYOUT_CHANNEL_LAST = 1 };
 // Element type of grad_out / input / grad_input.
 enum ElemType : uint32_t { ELEM_FLOAT32 = 0, ELEM_FLOAT16 = 1, ELEM_BFLOAT16 = 2 };
@@ -35,6 +40,7 @@ constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one partial-su
 constexpr uint32_t SLOTS_PER_LOAD = 32;    // slots fetched at once when combining partial sums
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
+constexpr uint32_t L2_ROUND_DIVISOR = 3;   // a round's grad_out + input take at most L2 / this (room for dx)
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
@@ -66,6 +72,13 @@ struct BatchNormBackwardTilingData {
     uint32_t hasDcci;      // DataCacheCleanAndInvalid exists (scalar GM writes are flushed with it)
     uint32_t flatUnits;    // flat: grad_input regions
     uint32_t flatCap;      // flat: elements per region (fits one tile)
+    uint32_t strategy;     // Strategy
+    uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass)
+    uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
+    uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
+    uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
+    uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
+                           // round, so a round's second read follows its first while it is still in L2
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };
@@ -103,11 +116,48 @@ BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElem
 BNB_FN uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 
-// Workspace: `units * partFloats` partial sums (no SyncAll flags: the kernel
-// uses the hardware SyncAll, or no cross-core sync at all).
+// ---- single pass (STRATEGY_SINGLE_PASS): UB beyond the small two-pass plan ----
+constexpr uint32_t SP_SLABS = 8;           // float slabs of one row of the sub-group: mean, invstd, a, k, b, 2 sums, product
+constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
+constexpr uint32_t SP_MAX_CHUNKS = 4;      // pipelined chunks of rows (one event id each)
+constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
+
+// UB bytes of the single-pass buffers for `channels` resident channels.
+struct SinglePassPlan {
+    uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride
+    uint32_t slabBytes;      // one float row of the sub-group: channels x rowStride floats
+    uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets
+    uint32_t castSlabs;
+    BNB_FN uint64_t Total() const
+    {
+        return 2ull * residentBytes + uint64_t(SP_SLABS + castSlabs) * slabBytes + slotBytes;
+    }
+};
+
+BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype)
+{
+    SinglePassPlan p;
+    p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
+    p.slabBytes = channels * rowStride * uint32_t(sizeof(float));
+    p.slotBytes = 2u * channels * BLOCK_BYTES;
+    p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
+    return p;
+}
+
+// Workspace: `units * partFloats` partial sums, then (cross-core) the
+// finalised totals of every channel, sum_dy then sum_dy_xhat, each
+// TotalsStride floats (no SyncAll flags: the kernel uses the hardware
+// SyncAll, or no cross-core sync at all).
+BNB_FN uint64_t TotalsStride(const BatchNormBackwardTilingData &t) { return AlignUp(uint64_t(t.channels), 8); }
+
+BNB_FN uint64_t PartialFloats(const BatchNormBackwardTilingData &t) { return uint64_t(t.units) * t.partFloats; }
+
+// The kernel calls SyncAll (the host then sets schedule mode 1).
+BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1; }
+
 BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)
 {
-    return uint64_t(t.units) * t.partFloats * sizeof(float);
+    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0)) * sizeof(float);
 }
 
 }  // namespace bnb

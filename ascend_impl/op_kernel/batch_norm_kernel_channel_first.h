@@ -40,9 +40,9 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
 }
 
 // xF = (x - mean) (* invstd when `scale`) over the n tile elements.
+// (The scalars were loaded by LoadStats, which ends on a full barrier.)
 __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool scale)
 {
-    AscendC::PipeBarrier<PIPE_ALL>();
     const float mean = ub.v.mean.GetValue(r.groupLane), invstd = ub.v.invstd.GetValue(r.groupLane);
     AscendC::Adds(ub.xF, ub.xF, -mean, n);
     if (scale) {
@@ -51,9 +51,9 @@ __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool sc
 }
 
 // dyF = a * dy (+ k * xhat + b in training).
+// (The coefficients were computed by LoadCoefs, which ends on a full barrier.)
 __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training)
 {
-    AscendC::PipeBarrier<PIPE_ALL>();
     const float a = ub.v.coefA.GetValue(r.groupLane);
     AscendC::Muls(ub.dyF, ub.dyF, a, n);
     if (training) {
@@ -69,9 +69,12 @@ __aicore__ inline void StorePartials(KernelUb &ub, const GlobalTensor<float> &pa
 {
     AscendC::ReduceSum(ub.partUb, ub.accDy, ub.reduceTmp, cols);
     AscendC::ReduceSum(ub.partUb[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    const int32_t ev = 0;  // set and waited for at once
+    AscendC::SetFlag<AscendC::HardEvent::V_S>(ev);
+    AscendC::WaitFlag<AscendC::HardEvent::V_S>(ev);
     ub.partUb.SetValue(1, ub.partUb.GetValue(SLOT_FLOATS));
-    AscendC::PipeBarrier<PIPE_ALL>();
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(ev);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(ev);
     AscendC::DataCopy(part[u * SLOT_FLOATS], ub.partUb, SLOT_FLOATS);
 }
 

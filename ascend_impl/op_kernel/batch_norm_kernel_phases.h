@@ -40,9 +40,12 @@ __aicore__ inline void Xhat(KernelState<T> &k, const TileRows &r, uint32_t n)
 }
 
 // ---- tile I/O ----
-// n elements of grad_out (and input when `withX`) from the tile into the float tiles.
+// Double buffering: the loads of a tile are issued (IssueLoad) one unit
+// ahead of its compute (TakeTile), into the other buffer of the depth-2
+// queues, so MTE2 brings tile u + 1 while V computes tile u and MTE3 stores
+// tile u - 1 (the queues' hand-overs are the MTE2 -> V / V -> MTE3 events).
 template <typename T>
-__aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX, uint32_t n)
+__aicore__ inline void IssueLoad(KernelState<T> &k, const TileRows &r, bool withX)
 {
     KernelUb &ub = k.ub;
     LocalTensor<T> dyIn = ub.inDy.template AllocTensor<T>();
@@ -53,6 +56,13 @@ __aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX
         k.copy.In(xIn, k.x, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride, k.total);
         ub.inX.EnQue(xIn);
     }
+}
+
+// n elements of the oldest issued tile into the float tiles.
+template <typename T>
+__aicore__ inline void TakeTile(KernelState<T> &k, bool withX, uint32_t n)
+{
+    KernelUb &ub = k.ub;
     LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
     ToFloat(ub.dyF, dyT, n);
     ub.inDy.FreeTensor(dyT);
@@ -61,6 +71,14 @@ __aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX
         ToFloat(ub.xF, xT, n);
         ub.inX.FreeTensor(xT);
     }
+}
+
+// One tile without look-ahead (flat regions).
+template <typename T>
+__aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX, uint32_t n)
+{
+    IssueLoad(k, r, withX);
+    TakeTile(k, withX, n);
 }
 
 // n floats of dyF as grad_input of the tile (flat: one contiguous region).
@@ -81,18 +99,22 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
     ub.outGi.FreeTensor(ready);
 }
 
-// ---- phase 1: partial sums of one unit ----
+// ---- phase 1: partial sums of one unit (its tile issued before; `next`: issue unit u + 1) ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u)
+__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
 {
     KernelUb &ub = k.ub;
     const uint32_t stride = k.t.rowStride;
     const TileRows r = UnitRows(k.t, u);
     const uint32_t n = r.rows * stride;
-    LoadTile(k, r, true, n);
     LoadStats(k, r.group);
+    if (next) {
+        IssueLoad(k, UnitRows(k.t, u + 1), true);
+    }
+    TakeTile(k, true, n);
     Xhat<MODE>(k, r, n);
     AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
+    k.WaitPartials();  // the previous unit's partials have left the accumulators
     AscendC::Duplicate(ub.accDy, 0.0f, stride);
     AscendC::Duplicate(ub.accDyx, 0.0f, stride);
     for (uint32_t row = 0; row < r.rows; ++row) {
@@ -104,7 +126,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u)
     } else {
         channel_last::StorePartials(ub, k.part, k.t, u);
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    k.PartialsSent();
 }
 
 // ---- finalise: totals, coefficients, per-channel outputs of one group ----
@@ -129,6 +151,38 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::PipeBarrier<PIPE_ALL>();
 }
 
+// Parallel combine (cross-core, several cores): the owner of group g (core
+// g mod cores, WriteParamGrads) combines its partials once and publishes the
+// totals in the workspace; after one SyncAll every core reads them with two
+// vector copies instead of combining the partials again.
+template <uint32_t MODE, typename T>
+__aicore__ inline bool SharedTotals(const KernelState<T> &k)
+{
+    return MODE == MODE_FULL && k.t.crossCore && k.t.usedCores > 1 && k.t.training &&
+           (k.t.outputMask >> GRAD_INPUT & 1);
+}
+
+template <typename T>
+__aicore__ inline void PublishTotals(KernelState<T> &k, int64_t g)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems);
+    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems);
+}
+
+template <typename T>
+__aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    const uint64_t limit = 2 * TotalsStride(k.t);
+    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+}
+
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
 template <uint32_t MODE, typename T>
@@ -141,7 +195,11 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
     if (k.t.training) {
-        GroupTotals<MODE>(k, g);
+        if (SharedTotals<MODE>(k)) {
+            LoadTotals(k, g);
+        } else {
+            GroupTotals<MODE>(k, g);
+        }
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
         AscendC::Mul(v.coefK, v.coefB, v.totDyx, k.t.vecElems);
         AscendC::Mul(v.coefB, v.coefB, v.totDy, k.t.vecElems);
@@ -158,6 +216,9 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
 {
     if (reduced) {
         GroupTotals<MODE>(k, g);
+        if (SharedTotals<MODE>(k)) {
+            PublishTotals(k, g);
+        }
     }
     if constexpr (MODE == MODE_REDUCE) {
         ReduceOutputs(k, g);
@@ -174,17 +235,20 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
     WriteChannels(k, OUT_GRAD_BIAS, g, wantB ? v.totDy : v.coefA);
 }
 
-// ---- phase 2: grad_input of one unit (zeros when masked) ----
+// ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next`: issue u + 1 ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want)
+__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, bool next)
 {
     const TileRows r = UnitRows(k.t, u, true);
     const uint32_t n = r.rows * k.t.rowStride;
     if (!want) {
         AscendC::Duplicate(k.ub.dyF, 0.0f, n);
     } else {
-        LoadTile(k, r, k.t.training, n);
         LoadCoefs<MODE>(k, r.group);
+        if (next) {
+            IssueLoad(k, UnitRows(k.t, u + 1, true), k.t.training);
+        }
+        TakeTile(k, k.t.training, n);
         if (k.t.training) {
             Xhat<MODE>(k, r, n);
         }

@@ -85,10 +85,13 @@ struct KernelState {
     GlobalTensor<T> gradT[CHANNEL_OUTS];          // per-channel outputs as T ...
     GlobalTensor<float> gradF[CHANNEL_OUTS];      // ... or as float
     GlobalTensor<float> part;                     // workspace: the units' partial sums
+    GlobalTensor<float> totals;                   // workspace (cross-core): every channel's totals, by their owners
     bool present[PARAM_COUNT];
     uint64_t total = 0;                           // elements of grad_out
     CoreShare share;
     int64_t statsGroup = -1, coefGroup = -1;      // the group whose stats / coefficients are in UB
+    AscendC::TEventID partEvent = 0;              // MTE3 -> V: a unit's partial sums have left UB
+    bool partPending = false;                     // partEvent set, not yet waited for
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
@@ -106,12 +109,32 @@ struct KernelState {
         }
         SetChannelOut(OUT_GRAD_WEIGHT, gradWeight);
         SetChannelOut(OUT_GRAD_BIAS, gradBias);
-        part.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), uint64_t(t.units) * t.partFloats);
+        part.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace), PartialFloats(t));
+        if (t.crossCore) {
+            totals.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t),
+                                   2 * TotalsStride(t));
+        }
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype);
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());
+        partEvent = pipe.template AllocEventID<AscendC::HardEvent::MTE3_V>();
+    }
+
+    // Before V writes the partial-sum buffers again: the previous unit's copy to GM is done.
+    __aicore__ inline void WaitPartials()
+    {
+        if (partPending) {
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(partEvent);
+            partPending = false;
+        }
+    }
+
+    __aicore__ inline void PartialsSent()
+    {
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent);
+        partPending = true;
     }
 
     // Per-channel output `which` at `addr`, seen as T and as float.

@@ -10,7 +10,8 @@
 //   contiguous regions instead (batch_norm_kernel_flat.h).
 // - A channel group is the set of channels whose parameters and
 //   grad_weight / grad_bias are loaded and written together: PARAM_CHUNK
-//   channels (channel-first; the last group also takes the remainder) or one
+//   channels (channel-first; the last group also takes the remainder; single
+//   pass: `balanced`, C / groups channels each, one group per core) or one
 //   column chunk (channel-last; with shiftLast the last one ends at C and
 //   overlaps its neighbour). A group's units are contiguous.
 // - Cores, two strategies (tiling `crossCore`):
@@ -48,6 +49,9 @@ struct TileRows {
 // ---- channel groups ----
 __aicore__ inline int64_t GroupStart(const BatchNormBackwardTilingData &t, int64_t g)
 {
+    if (t.balanced) {
+        return int64_t(uint64_t(t.channels) * uint64_t(g) / uint64_t(t.groups));
+    }
     if (!ChannelFirst(t) && t.shiftLast && g + 1 == t.groups) {
         return t.channels - t.groupWidth;
     }
@@ -56,6 +60,9 @@ __aicore__ inline int64_t GroupStart(const BatchNormBackwardTilingData &t, int64
 
 __aicore__ inline uint32_t GroupCount(const BatchNormBackwardTilingData &t, int64_t g)
 {
+    if (t.balanced) {
+        return uint32_t(GroupStart(t, g + 1) - GroupStart(t, g));
+    }
     if (ChannelFirst(t)) {
         return uint32_t(g + 1 == t.groups ? t.channels - GroupStart(t, g) : t.groupWidth);
     }

@@ -118,6 +118,14 @@ __aicore__ inline void Pipes(GM_ADDR workspace)
     WaitFlag<HardEvent::V_MTE3>(ev);
     SetFlag<HardEvent::MTE2_V>(ev);
     WaitFlag<HardEvent::MTE2_V>(ev);
+    const TEventID held = pipe.AllocEventID<HardEvent::MTE3_V>();
+    SetFlag<HardEvent::MTE3_V>(held);
+    WaitFlag<HardEvent::MTE3_V>(held);
+    SetFlag<HardEvent::V_S>(ev);
+    WaitFlag<HardEvent::V_S>(ev);
+    SetFlag<HardEvent::S_MTE3>(ev);
+    WaitFlag<HardEvent::S_MTE3>(ev);
+    pipe.ReleaseEventID<HardEvent::MTE3_V>(held);
     TPipe *current = GetTPipePtr();
     (void)current;
     const int64_t idx = GetBlockIdx() + GetBlockNum();

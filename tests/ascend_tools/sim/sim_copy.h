@@ -138,6 +138,8 @@ void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint3
     T *d = dst.SimPtr(count, op, true, at, "dst");
     const T *s = sim::Gm(src, bytes, op, at);
     sim::Record(bnb_hazards::MTE2, op, at, sim::GmRng(s, bytes), dst.SimRange(count));
+    perf::Copy(true, s, 1, bytes);
+    if (perf::SkipData()) return;
     std::memcpy(d, s, bytes);
 }
 
@@ -153,6 +155,8 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint3
     T *d = sim::Gm(dst, bytes, op, at);
     sim::Record(bnb_hazards::MTE3, op, at, src.SimRange(count), sim::GmRng(d, bytes),
                 reinterpret_cast<const uint8_t *>(s));
+    perf::Copy(false, d, 1, bytes);
+    if (perf::SkipData()) return;
     std::memcpy(d, s, bytes);
 }
 
@@ -170,6 +174,8 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
     const T *s = src.SimPtr(count, op, true, at, "src");
     bnb_rules::NoPartialOverlap(op, "dst", dst.SimRange(count).lo, bytes, "src", src.SimRange(count).lo, bytes, at);
     sim::Record(bnb_hazards::V, op, at, src.SimRange(count), dst.SimRange(count));
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     std::memmove(d, s, bytes);
 }
 
@@ -189,6 +195,8 @@ void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataC
                 sim::Blocks(bnb_hazards::Space::GM, sim::Addr(s), p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE),
                 sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(dst), p.blockCount, blk,
                             uint64_t(p.dstStride) * ONE_BLK_SIZE));
+    perf::Copy(true, s, p.blockCount, blk);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
     }
@@ -210,6 +218,8 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
                             uint64_t(p.srcStride) * ONE_BLK_SIZE),
                 sim::Blocks(bnb_hazards::Space::GM, sim::Addr(d), p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE),
                 sim::Sources(s, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
+    perf::Copy(false, d, p.blockCount, blk);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
     }
@@ -232,6 +242,8 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
     sim::Record(bnb_hazards::MTE2, op, at, sim::Blocks(bnb_hazards::Space::GM, sim::Addr(s), p.blockCount, p.blockLen, p.srcStride),
                 sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(dst), p.blockCount, span,
                             uint64_t(p.dstStride) * ONE_BLK_SIZE));
+    perf::Copy(true, s, p.blockCount, p.blockLen, p.srcStride);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         uint8_t *blk = d + i * (span + uint64_t(p.dstStride) * ONE_BLK_SIZE);
         std::memset(blk, 0xFF, span);  // unspecified contents: NaN garbage unless padded
@@ -263,6 +275,8 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
                             span - p.blockLen + uint64_t(p.srcStride) * ONE_BLK_SIZE),
                 sim::Blocks(bnb_hazards::Space::GM, sim::Addr(d), p.blockCount, p.blockLen, p.dstStride),
                 sim::Sources(s, p.blockCount, span + uint64_t(p.srcStride) * ONE_BLK_SIZE));
+    perf::Copy(false, d, p.blockCount, p.blockLen, p.dstStride);
+    if (perf::SkipData()) return;
     for (uint16_t i = 0; i < p.blockCount; ++i) {
         std::memcpy(d + i * (uint64_t(p.blockLen) + p.dstStride), s + i * (span + uint64_t(p.srcStride) * ONE_BLK_SIZE),
                     p.blockLen);

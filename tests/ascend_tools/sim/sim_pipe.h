@@ -11,6 +11,8 @@
 
 namespace AscendC {
 
+using TEventID = int8_t;
+
 class TPipe;
 inline TPipe *&SimPipePtr()
 {
@@ -53,6 +55,7 @@ public:
                     SimThisCore().pipes.WaitFlag(Pipes::consumer, Pipes::producer, Event(s.get()),
                                                  {"AllocTensor", at, Pipes::producer});
                 }
+                perf::Alloc(s.get(), pos == TPosition::VECIN);
                 return LocalTensor<T>(s.get(), 0, s->bytes / sizeof(T));
             }
         }
@@ -69,6 +72,7 @@ public:
         if (kSync) {
             SimThisCore().pipes.SetFlag(Pipes::producer, Pipes::consumer, Event(tensor.SimSlotPtr()));
         }
+        perf::EnQue(tensor.SimSlotPtr(), pos == TPosition::VECIN);
         return true;
     }
     template <typename T>
@@ -80,6 +84,7 @@ public:
         if (kSync) {
             SimThisCore().pipes.WaitFlag(Pipes::producer, Pipes::consumer, Event(s), {"DeQue", at, Pipes::consumer});
         }
+        perf::DeQue(s, pos == TPosition::VECIN);
         return LocalTensor<T>(s, 0, s->bytes / sizeof(T));
     }
     template <typename T>
@@ -95,6 +100,7 @@ public:
         if (kSync) {
             SimThisCore().pipes.SetFlag(Pipes::consumer, Pipes::producer, Event(s));
         }
+        perf::Free(s, pos == TPosition::VECIN);
     }
 
 private:
@@ -164,6 +170,26 @@ public:
     }
     void Destroy() { SimThisCore().ubUsed = 0; }
     int8_t FetchEventID(HardEvent) { return 0; }
+    // Event ids held across other work (8 per event type, as the hardware has).
+    template <HardEvent evt>
+    TEventID AllocEventID()
+    {
+        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
+        for (int8_t i = 0; i < 8; ++i) {
+            if (!(used >> i & 1)) {
+                used = static_cast<uint8_t>(used | 1u << i);
+                return i;
+            }
+        }
+        throw SimError("AllocEventID: all 8 event ids of the event are held");
+    }
+    template <HardEvent evt>
+    void ReleaseEventID(TEventID id)
+    {
+        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
+        SimCheck(id >= 0 && id < 8 && (used >> id & 1), "ReleaseEventID: event id not held");
+        used = static_cast<uint8_t>(used & ~(1u << id));
+    }
 
 private:
     std::unique_ptr<SimSlot> Carve(uint32_t len, TPosition p, bnb_rules::Src at)
@@ -179,6 +205,7 @@ private:
         core.ubUsed += aligned;
         return slot;
     }
+    uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
 };
 
 inline TPipe *GetTPipePtr() { return SimPipePtr(); }

@@ -48,6 +48,7 @@ inline std::pair<int, int> EventPipes(HardEvent e)
 template <pipe_t pipe>
 void PipeBarrier()
 {
+    perf::Barrier(pipe == PIPE_ALL);
     const int p = sim::PipeOf(pipe);
     if (p >= 0) {
         SimThisCore().pipes.Barrier(p);
@@ -60,6 +61,7 @@ template <HardEvent event>
 void SetFlag(int32_t eventId)
 {
     const auto pipes = sim::EventPipes(event);
+    perf::SetFlag(event, eventId);
     if (pipes.first >= 0) {
         SimThisCore().pipes.SetFlag(pipes.first, pipes.second, eventId);
     }
@@ -68,6 +70,7 @@ template <HardEvent event>
 void WaitFlag(int32_t eventId, bnb_rules::Src at = bnb_rules::Here())
 {
     const auto pipes = sim::EventPipes(event);
+    perf::WaitFlag(event, eventId);
     if (pipes.first >= 0) {
         SimThisCore().pipes.WaitFlag(pipes.first, pipes.second, eventId, {"WaitFlag", at, pipes.second});
     }
@@ -93,7 +96,9 @@ void SyncAll(bnb_rules::Src at = bnb_rules::Here())
              "SyncAll(): the tiling must set SetScheduleMode(1) (batch mode) so every core of the launch runs "
              "concurrently (SyncAll.md)", at);
     core.pipes.Barrier(bnb_hazards::NPIPE);
+    perf::SyncAllArrive();
     core.barrier->Wait();
+    perf::SyncAllLeave();
     core.epoch++;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include "sim_runtime.h"
 #include "sim_types.h"
+#include "sim_perf.h"  // ascend_impl/perf_model: counts and timeline (inactive outside perf_launch.cpp)
 
 namespace AscendC {
 
@@ -37,12 +38,14 @@ public:
     // Scalar UB accesses run on PIPE_S.
     T GetValue(const uint32_t index, bnb_rules::Src src = bnb_rules::Here()) const
     {
+        perf::Scalar(false);
         T *p = SimPtr(index + 1, "LocalTensor::GetValue", false, src);
         SimScalar("LocalTensor::GetValue", p + index, false, src);
         return p[index];
     }
     void SetValue(const uint32_t index, const T value, bnb_rules::Src src = bnb_rules::Here()) const
     {
+        perf::Scalar(false);
         T *p = SimPtr(index + 1, "LocalTensor::SetValue", false, src);
         SimScalar("LocalTensor::SetValue", p + index, true, src);
         p[index] = value;
@@ -126,12 +129,14 @@ public:
     // Scalar GM accesses run on PIPE_S through the core's data cache.
     T GetValue(const uint64_t offset, bnb_rules::Src src = bnb_rules::Here()) const
     {
+        perf::Scalar(true);
         T *p = SimPtr(offset + 1, "GlobalTensor::GetValue", src) + offset;
         SimScalar("GlobalTensor::GetValue", p, false, src);
         return *p;
     }
     void SetValue(const uint64_t offset, const T value, bnb_rules::Src src = bnb_rules::Here())
     {
+        perf::Scalar(true);
         T *p = SimPtr(offset + 1, "GlobalTensor::SetValue", src) + offset;
         SimScalar("GlobalTensor::SetValue", p, true, src, &value);
         *p = value;

@@ -42,6 +42,8 @@ void Binary(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTenso
     const T *pb = b.SimPtr(count, op, true, src, "src1");
     T *pd = dst.SimPtr(count, op, true, src, "dst");
     RecordV(op, src, {a.SimRange(count), b.SimRange(count)}, {dst.SimRange(count)});
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     std::vector<T> tmp(count);
     for (int32_t i = 0; i < count; ++i) {
         tmp[i] = static_cast<T>(f(static_cast<float>(pa[i]), static_cast<float>(pb[i])));
@@ -56,6 +58,8 @@ void Unary(const LocalTensor<T> &dst, const LocalTensor<T> &a, int32_t count, co
     const T *pa = a.SimPtr(count, op, true, src, "src");
     T *pd = dst.SimPtr(count, op, true, src, "dst");
     RecordV(op, src, {a.SimRange(count)}, {dst.SimRange(count)});
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     for (int32_t i = 0; i < count; ++i) {
         pd[i] = static_cast<T>(f(static_cast<float>(pa[i])));
     }
@@ -114,6 +118,8 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &c
     bnb_rules::CalCount("Duplicate", count, at);
     T *pd = dst.SimPtr(count, "Duplicate", true, at, "dst");
     sim::RecordV("Duplicate", at, {}, {dst.SimRange(count)});
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
     for (int32_t i = 0; i < count; ++i) {
         pd[i] = scalarValue;
     }
@@ -145,6 +151,8 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
     const U *ps = src.SimPtr(count, "Cast", true, at, "src");
     T *pd = dst.SimPtr(count, "Cast", true, at, "dst");
     sim::RecordV("Cast", at, {src.SimRange(count)}, {dst.SimRange(count)});
+    perf::Vector(count, std::max(sizeof(T), sizeof(U)));
+    if (perf::SkipData()) return;
     std::vector<T> tmp(count);
     for (uint32_t i = 0; i < count; ++i) {
         tmp[i] = static_cast<T>(static_cast<float>(ps[i]));  // both directions round to nearest even
@@ -167,6 +175,8 @@ void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const Local
     T *pd = dst.SimPtr(1, "ReduceSum", true, at, "dst");
     SimThisCore().pipes.Op(bnb_hazards::V, {"ReduceSum", at, bnb_hazards::V}, {src.SimRange(count)},
                            {dst.SimRange(1), sharedTmpBuffer.SimRange(repeats)});
+    perf::Vector(count, sizeof(T), 2.0);  // the repeats, then their results reduced
+    if (perf::SkipData()) return;
     std::vector<float> v(ps, ps + count);
     while (v.size() > 1) {
         std::vector<float> next;

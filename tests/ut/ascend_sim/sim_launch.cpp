@@ -19,8 +19,20 @@ void CopyError(const std::string &msg, char *err, int errLen)
 
 // Tiling summary handed back to the tests.
 struct SimTilingInfo {
-    int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast;
+    int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast,
+        strategy, spChannels, l2Rounds;
 };
+
+namespace {
+int g_forceTwoPass = 0;  // bnb_sim_force_two_pass: the tiling may not pick the single pass
+uint64_t g_l2Bytes = 0;  // bnb_sim_set_l2_bytes: L2 the tiling sizes its rounds by (0: none)
+}  // namespace
+
+// L2 bytes of the next runs' tiling (small values force the two-pass L2 rounds on small shapes).
+extern "C" void bnb_sim_set_l2_bytes(uint64_t bytes) { g_l2Bytes = bytes; }
+
+// 1: the next runs use the two-pass strategy even where a channel group fits UB (tests of both strategies).
+extern "C" void bnb_sim_force_two_pass(int on) { g_forceTwoPass = on; }
 
 extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, const int64_t *shape, int rank,
                            int channelLast, int dtype, int training, float eps, int outputMask, void *gradOut,
@@ -47,6 +59,8 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.hasSyncAll = s.hasSyncAll;
         in.hasDcci = s.hasDcci;
         in.hasBf16 = s.hasBf16;
+        in.allowSinglePass = !g_forceTwoPass;
+        in.l2Bytes = g_l2Bytes;
         bnb::BatchNormBackwardTilingData t;
         std::string why = bnb::ComputeTiling(in, t);
         if (!why.empty()) {
@@ -54,7 +68,7 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
             return 1;
         }
         *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad,
-                 t.crossCore, t.flat, t.shiftLast};
+                 t.crossCore, t.flat, t.shiftLast, t.strategy, t.spChannels, t.l2Rounds};
         std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0);
         std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));
         AscendC::SimBarrier barrier(t.usedCores);

@@ -21,13 +21,15 @@ from _harness import NAMES, bf16_bits_to_f64, to_bf16_bits
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-INCLUDES = [ROOT / "tests" / "ascend_tools" / "sim", ROOT / "tests" / "ascend_tools" / "rules", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
+INCLUDES = [ROOT / "tests" / "ascend_tools" / "sim", ROOT / "tests" / "ascend_tools" / "rules",
+            ROOT / "ascend_impl" / "perf_model", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
 UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp", HERE / "sim_rule_probes.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 PARAMS = NAMES[2:]  # the per-channel inputs in kernel order (Param in batch_norm_spec.gen.h)
 SOCS = ("ascend910", "ascend310p", "ascend910b", "ascend910_93", "ascend950")
+STRATEGIES = {"two_pass": 0, "single_pass": 1}  # enum Strategy (batch_norm_backward_tiling.h)
 
 
 class SimError(RuntimeError):
@@ -41,7 +43,7 @@ class TilingError(RuntimeError):
 class TilingInfo(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in (
         "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
-        "cross_core", "flat", "shift_last")]
+        "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds")]
 
 
 def _sources(includes=None, units=None):
@@ -114,10 +116,13 @@ def _garbage(shape, dtype):
 
 def run(lib, grad_out, x, weight=None, running_mean=None, running_var=None, save_mean=None, save_invstd=None,
         training=True, eps=1e-5, output_mask=(True, True, True), channel_last=False, dtype="float32",
-        soc="ascend910b", ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False):
+        soc="ascend910b", ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, two_pass=False,
+        l2_bytes=0):
     """Runs the kernel; returns (grad_input, grad_weight, grad_bias) as float64 and the TilingInfo.
 
-    param_float32 names the per-channel inputs stored as float32 instead of `dtype`.
+    param_float32 names the per-channel inputs stored as float32 instead of `dtype`;
+    two_pass: the tiling may not pick the single-pass strategy; l2_bytes: the L2 its two-pass rounds are
+    sized by (0: no rounds).
     """
     shape = np.asarray(grad_out).shape
     c = shape[-1] if channel_last else shape[1]
@@ -138,6 +143,8 @@ def run(lib, grad_out, x, weight=None, running_mean=None, running_var=None, save
     info, err = TilingInfo(), ctypes.create_string_buffer(2048)
     shp = (ctypes.c_int64 * len(shape))(*shape)
     mask = sum(int(bool(b)) << i for i, b in enumerate(output_mask))
+    lib.bnb_sim_force_two_pass(int(two_pass))
+    lib.bnb_sim_set_l2_bytes(ctypes.c_uint64(l2_bytes))
     rc = lib.bnb_sim_run(
         soc.encode(), ctypes.c_uint32(ub_bytes), ctypes.c_uint32(cores), shp, len(shape), int(channel_last),
         DTYPES[dtype], int(training), ctypes.c_float(eps), mask, ctypes.c_void_p(dy.ctypes.data),

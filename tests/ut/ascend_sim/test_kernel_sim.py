@@ -36,12 +36,22 @@ def make_inputs(shape, channel_last, dtype, seed=0, training=True, param_float32
 
 
 def check(sim, shape, channel_last=False, dtype="float32", training=True, mask=(True, True, True), soc="ascend910b",
-          ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, seed=0, **kw):
+          ub_bytes=0, cores=0, param_float32=(), grad_param_float32=False, seed=0, two_pass=None, l2_bytes=0, **kw):
+    """Values against the float64 reference. two_pass=None: the tiling's own choice and, where that is
+    the single pass, the two-pass strategy as well (both checked); True / False: that one run."""
+    if two_pass is None:
+        info = check(sim, shape, channel_last, dtype, training, mask, soc, ub_bytes, cores, param_float32,
+                     grad_param_float32, seed, two_pass=False, l2_bytes=l2_bytes, **kw)
+        if info.strategy == simlib.STRATEGIES["single_pass"]:
+            check(sim, shape, channel_last, dtype, training, mask, soc, ub_bytes, cores, param_float32,
+                  grad_param_float32, seed, two_pass=True, l2_bytes=l2_bytes, **kw)
+        return info
     args = make_inputs(shape, channel_last, dtype, seed, training, param_float32, **kw)
     outs, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], args["running_mean"],
                             args["running_var"], args["save_mean"], args["save_invstd"], training=training,
                             output_mask=mask, channel_last=channel_last, dtype=dtype, soc=soc, ub_bytes=ub_bytes,
-                            cores=cores, param_float32=param_float32, grad_param_float32=grad_param_float32)
+                            cores=cores, param_float32=param_float32, grad_param_float32=grad_param_float32,
+                            two_pass=two_pass, l2_bytes=l2_bytes)
     refs = batch_norm_backward_ref(args["grad_out"], args["x"], args["weight"], args["running_mean"],
                                    args["running_var"], args["save_mean"], args["save_invstd"], training=training,
                                    eps=1e-5, output_mask=mask, data_format="NHWC" if channel_last else "NCHW")
@@ -119,7 +129,7 @@ def test_small_c_splits_rows_over_cores(sim):
 
 
 def test_large_c_splits_channels_over_cores(sim):
-    info = check(sim, (2, 300, 3), False, "float16", True, cores=8)
+    info = check(sim, (2, 300, 3), False, "float16", True, cores=8, two_pass=True)
     assert info.used_cores == 8 and info.units == 300 and info.groups == 4  # last group takes the remainder
 
 
@@ -134,7 +144,7 @@ def test_tiny_ub_many_tiles(sim):
 def test_each_soc_ub_size(sim, soc):
     """Whole-block shapes run on every SoC with its own UB; the tile grows with the UB."""
     dtype = "float16"
-    info = check(sim, (64, 32, 512), False, dtype, True, soc=soc, cores=4)
+    info = check(sim, (64, 32, 512), False, dtype, True, soc=soc, cores=4, two_pass=True)
     assert info.use_pad == 0
     ub = {"ascend910b": 192, "ascend910_93": 192}.get(soc, 256) * 1024
     assert info.tile_rows * info.tile_cols * 2 * 6 < ub  # six 16-bit tile buffers fit

@@ -1,0 +1,155 @@
+"""The Ascend C kernel's performance model (ascend_impl/perf_model, bench --ascend).
+
+- Its counts are those of the real CPU-build run: the same with and without the data moved.
+- Its GM bytes agree with an independent count from the shape and the tiling's documented rules.
+- The ResNet-50 rows of `bench --ascend` on the 910B line carry the JSON fields of issue 27 and are
+  read against its targets; the targets the kernel does not meet yet are strict xfails, so meeting
+  one fails the test until its mark is removed.
+"""
+import json
+
+import pytest
+
+from mindspore_bn_grad_bench import ascend, ascend_model
+
+pytestmark = pytest.mark.ascend_sim
+FIELDS = ("gm_bytes_per_element", "cores_used", "max_core_share", "modeled_us", "bound_us")
+COUNTED = ("gm_read_bytes", "gm_write_bytes", "act_read_bytes", "act_write_bytes", "copies", "bursts",
+           "vector_instrs", "scalar_ops", "sync_alls", "ub_bytes")
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return ascend_model.build()
+
+
+@pytest.fixture(scope="module")
+def resnet910b(lib):
+    return ascend.model_all(["ascend910b"], ["float32", "float16"], ascend.resnet50_shapes(), lib)
+
+
+@pytest.mark.parametrize("soc,shape,dtype,two_pass", [
+    ("ascend910b", (4, 40, 7, 7), "float32", False),
+    ("ascend910b", (4, 40, 7, 7), "float16", True),
+    ("ascend910b", (3, 2, 3000), "float32", True),   # channels span cores: SyncAll, shared totals
+    ("ascend910", (4, 24, 8, 8), "float16", False),
+    ("ascend310p", (5, 9, 33), "float32", False),    # two-pass with whole-block tails
+    ("ascend950", (2, 70, 10, 10), "float16", False),
+])
+def test_counts_do_not_depend_on_moving_the_data(lib, soc, shape, dtype, two_pass):
+    a = ascend_model.run(lib, soc, shape, dtype, skip_data=True, two_pass=two_pass)
+    b = ascend_model.run(lib, soc, shape, dtype, skip_data=False, two_pass=two_pass)
+    assert a.tiling.used_cores == b.tiling.used_cores > 0
+    for ca, cb in zip(a.cores, b.cores):
+        for f in COUNTED:
+            assert getattr(ca, f) == getattr(cb, f), f
+        # Which core first touches a 32-byte block two cores share is a race of the threads: the L2
+        # model may then count that block as a miss on one run and a hit on the other.
+        assert abs(ca.hbm_read_bytes - cb.hbm_read_bytes) <= 32 * ca.bursts
+        assert ca.end_ns == pytest.approx(cb.end_ns, rel=0.02)
+
+
+def _per_core_channels(c, groups):
+    """Balanced channel groups of the single pass: [C * g / groups, C * (g + 1) / groups)."""
+    return [c * (g + 1) // groups - c * g // groups for g in range(groups)]
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 40, 7, 7), "float32"), ((6, 19, 14, 14), "float16"),
+                                         ((32, 100, 7, 7), "bfloat16"), ((2, 5, 9), "float32")])
+def test_single_pass_bytes_match_an_independent_count(lib, shape, dtype):
+    """DataCopyPad moves exact bytes: x, dy read once, dx written once, plus weight / mean / invstd
+    read and grad_weight / grad_bias written once per channel. GM traffic counts whole 32-byte blocks
+    of what is not found in L2, so it is at least that and at most a block more per burst."""
+    r = ascend_model.run(lib, "ascend910b", shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    n, c = shape[0], shape[1]
+    inner = r.elements // (n * c)
+    assert r.strategy == "single_pass" and r.tiling.cross_core == 0 and r.tiling.workspace_bytes == 0
+    exact = 3 * r.elements * eb + 5 * c * eb
+    assert r.requested_bytes == exact and r.requested_accesses == 3.0
+    assert exact <= r.gm_bytes + 32 * len(r.cores) and r.gm_bytes <= exact + 32 * sum(k.bursts for k in r.cores)
+    per_core = _per_core_channels(c, r.tiling.groups)
+    assert [k.act_read_bytes for k in r.cores] == [2 * n * inner * ch * eb for ch in per_core]
+    assert [k.act_write_bytes for k in r.cores] == [n * inner * ch * eb for ch in per_core]
+    assert all(k.sync_alls == 0 for k in r.cores)
+
+
+@pytest.mark.parametrize("shape,dtype", [((32, 64, 56, 56), "float32"), ((3, 2, 3000), "float16")])
+def test_two_pass_activation_bytes(lib, shape, dtype):
+    """Two passes: x and dy read twice, dx written once; SyncAll after the partials and after the totals."""
+    r = ascend_model.run(lib, "ascend910b", shape, dtype, two_pass=True)
+    eb = ascend_model.DTYPES[dtype][1]
+    assert r.strategy == "two_pass" and r.act_bytes == 5 * r.elements * eb and r.tiling.l2_rounds == 0
+    assert all(k.sync_alls == 2 for k in r.cores)
+    # x + dy of the whole tensor fit the L2 window: the second reads are L2 hits.
+    assert r.gm_bytes_per_element < 3 * eb + 0.05
+
+
+@pytest.mark.parametrize("shape,dtype", [((32, 256, 56, 56), "float32"), ((32, 64, 112, 112), "float16")])
+def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
+    """Larger than the L2 budget: both passes round by round, two SyncAlls per round, second reads in L2."""
+    r = ascend_model.run(lib, "ascend910b", shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()["ascend910b"]
+    rounds = -(-r.tiling.groups // r.tiling.l2_rounds)
+    assert r.tiling.l2_rounds > 0 and rounds > 1 and all(k.sync_alls == 2 * rounds for k in r.cores)
+    assert r.requested_accesses == 5.0
+    assert r.gm_bytes_per_element < 3 * eb + 0.05
+    per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
+    assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 3
+
+
+def test_json_rows(resnet910b, tmp_path):
+    assert sum(r["layers"] for r in resnet910b if r["dtype"] == "float32") == 53
+    for r in resnet910b:
+        for f in FIELDS:
+            assert isinstance(r[f], (int, float)) and r[f] > 0, f
+    out = tmp_path / "ascend.json"
+    assert ascend.main(["--soc", "ascend910b", "--dtype", "float16", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == len(ascend.RESNET50_BN) and all(set(FIELDS) <= set(r) for r in rows)
+
+
+def test_three_accesses_wherever_a_channel_fits_ub(resnet910b):
+    ub = ascend_model.capabilities()["ascend910b"]["ub_bytes"]
+    for r in resnet910b:
+        eb = ascend_model.DTYPES[r["dtype"]][1]
+        n, hw = r["shape"][0], r["shape"][2] * r["shape"][3]
+        rs = -(-hw // (32 // eb)) * (32 // eb)
+        fits = 2 * n * rs * eb * 1.1 < ub  # clearly fits beside the small buffers
+        if fits:
+            assert r["strategy"] == "single_pass" and r["requested_accesses"] == 3.0, r["shape"]
+
+
+def test_cores_and_balance(resnet910b):
+    """Every core works; the largest share is that of whole channels (single pass) or 1/48 + 12%."""
+    for r in resnet910b:
+        c = r["shape"][1]
+        whole_channels = -(-c // 48) / c * 1.01
+        assert r["cores_used"] == 48 and r["max_core_share"] <= max(1.12 / 48, whole_channels), r["shape"]
+
+
+def test_step_bytes_at_most_opsnn_plus_one_percent(resnet910b):
+    for t in ascend.totals(resnet910b):
+        assert t["gm_bytes"] <= 1.01 * t["opsnn_bytes"], t
+
+
+def test_target_bytes_never_above_opsnn(resnet910b):
+    """Where both read once the counts tie (x, dy, dx and five per-channel vectors); 0.1% covers the
+    32-byte blocks two neighbouring bursts share."""
+    for r in resnet910b:
+        assert r["gm_bytes_per_element"] <= r["opsnn_bytes_per_element"] * 1.001, r["shape"]
+
+
+def test_target_step_total_fp32(resnet910b):
+    t = next(t for t in ascend.totals(resnet910b) if t["dtype"] == "float32")
+    assert t["gm_bytes"] <= 5.0e9
+
+
+@pytest.mark.xfail(strict=True, reason="the single pass overlaps loads, compute and stores only within one "
+                                       "sub-group, the two passes pay two SyncAlls per L2 round and a pipeline "
+                                       "fill per pass")
+def test_target_time_within_125_percent_of_bound(resnet910b):
+    for r in resnet910b:
+        if r["elements"] * ascend_model.DTYPES[r["dtype"]][1] >= 1 << 20:
+            assert r["modeled_us"] <= 1.25 * r["bound_us"], r["shape"]
