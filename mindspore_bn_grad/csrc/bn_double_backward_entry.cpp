@@ -56,7 +56,8 @@ int Run(const Call &call, const Attrs &at) {
     const InputRule &rule = kInputRules[c.slot];
     rc = ParseChannelInput(call, c.slot, C, /*optional=*/true, EmptyAllowed(rule, at.training), c.dst);
     if (rc != kOk) return rc;
-    if (Required(rule, at.training) && c.dst->data == nullptr && C > 0) return kMissingTensor;
+    // None stands for a zero upstream gradient too, so only `required_when` is enforced here
+    if (Holds(rule.required, at.training) && c.dst->data == nullptr && C > 0) return kMissingTensor;
   }
   if ((rc = ParseChannelOutput(call, GRAD_WEIGHT, C, &a.grad_weight)) != kOk) return rc;
   a.training = at.training;
