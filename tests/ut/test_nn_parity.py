@@ -347,12 +347,12 @@ def _ir_text(path):
     return texts
 
 
-def test_graph_ir_contains_our_op(tmp_path):
-    """The compiled GRAPH of a Cell-route network runs our Custom op, not the built-in BatchNormGrad."""
+def _executed_ir(tmp_path, route):
+    """The executed GRAPH (IR text) of one training gradient of a two-BatchNorm network on ``route``."""
     ms.set_context(mode=ms.GRAPH_MODE, save_graphs=1, save_graphs_path=str(tmp_path))
     try:
         net = mbg.convert_batchnorm(nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, affine=False),
-                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]), route="cell")
+                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]), route=route)
         net.set_train()
         x = ms.Tensor(np.random.RandomState(0).randn(2, 3, 6, 6).astype(np.float32))
         ms.grad(net, grad_position=0, weights=net.trainable_params())(x)
@@ -360,7 +360,12 @@ def test_graph_ir_contains_our_op(tmp_path):
         ms.set_context(save_graphs=0, mode=ms.PYNATIVE_MODE)
     texts = _ir_text(str(tmp_path))
     assert texts, "no IR files were saved"
-    final = [t for name, t in texts if "execute" in name] or [t for _, t in texts]
+    return [t for name, t in texts if "execute" in name] or [t for _, t in texts]
+
+
+def test_graph_ir_contains_our_op(tmp_path):
+    """The compiled GRAPH of a Cell-route network runs our Custom op, not the built-in BatchNormGrad."""
+    final = _executed_ir(tmp_path, "cell")
     ours = [line for t in final for line in t.splitlines()
             if "= Custom(" in line and ":BatchNormBackward" in line]
     assert len(ours) >= 2, "BatchNormBackward Custom op missing from the executed graph"
@@ -373,18 +378,7 @@ def test_graph_ir_contains_our_op(tmp_path):
 def test_graph_ir_of_the_native_route(tmp_path):
     """The compiled GRAPH of a native-route network runs BatchNormExt / BatchNormGradExt (ours, through the op
     plugin), with no Custom op and none of MindSpore's legacy BatchNorm / BatchNormGrad."""
-    ms.set_context(mode=ms.GRAPH_MODE, save_graphs=1, save_graphs_path=str(tmp_path))
-    try:
-        net = mbg.convert_batchnorm(nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, affine=False),
-                                                       nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4)]), route="native")
-        net.set_train()
-        x = ms.Tensor(np.random.RandomState(0).randn(2, 3, 6, 6).astype(np.float32))
-        ms.grad(net, grad_position=0, weights=net.trainable_params())(x)
-    finally:
-        ms.set_context(save_graphs=0, mode=ms.PYNATIVE_MODE)
-    texts = _ir_text(str(tmp_path))
-    final = [t for name, t in texts if "execute" in name] or [t for _, t in texts]
-    lines = [line for t in final for line in t.splitlines()]
+    lines = [line for t in _executed_ir(tmp_path, "native") for line in t.splitlines()]
     assert sum("BatchNormExt(" in line for line in lines) >= 2
     assert sum("BatchNormGradExt(" in line for line in lines) >= 2
     assert not any("= Custom(" in line or "BatchNormGrad(" in line for line in lines)
