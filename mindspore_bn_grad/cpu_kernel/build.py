@@ -71,7 +71,8 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
 # (<site-packages>/mindspore/include/...), with its internal includes resolved
 # in csrc/ms_internal/ (see there).
 MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
-# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp.
+# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp. Shipped from 2.8.0 on;
+# 2.7.x have an earlier, different interface, which the package does not use (ms_compat, "CPU op plugin").
 MS_PLUGIN_HEADER = "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"
 
 
@@ -112,12 +113,25 @@ def flags():
                                f"shell syntax, got {extra!r} ({e})") from e
 
 
+def _include_roots():
+    """The include/ directories of the installed MindSpore package, found without importing it."""
+    spec = importlib.util.find_spec("mindspore")
+    return [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+def plugin_interface_header(include_root=None):
+    """The installed MindSpore's op plugin interface header (MS_PLUGIN_HEADER), found without
+    importing MindSpore; None on a release without it, where the library exports no plugin
+    entry points and the package never enables the op plugin."""
+    roots = [Path(include_root)] if include_root is not None else _include_roots()
+    return next(((r / MS_PLUGIN_HEADER).resolve() for r in roots if (r / MS_PLUGIN_HEADER).is_file()), None)
+
+
 def mindspore_headers(include_root=None):
     """(compiler flags, cache-key part) for the installed MindSpore's AotExtra header,
     found from the installed package without importing it."""
     if include_root is None:
-        spec = importlib.util.find_spec("mindspore")
-        roots = [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+        roots = _include_roots()
         include_root = next((r for r in roots if (r / MS_AOT_HEADER).is_file()), None)
         if include_root is None:
             raise KernelBuildError(f"BatchNormBackward: the CPU kernel is built against the installed "
@@ -127,9 +141,8 @@ def mindspore_headers(include_root=None):
     key = str(header).encode() + b"\0" + header.read_bytes()
     # The op plugin's KernelInputInfo interface (csrc/op_plugin.cpp): without it (a release
     # that lacks the mechanism) the library exports no plugin entry points.
-    plugin_header = Path(include_root) / MS_PLUGIN_HEADER
-    if plugin_header.is_file():
-        plugin_header = plugin_header.resolve()
+    plugin_header = plugin_interface_header(include_root)
+    if plugin_header is not None:
         flags.append(f'-DMS_BN_GRAD_MS_PLUGIN_HEADER="{plugin_header}"')
         key += b"\0" + str(plugin_header).encode() + b"\0" + plugin_header.read_bytes()
     return flags, key

@@ -230,3 +230,10 @@ def test_internal_batch_norm_grad_ext_pynative():
     assert list(inspect.signature(impl.__call__).parameters) == [
         "dout", "input", "weight", "running_mean", "running_var", "saved_mean", "saved_rstd", "training", "eps",
         "output_mask"]
+
+
+def test_cpu_op_plugin_fact_matches_the_installed_wheel():
+    """ms_compat.CPU_OP_PLUGIN (2.8.0 and later) is what the build finds: the interface header in the wheel."""
+    from mindspore_bn_grad import ms_compat
+    from mindspore_bn_grad.cpu_kernel import build
+    assert (build.plugin_interface_header() is not None) == ms_compat.CPU_OP_PLUGIN, ms_compat.VERSION
