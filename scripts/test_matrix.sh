@@ -104,13 +104,15 @@ for v in $VERSIONS; do
   log="$DIR/$v"
   rm -rf "$venv" "$DIR/cache-$v"
   t0=$(date +%s)
-  echo "== MindSpore $v: installing into $venv" >&2
   install="fail" tests="not run" demo="not run" native=""
   t=$(date +%s)
   ready=""
   if [ -n "${MATRIX_VENVS:-}" ] && [ -x "$MATRIX_VENVS/ms-$v/bin/python" ]; then
     ready="$MATRIX_VENVS/ms-$v"; venv=$ready
     export PYTHONPATH=$READY_PYTHONPATH
+    echo "== MindSpore $v: the ready venv $venv" >&2
+  else
+    echo "== MindSpore $v: installing into $venv" >&2
   fi
   # shellcheck disable=SC2086
   if [ -n "$ready" ] \
