@@ -47,6 +47,11 @@ fast test profile on each release), and how it is handled:
   same Python signatures in every supported release (the argument layouts in
   op_def/*.yaml ``mindspore_primitive`` hold for 2.8.0 to 2.10.0, checked by
   tests/ut/test_op_plugin.py on each).
+- Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
+  graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
+  ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
+  convert_batchnorm's "already compiled" warning comes for a network that was itself
+  compiled, not for a cell taken out of one (COMPILE_PHASE_ON_EVERY_CELL).
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
   attributes cpp_infer_shape / multi_output / reg_op_name (primitives.py), GRAPH jit
@@ -96,6 +101,8 @@ check_version(VERSION)
 
 # See the module docstring, "CPU collectives".
 CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
+# See the module docstring, "Compile phase".
+COMPILE_PHASE_ON_EVERY_CELL = release(VERSION) >= (2, 7, 1)
 # See the module docstring, "CPU op plugin": the releases whose op plugin interface the package uses.
 CPU_OP_PLUGIN = release(VERSION) >= (2, 8)
 
@@ -146,8 +153,13 @@ def cell_primitives(cell) -> dict:
 
 def compile_phase(cell):
     """The GRAPH-mode compile phase of the last graph ``cell`` was compiled into (``Cell._compile_phase``,
-    set on every cell of the graph), or None when it never was."""
-    return getattr(cell, "_compile_phase", None)
+    set on every cell of the graph), or None when it never was. 2.7.0 has no ``_compile_phase``: there
+    the phases a cell was compiled under as the graph's top cell (``Cell._compile_cache``, a set), so
+    the cells inside a compiled graph say None (see "Compile phase" in the module docstring)."""
+    if hasattr(cell, "_compile_phase"):
+        return cell._compile_phase  # pylint: disable=protected-access
+    phases = getattr(cell, "_compile_cache", None)
+    return sorted(phases)[-1] if phases else None
 
 
 def rewrite_black_list() -> list:
