@@ -33,20 +33,21 @@ fast test profile on each release), and how it is handled:
   with a deprecation warning) and only in ``mindspore.common.api`` in 2.7. See
   ``pynative_sync`` below.
 - CPU op plugin (the native route, docs/native_route.md): the interface the package
-  uses (``include/mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h``,
-  std-only, ``mindspore::kernel::op_plugin::KernelInputInfo`` with double scalars and
-  the inputs' strides; ``GetOpPluginHandle`` exported by libmindspore_ops.so) is the
-  same file in 2.8.0, 2.9.0 and 2.10.0. 2.7.1 and 2.7.2 have an earlier, different one
-  (``kernel/cpu/custom/kernel_mod_impl/custom_kernel_input_info.h`` in namespace
-  ``mindspore``: float scalars, no strides, and it includes MindSpore's internal
-  KernelTensor header); 2.7.0 ships none. So on 2.7.x the library exports no plugin
-  entry points (cpu_kernel/build.py looks for the header), ``MS_BN_GRAD_OP_PLUGIN=1``
-  leaves ``MS_OP_PLUGIN_PATH`` alone and warns, ``op_plugin_active()`` is False and
-  everything takes the Cell route (CPU_OP_PLUGIN below; tests/ut/test_ms_compat.py
-  checks it against the installed wheel). BatchNormExt / BatchNormGradExt have the
-  same Python signatures in every supported release (the argument layouts in
-  op_def/*.yaml ``mindspore_primitive`` hold for 2.8.0 to 2.10.0, checked by
-  tests/ut/test_op_plugin.py on each).
+  uses (``custom_kernel_input_info.h``: std-only,
+  ``mindspore::kernel::op_plugin::KernelInputInfo`` with the inputs' strides) is the
+  same file in 2.8.0, 2.9.0 and 2.10.0 (``include/mindspore/ops/kernel/cpu/op_plugin/``).
+  2.7.2 ships it under ``kernel/cpu/custom/kernel_mod_impl/``, returning float instead
+  of double scalars and without the output-shape calls (which op_plugin.cpp does not
+  use): compiled against it, the entry points work. 2.7.1 has an older interface at
+  that path (namespace ``mindspore``, no strides, and it includes MindSpore's internal
+  KernelTensor header), 2.7.0 none. cpu_kernel/build.py (MS_PLUGIN_HEADERS) states
+  where each release has it; on 2.7.0 and 2.7.1 the library exports no plugin entry
+  points, ``MS_BN_GRAD_OP_PLUGIN=1`` leaves ``MS_OP_PLUGIN_PATH`` alone and warns,
+  ``op_plugin_active()`` is False and everything takes the Cell route
+  (tests/ut/test_ms_compat.py checks the installed wheel against this).
+  BatchNormExt / BatchNormGradExt have the same Python signatures in every supported
+  release, so the argument layouts in op_def/*.yaml ``mindspore_primitive`` need no
+  per-release variant (tests/ut/test_op_plugin.py checks them on each).
 - Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
   graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
   ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
@@ -103,8 +104,6 @@ check_version(VERSION)
 CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
 # See the module docstring, "Compile phase".
 COMPILE_PHASE_ON_EVERY_CELL = release(VERSION) >= (2, 7, 1)
-# See the module docstring, "CPU op plugin": the releases whose op plugin interface the package uses.
-CPU_OP_PLUGIN = release(VERSION) >= (2, 8)
 
 
 def requires_grad_nowait(param) -> bool:

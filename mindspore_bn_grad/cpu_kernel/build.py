@@ -44,8 +44,10 @@ import errno
 import fcntl
 import hashlib
 import hmac
+import importlib.metadata
 import importlib.util
 import os
+import re
 import json
 import platform
 import shlex
@@ -71,9 +73,14 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
 # (<site-packages>/mindspore/include/...), with its internal includes resolved
 # in csrc/ms_internal/ (see there).
 MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
-# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp. Shipped from 2.8.0 on;
-# 2.7.x have an earlier, different interface, which the package does not use (ms_compat, "CPU op plugin").
-MS_PLUGIN_HEADER = "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"
+# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp: where each release ships
+# it, newest first, as (first release, path); the first entry the installed release reaches whose file
+# exists is used (ms_compat, "CPU op plugin"). 2.7.2 has it at the older path, with float scalars; 2.7.1
+# has another, incompatible interface there, and 2.7.0 none: no plugin entry points on those.
+MS_PLUGIN_HEADERS = (
+    ((2, 8, 0), "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"),
+    ((2, 7, 2), "mindspore/ops/kernel/cpu/custom/kernel_mod_impl/custom_kernel_input_info.h"),
+)
 
 
 class KernelBuildError(RuntimeError):
@@ -119,12 +126,28 @@ def _include_roots():
     return [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
 
 
+def _installed_release():
+    """(major, minor, patch) of the installed MindSpore distribution, read without importing it."""
+    try:
+        version = importlib.metadata.version("mindspore")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
 def plugin_interface_header(include_root=None):
-    """The installed MindSpore's op plugin interface header (MS_PLUGIN_HEADER), found without
-    importing MindSpore; None on a release without it, where the library exports no plugin
+    """The installed MindSpore's op plugin interface header (MS_PLUGIN_HEADERS), found without
+    importing MindSpore; None on a release without one we use, where the library exports no plugin
     entry points and the package never enables the op plugin."""
+    rel = _installed_release()
     roots = [Path(include_root)] if include_root is not None else _include_roots()
-    return next(((r / MS_PLUGIN_HEADER).resolve() for r in roots if (r / MS_PLUGIN_HEADER).is_file()), None)
+    for first, path in MS_PLUGIN_HEADERS:
+        if rel is not None and rel >= first:
+            found = next(((r / path).resolve() for r in roots if (r / path).is_file()), None)
+            if found is not None:
+                return found
+    return None
 
 
 def mindspore_headers(include_root=None):
