@@ -56,7 +56,7 @@ RESULTS="$DIR/results.md"
 NATIVE_RESULTS="$DIR/native.md"
 case " $PROFILES " in *" native "*)
   {
-    echo "| MindSpore | op plugin interface | GetOpPluginHandle | native-route session | op plugin tests |"
+    echo "| MindSpore | op plugin interface used | GetOpPluginHandle | native-route session | op plugin tests |"
     echo "|---|---|---|---|---|"
   } > "$NATIVE_RESULTS" ;;
 esac
@@ -73,16 +73,23 @@ summary() {
   echo "${s:-rc $2}"
 }
 
-# The op plugin mechanism in the wheel of $1 (a python): the interface header, the library that
-# exports GetOpPluginHandle, the libraries that read MS_OP_PLUGIN_PATH.
+# The op plugin mechanism in the wheel of $1 (a python, this checkout importable): the interface
+# header the package builds against (cpu_kernel/build.py, MS_PLUGIN_HEADERS; "none" where the
+# release has none it uses, with the interface headers the wheel does have), the library that
+# exports GetOpPluginHandle, how many libraries read MS_OP_PLUGIN_PATH.
 mechanism() {
-  local ms hdr lib libs
+  local ms hdr others lib libs
   ms=$("$1" -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('mindspore').origin))")
-  hdr="no"; [ -f "$ms/include/mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h" ] && hdr="yes"
+  hdr=$("$1" -c "from mindspore_bn_grad.cpu_kernel import build; h = build.plugin_interface_header(); \
+print(h.relative_to('$ms/include/mindspore') if h else 'none')" 2>/dev/null)
+  if [ "${hdr:-none}" = none ]; then
+    others=$(find "$ms/include" -name custom_kernel_input_info.h | sed "s#^$ms/include/mindspore/##" | tr '\n' ' ')
+    hdr="none${others:+ (the wheel has ${others% })}"
+  fi
   lib=$(find "$ms/lib" -name "*.so*" -type f | while read -r f; do
           nm -D --defined-only "$f" 2>/dev/null | grep -q GetOpPluginHandle && basename "$f"; done | tr '\n' ' ')
   libs=$(grep -l -a -r --include="*.so*" MS_OP_PLUGIN_PATH "$ms/lib" 2>/dev/null | wc -l)
-  echo "${hdr}|${lib:-none} (variable read in ${libs} libraries)"
+  echo "${hdr}|${lib:-none }(variable read in ${libs} libraries)"
 }
 
 # The native route on venv python $1, logs at $2.*: prints the row's last three cells.
