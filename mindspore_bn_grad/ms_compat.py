@@ -33,21 +33,22 @@ fast test profile on each release), and how it is handled:
   with a deprecation warning) and only in ``mindspore.common.api`` in 2.7. See
   ``pynative_sync`` below.
 - CPU op plugin (the native route, docs/native_route.md): the interface the package
-  uses (``custom_kernel_input_info.h``: std-only,
-  ``mindspore::kernel::op_plugin::KernelInputInfo`` with the inputs' strides) is the
-  same file in 2.8.0, 2.9.0 and 2.10.0 (``include/mindspore/ops/kernel/cpu/op_plugin/``).
-  2.7.2 ships it under ``kernel/cpu/custom/kernel_mod_impl/``, returning float instead
-  of double scalars and without the output-shape calls (which op_plugin.cpp does not
-  use): compiled against it, the entry points work. 2.7.1 has an older interface at
-  that path (namespace ``mindspore``, no strides, and it includes MindSpore's internal
-  KernelTensor header), 2.7.0 none. cpu_kernel/build.py (MS_PLUGIN_HEADERS) states
-  where each release has it; on 2.7.0 and 2.7.1 the library exports no plugin entry
-  points, ``MS_BN_GRAD_OP_PLUGIN=1`` leaves ``MS_OP_PLUGIN_PATH`` alone and warns,
+  uses (``include/mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h``:
+  std-only, ``mindspore::kernel::op_plugin::KernelInputInfo`` with double scalars and
+  the inputs' strides) is the same file in 2.8.0, 2.9.0 and 2.10.0. 2.7.x have earlier
+  forms: 2.7.2's (``kernel/cpu/custom/kernel_mod_impl/``, float scalars, no output-shape
+  calls) compiles against op_plugin.cpp, but there PYNATIVE launches our BatchNormExt
+  with arguments it refuses (code 1, kBadParamCount) and GRAPH fails to create the
+  kernel; 2.7.1's (same path) is in namespace ``mindspore``, without strides, and
+  includes MindSpore's internal KernelTensor header; 2.7.0's is under ccsrc/ and
+  older still. cpu_kernel/build.py (MS_PLUGIN_HEADERS) states where each release has
+  the one we use; on 2.7.x the library exports no plugin entry points,
+  ``MS_BN_GRAD_OP_PLUGIN=1`` leaves ``MS_OP_PLUGIN_PATH`` alone and warns,
   ``op_plugin_active()`` is False and everything takes the Cell route
   (tests/ut/test_ms_compat.py checks the installed wheel against this).
   BatchNormExt / BatchNormGradExt have the same Python signatures in every supported
   release, so the argument layouts in op_def/*.yaml ``mindspore_primitive`` need no
-  per-release variant (tests/ut/test_op_plugin.py checks them on each).
+  per-release variant (tests/ut/test_op_plugin.py checks them on 2.8.0 to 2.10.0).
 - Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
   graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
   ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0

@@ -75,11 +75,12 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
 MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
 # MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp: where each release ships
 # it, newest first, as (first release, path); the first entry the installed release reaches whose file
-# exists is used (ms_compat, "CPU op plugin"). 2.7.2 has it at the older path, with float scalars; 2.7.1
-# has another, incompatible interface there, and 2.7.0 none: no plugin entry points on those.
+# exists is used (ms_compat, "CPU op plugin"). 2.7.x have only earlier forms: 2.7.2's
+# (kernel/cpu/custom/kernel_mod_impl/, float scalars) compiles, but MindSpore 2.7.2 refuses or
+# mis-feeds the entry points (tried: scripts/test_matrix.sh, docs/mindspore_versions.md); 2.7.0 and
+# 2.7.1 have incompatible ones. No plugin entry points on 2.7.x.
 MS_PLUGIN_HEADERS = (
     ((2, 8, 0), "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"),
-    ((2, 7, 2), "mindspore/ops/kernel/cpu/custom/kernel_mod_impl/custom_kernel_input_info.h"),
 )
 
 

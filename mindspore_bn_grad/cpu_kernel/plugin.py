@@ -1,6 +1,6 @@
 """MindSpore's CPU op plugin: our kernels as MindSpore's own BatchNormExt / BatchNormGradExt.
 
-MindSpore (2.7.2 and later, in the form used here) reads ``MS_OP_PLUGIN_PATH`` once per process,
+MindSpore (2.8.0 and later, in the form used here) reads ``MS_OP_PLUGIN_PATH`` once per process,
 when it creates its first CPU kernel, and from then on launches the
 primitives the library named there registers through that library, with its
 own C++ autograd (no Python bprop). Our kernel library is such a library
@@ -26,7 +26,7 @@ and why is in ``state()``.
 launches ``BatchNormExt`` once on a tiny tensor and checks, through a launch
 counter the library keeps, that our kernel ran. When it did not (MindSpore
 had already created CPU kernels, the variable names another library, the
-release has no plugin interface we use (2.7.0, 2.7.1: then the variable is left
+release has no plugin interface we use (2.7.x: then the variable is left
 alone), ``MS_BN_GRAD_OP_PLUGIN=0``), everything keeps
 working on the Cell route and one warning says why and what to do.
 
@@ -133,7 +133,7 @@ def _enable() -> None:
 
 def _release_has_interface() -> bool:
     """Whether the installed MindSpore has the op plugin interface the library is built against
-    (2.7.2 and later; ms_compat); if not, says why in the state and MS_OP_PLUGIN_PATH stays as it is."""
+    (2.8.0 and later; ms_compat); if not, says why in the state and MS_OP_PLUGIN_PATH stays as it is."""
     from .build import plugin_interface_header
     if plugin_interface_header() is not None:
         return True
@@ -144,7 +144,7 @@ def _release_has_interface() -> bool:
         version = "(version unknown)"
     _STATE.release_lacks_interface = True
     _STATE.reason = (f"MindSpore {version} has no CPU op plugin interface this package can use "
-                     "(MindSpore 2.7.2 and later have it)")
+                     "(MindSpore 2.8.0 and later have it)")
     return False
 
 
@@ -244,7 +244,7 @@ def fallback_message() -> str:
     if _STATE.release_lacks_interface:
         return (f"mindspore_bn_grad: MindSpore's CPU op plugin cannot be used ({_STATE.reason}); converted "
                 "BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* has no CPU "
-                "kernel. For the native route, install MindSpore 2.7.2 or later (docs/mindspore_versions.md).")
+                "kernel. For the native route, install MindSpore 2.8.0 or later (docs/mindspore_versions.md).")
     return (f"mindspore_bn_grad: MindSpore's CPU op plugin is not active ({_STATE.reason}); "
             "converted BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* "
             f"has no CPU kernel. To enable it, set {SWITCH}=1 and import mindspore_bn_grad before any "

@@ -199,7 +199,7 @@ def test_default_header_is_the_installed_mindspore_one():
     assert f'-DMS_BN_GRAD_MS_AOT_HEADER="{header}"' in flags
     assert header.read_bytes() in key and str(header).encode() in key
     # and the op plugin's interface (csrc/op_plugin.cpp), where this release ships one
-    # (2.7.2 and later; tests/ut/test_ms_compat.py checks which releases do)
+    # (2.8.0 and later; tests/ut/test_ms_compat.py checks which releases do)
     plugin = cpu_build.plugin_interface_header()
     if plugin is None:
         assert not any("MS_BN_GRAD_MS_PLUGIN_HEADER" in f for f in flags)

@@ -235,9 +235,9 @@ def test_internal_batch_norm_grad_ext_pynative():
 
 
 def test_cpu_op_plugin_interface_is_found_on_the_releases_that_have_it():
-    """ms_compat, "CPU op plugin": 2.7.2 and later ship an op plugin interface the library is built
-    against (where: cpu_kernel/build.py); 2.7.0 and 2.7.1 do not."""
+    """ms_compat, "CPU op plugin": 2.8.0 and later ship the op plugin interface the library is built
+    against (where: cpu_kernel/build.py); 2.7.x do not."""
     from mindspore_bn_grad import ms_compat
     from mindspore_bn_grad.cpu_kernel import build
-    assert (build.plugin_interface_header() is not None) == (ms_compat.release(ms_compat.VERSION) >= (2, 7, 2)), \
+    assert (build.plugin_interface_header() is not None) == (ms_compat.release(ms_compat.VERSION) >= (2, 8, 0)), \
         ms_compat.VERSION

@@ -4,7 +4,7 @@ with MindSpore's CPU op plugin enabled (MS_BN_GRAD_OP_PLUGIN=1).
 MindSpore reads its op plugin once per process, and the package leaves it off by default
 (docs/native_route.md), so these tests cannot run in the default session; this test runs them
 and fails with their report when any of them fails or none ran. On a release without MindSpore's
-op plugin interface (2.7.0, 2.7.1) they must all be skipped, saying so."""
+op plugin interface (2.7.x) they must all be skipped, saying so."""
 import os
 import re
 import subprocess

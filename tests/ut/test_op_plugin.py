@@ -236,7 +236,7 @@ def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_P
 
 
 ON = {"MS_BN_GRAD_OP_PLUGIN": "1"}
-# MindSpore 2.7.0 and 2.7.1 have no op plugin interface the package uses (ms_compat, "CPU op plugin").
+# MindSpore 2.7.x have no op plugin interface the package uses (ms_compat, "CPU op plugin").
 NEEDS_INTERFACE = pytest.mark.skipif(build.plugin_interface_header() is None,
                                      reason="this MindSpore release has no CPU op plugin interface")
 
@@ -355,7 +355,7 @@ def test_a_users_plugin_is_chained_not_clobbered(tmp_path):
 
 @pytest.mark.skipif(build.plugin_interface_header() is not None, reason="this release has the op plugin interface")
 def test_a_release_without_the_interface_says_no_and_keeps_the_cell_route():
-    """2.7.0, 2.7.1 (ms_compat, "CPU op plugin"): MS_BN_GRAD_OP_PLUGIN=1 leaves MS_OP_PLUGIN_PATH alone, one
+    """2.7.x (ms_compat, "CPU op plugin"): MS_BN_GRAD_OP_PLUGIN=1 leaves MS_OP_PLUGIN_PATH alone, one
     warning says why, and a converted layer trains on the Cell route with the reference's gradients."""
     proc = run_python(f"""
         import os, sys, warnings
@@ -370,7 +370,7 @@ def test_a_release_without_the_interface_says_no_and_keeps_the_cell_route():
             assert not mindspore_bn_grad.op_plugin_active()
             net = mindspore_bn_grad.convert_batchnorm(nn.BatchNorm2d(3))
         msgs = [str(x.message) for x in w if "op plugin" in str(x.message)]
-        assert len(msgs) == 1 and "no CPU op plugin interface" in msgs[0] and "2.7.2 or later" in msgs[0], msgs
+        assert len(msgs) == 1 and "no CPU op plugin interface" in msgs[0] and "2.8.0 or later" in msgs[0], msgs
         assert net.bn_route == "cell", net.bn_route
         from reference import batch_norm_backward_ref, batch_norm_forward_ref
         rng = np.random.default_rng(8)
