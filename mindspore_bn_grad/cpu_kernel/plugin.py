@@ -109,7 +109,7 @@ def _enable() -> None:
         if _is_ours(current):
             return
         if switch == "1":
-            if not _release_has_interface():
+            if not release_has_interface():
                 return
             _chain(current)
         else:
@@ -122,7 +122,7 @@ def _enable() -> None:
     if importlib.util.find_spec("mindspore") is None:
         _STATE.reason = "MindSpore is not installed"
         return
-    if not _release_has_interface():
+    if not release_has_interface():
         return
     from .build import library_path
     path = str(library_path())
@@ -131,7 +131,7 @@ def _enable() -> None:
     _STATE.enabled_at_import = True
 
 
-def _release_has_interface() -> bool:
+def release_has_interface() -> bool:
     """Whether the installed MindSpore has the op plugin interface the library is built against
     (2.8.0 and later; ms_compat); if not, says why in the state and MS_OP_PLUGIN_PATH stays as it is."""
     from .build import plugin_interface_header

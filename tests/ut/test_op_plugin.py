@@ -384,6 +384,11 @@ def test_a_release_without_the_interface_says_no_and_keeps_the_cell_route():
         print("OK")
     """, ON)
     assert "OK" in proc.stdout
+    # and plugin-path prints no path MindSpore could not use
+    path = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
+                          text=True, timeout=600)
+    assert path.returncode == 1 and path.stdout == "", path.stdout
+    assert "no CPU op plugin interface" in path.stderr, path.stderr
 
 
 @pytest.mark.native_route
