@@ -15,7 +15,11 @@ after warm-up:
     the same thread count); also the kernel with output_mask (False, True, True);
   * through MindSpore, PYNATIVE and GRAPH: mindspore_bn_grad.batch_norm_backward
     / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
-    (oneDNN; float32/float16 NCHW only) in the same mode.
+    (oneDNN; float32/float16 NCHW only) in the same mode; with the op plugin active,
+    also MindSpore's BatchNormGradExt on our kernel (the native route): in PYNATIVE
+    called directly, in GRAPH the forward + backward of mint.nn.functional.batch_norm
+    (MindSpore's C++ bprop) minus the forward alone, timed in the same rounds (a GRAPH
+    cell cannot call BatchNormGradExt itself; see ms_native_graph_contestants).
 The direct rows of every case run first, before MindSpore is imported (next to
 MindSpore, PyTorch ran slower: docs/performance.md), then the MindSpore rows.
 Effective bandwidth counts x and dy read and dx written once; % is of the
@@ -292,33 +296,84 @@ def ms_ours_contestant(case, mode):
 
 def ms_native_contestant(case, mode):
     """MindSpore's own BatchNormGradExt primitive, which the op plugin runs on our kernel (the native
-    route's backward); None where it cannot run (channel-last: BatchNormGradExt is channel-first)."""
+    route's backward), called from Python in PYNATIVE; None where it cannot run (channel-last:
+    BatchNormGradExt is channel-first). GRAPH mode: see ms_native_graph_contestants."""
     from mindspore_bn_grad.cpu_kernel import plugin
-    if case.channel_last or not plugin.status():
+    if mode != "PYNATIVE" or case.channel_last or not plugin.status():
         return None
-    from mindspore.ops.auto_generate import gen_ops_prim
     from mindspore_bn_grad import ms_compat
     tx, tdy, tp = _ms_inputs(case)
     tensors = (tdy, tx, tp["weight"], tp["running_mean"], tp["running_var"], tp["save_mean"], tp["save_invstd"])
     setup = _ms_mode_setter(mode)
     setup()
-    if mode == "PYNATIVE":
-        impl = ms_compat.batch_norm_grad_ext_pynative()
+    impl = ms_compat.batch_norm_grad_ext_pynative()
+    return _checked(Timed(lambda: impl(*tensors, True, 1e-5, (1, 1, 1)), _ms_sync, setup), f"native {mode}")
 
-        def fn():
-            return impl(*tensors, True, 1e-5, (1, 1, 1))
-    else:
-        net = _graph_cell(gen_ops_prim.BatchNormGradExt(training=True, eps=1e-5), len(tensors) + 1)
 
-        def fn():
-            return net(*tensors, (1, 1, 1))
-    timed = Timed(fn, _ms_sync, setup)
+def _checked(timed, name):
+    """`timed` after one run, or None (logged) when it does not run here."""
     try:
         timed.run_once()
     except (RuntimeError, TypeError, ValueError) as e:
-        log(f"    native {mode}: {str(e).strip().splitlines()[0][:100]}")
+        log(f"    {name}: {str(e).strip().splitlines()[0][:100]}")
         return None
     return timed
+
+
+def ms_native_graph_contestants(case):
+    """The native route's backward in GRAPH mode, as MindSpore schedules it: {"native_graph_fwd_bwd": a
+    GRAPH cell taking the gradients of mint.nn.functional.batch_norm (BatchNormExt, then the
+    BatchNormGradExt node of MindSpore's C++ bprop, both our kernels), "native_graph_fwd": the same
+    forward alone}, timed in the same rounds; the backward's time is their difference. ({} where the
+    native route cannot run.)
+
+    A GRAPH cell cannot call BatchNormGradExt itself (MindSpore 2.10's frontend builds the node with
+    ``output_mask`` before ``training``/``eps`` and then checks it in the primitive's own order, which
+    rejects every call; tests/ut/test_bench_native.py pins it), so the backward is timed as MindSpore's
+    own autograd runs it."""
+    from mindspore_bn_grad.cpu_kernel import plugin
+    if case.channel_last or not plugin.status():
+        return {}
+    fwd_bwd, fwd = native_graph_cells(case)
+    tx, tdy, tp = _ms_inputs(case)
+    bias = tp["save_mean"]  # any channel vector
+    setup = _ms_mode_setter("GRAPH")
+    setup()
+    con = {"native_graph_fwd_bwd": _checked(Timed(lambda: fwd_bwd(tx, tp["weight"], bias, tdy), _ms_sync, setup),
+                                            "native GRAPH forward + backward"),
+           "native_graph_fwd": _checked(Timed(lambda: fwd(tx, tp["weight"], bias), _ms_sync, setup),
+                                        "native GRAPH forward")}
+    return con if all(con.values()) else {}
+
+
+def native_graph_cells(case, momentum=0.1, eps=1e-5):
+    """(forward + backward, forward) GRAPH cells on mint.nn.functional.batch_norm in training, with
+    running statistics of their own: (x, weight, bias, dy) -> (dx, dweight, dbias); (x, weight, bias) -> y."""
+    import mindspore as ms
+    from mindspore import mint, ops
+    c = case.channels
+
+    class Forward(ms.nn.Cell):
+        def __init__(self, tag):
+            super().__init__()
+            self.rm = ms.Parameter(ms.Tensor(np.zeros(c, np.float32)), name=f"bench_native_rm_{tag}",
+                                   requires_grad=False)
+            self.rv = ms.Parameter(ms.Tensor(np.ones(c, np.float32)), name=f"bench_native_rv_{tag}",
+                                   requires_grad=False)
+
+        def construct(self, x, w, b):
+            return mint.nn.functional.batch_norm(x, self.rm, self.rv, w, b, True, momentum, eps)
+
+    class ForwardBackward(ms.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fwd = Forward("fb")
+            self.grad = ops.GradOperation(get_all=True, sens_param=True)
+
+        def construct(self, x, w, b, dy):
+            return self.grad(self.fwd)(x, w, b, dy)
+
+    return ForwardBackward(), Forward("f")
 
 
 def ms_builtin_contestant(case, mode):
@@ -432,8 +487,13 @@ def run(args):
                 con[f"ms_{mode.lower()}"] = ms_ours_contestant(case, mode)
                 con[f"native_{mode.lower()}"] = ms_native_contestant(case, mode)
                 con[f"builtin_{mode.lower()}"] = ms_builtin_contestant(case, mode)
+            con.update(ms_native_graph_contestants(case))
             med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
             ms_ = {k: (med[k] * 1e3 if k in med else None) for k in con}
+            if "native_graph_fwd_bwd" in ms_:  # the backward's share of MindSpore's GRAPH step
+                r["native_graph_fwd_bwd_ms"] = ms_["native_graph_fwd_bwd"]
+                r["native_graph_fwd_ms"] = ms_["native_graph_fwd"]
+                ms_["native_graph"] = r["native_graph_fwd_bwd_ms"] - r["native_graph_fwd_ms"]
             for key in ("pynative", "graph"):
                 r[f"ms_{key}_ms"] = ms_[f"ms_{key}"]
                 r[f"native_{key}_ms"] = ms_[f"native_{key}"]
@@ -599,6 +659,10 @@ def table(result):
         head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
                  f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
                  f"MindSpore's tensors on {mindspore_pages(m)}.")
+    if any(r.get("native_graph_fwd_bwd_ms") is not None for r in rows):
+        head += (" native GRAPH ms: MindSpore's GRAPH step of forward + backward through "
+                 "mint.nn.functional.batch_norm minus its forward alone, both timed in the row's rounds "
+                 "(native_graph_fwd_bwd_ms, native_graph_fwd_ms in the JSON).")
     out = head + "\n\n" + "\n".join(lines) + "\n"
     if result.get("forward_rows"):
         from .forward import table as forward_table

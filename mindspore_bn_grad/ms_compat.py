@@ -32,6 +32,28 @@ fast test profile on each release), and how it is handled:
   ``mindspore.graph.api`` from 2.8 on (``mindspore.common.api`` still has it there,
   with a deprecation warning) and only in ``mindspore.common.api`` in 2.7. See
   ``pynative_sync`` below.
+- CPU op plugin (the native route, docs/native_route.md): the interface the package
+  uses (``include/mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h``:
+  std-only, ``mindspore::kernel::op_plugin::KernelInputInfo`` with double scalars and
+  the inputs' strides) is the same file in 2.8.0, 2.9.0 and 2.10.0. 2.7.x have earlier
+  forms: 2.7.2's (``kernel/cpu/custom/kernel_mod_impl/``, float scalars, no output-shape
+  calls) compiles against op_plugin.cpp, but there PYNATIVE launches our BatchNormExt
+  with arguments it refuses (code 1, kBadParamCount) and GRAPH fails to create the
+  kernel; 2.7.1's (same path) is in namespace ``mindspore``, without strides, and
+  includes MindSpore's internal KernelTensor header; 2.7.0's is under ccsrc/ and
+  older still. cpu_kernel/build.py (MS_PLUGIN_HEADERS) states where each release has
+  the one we use; on 2.7.x the library exports no plugin entry points,
+  ``MS_BN_GRAD_OP_PLUGIN=1`` leaves ``MS_OP_PLUGIN_PATH`` alone and warns,
+  ``op_plugin_active()`` is False and everything takes the Cell route
+  (tests/ut/test_ms_compat.py checks the installed wheel against this).
+  BatchNormExt / BatchNormGradExt have the same Python signatures in every supported
+  release, so the argument layouts in op_def/*.yaml ``mindspore_primitive`` need no
+  per-release variant (tests/ut/test_op_plugin.py checks them on 2.8.0 to 2.10.0).
+- Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
+  graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
+  ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
+  convert_batchnorm's "already compiled" warning comes for a network that was itself
+  compiled, not for a cell taken out of one (COMPILE_PHASE_ON_EVERY_CELL).
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
   attributes cpp_infer_shape / multi_output / reg_op_name (primitives.py), GRAPH jit
@@ -81,6 +103,8 @@ check_version(VERSION)
 
 # See the module docstring, "CPU collectives".
 CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
+# See the module docstring, "Compile phase".
+COMPILE_PHASE_ON_EVERY_CELL = release(VERSION) >= (2, 7, 1)
 
 
 def requires_grad_nowait(param) -> bool:
@@ -129,8 +153,13 @@ def cell_primitives(cell) -> dict:
 
 def compile_phase(cell):
     """The GRAPH-mode compile phase of the last graph ``cell`` was compiled into (``Cell._compile_phase``,
-    set on every cell of the graph), or None when it never was."""
-    return getattr(cell, "_compile_phase", None)
+    set on every cell of the graph), or None when it never was. 2.7.0 has no ``_compile_phase``: there
+    the phases a cell was compiled under as the graph's top cell (``Cell._compile_cache``, a set), so
+    the cells inside a compiled graph say None (see "Compile phase" in the module docstring)."""
+    if hasattr(cell, "_compile_phase"):
+        return cell._compile_phase  # pylint: disable=protected-access
+    phases = getattr(cell, "_compile_cache", None)
+    return sorted(phases)[-1] if phases else None
 
 
 def rewrite_black_list() -> list:

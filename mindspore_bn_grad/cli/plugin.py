@@ -3,7 +3,8 @@
     export MS_OP_PLUGIN_PATH=$(python -m mindspore_bn_grad plugin-path)
 
 prints the path of our kernel library (building it first if it is not cached) and
-nothing else on standard output. ``--check`` also runs the self-test in this process
+nothing else on standard output (on a MindSpore release without the op plugin interface, 2.7.x,
+nothing: it says why on standard error and exits 1). ``--check`` also runs the self-test in this process
 (a BatchNormExt launch on CPU) and says whether MindSpore ran our kernel.
 """
 import argparse
@@ -17,6 +18,9 @@ def main(argv=None):
                         help="also launch BatchNormExt once and report whether our kernel ran")
     args = parser.parse_args(argv)
     from ..cpu_kernel import plugin
+    if not plugin.release_has_interface():  # a path MindSpore could not use as a plugin: none at all
+        print(f"plugin-path: {plugin.state().reason}", file=sys.stderr)
+        return 1
     print(plugin.plugin_path())
     if args.check:
         import warnings

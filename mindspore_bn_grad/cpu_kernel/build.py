@@ -44,8 +44,10 @@ import errno
 import fcntl
 import hashlib
 import hmac
+import importlib.metadata
 import importlib.util
 import os
+import re
 import json
 import platform
 import shlex
@@ -71,8 +73,15 @@ BASE_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-march=nativ
 # (<site-packages>/mindspore/include/...), with its internal includes resolved
 # in csrc/ms_internal/ (see there).
 MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
-# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp.
-MS_PLUGIN_HEADER = "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"
+# MindSpore's CPU op plugin interface (std-only), for csrc/op_plugin.cpp: where each release ships
+# it, newest first, as (first release, path); the first entry the installed release reaches whose file
+# exists is used (ms_compat, "CPU op plugin"). 2.7.x have only earlier forms: 2.7.2's
+# (kernel/cpu/custom/kernel_mod_impl/, float scalars) compiles, but MindSpore 2.7.2 refuses or
+# mis-feeds the entry points (tried: scripts/test_matrix.sh, docs/mindspore_versions.md); 2.7.0 and
+# 2.7.1 have incompatible ones. No plugin entry points on 2.7.x.
+MS_PLUGIN_HEADERS = (
+    ((2, 8, 0), "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"),
+)
 
 
 class KernelBuildError(RuntimeError):
@@ -112,12 +121,41 @@ def flags():
                                f"shell syntax, got {extra!r} ({e})") from e
 
 
+def _include_roots():
+    """The include/ directories of the installed MindSpore package, found without importing it."""
+    spec = importlib.util.find_spec("mindspore")
+    return [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+def _installed_release():
+    """(major, minor, patch) of the installed MindSpore distribution, read without importing it."""
+    try:
+        version = importlib.metadata.version("mindspore")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def plugin_interface_header(include_root=None):
+    """The installed MindSpore's op plugin interface header (MS_PLUGIN_HEADERS), found without
+    importing MindSpore; None on a release without one we use, where the library exports no plugin
+    entry points and the package never enables the op plugin."""
+    rel = _installed_release()
+    roots = [Path(include_root)] if include_root is not None else _include_roots()
+    for first, path in MS_PLUGIN_HEADERS:
+        if rel is not None and rel >= first:
+            found = next(((r / path).resolve() for r in roots if (r / path).is_file()), None)
+            if found is not None:
+                return found
+    return None
+
+
 def mindspore_headers(include_root=None):
     """(compiler flags, cache-key part) for the installed MindSpore's AotExtra header,
     found from the installed package without importing it."""
     if include_root is None:
-        spec = importlib.util.find_spec("mindspore")
-        roots = [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+        roots = _include_roots()
         include_root = next((r for r in roots if (r / MS_AOT_HEADER).is_file()), None)
         if include_root is None:
             raise KernelBuildError(f"BatchNormBackward: the CPU kernel is built against the installed "
@@ -127,9 +165,8 @@ def mindspore_headers(include_root=None):
     key = str(header).encode() + b"\0" + header.read_bytes()
     # The op plugin's KernelInputInfo interface (csrc/op_plugin.cpp): without it (a release
     # that lacks the mechanism) the library exports no plugin entry points.
-    plugin_header = Path(include_root) / MS_PLUGIN_HEADER
-    if plugin_header.is_file():
-        plugin_header = plugin_header.resolve()
+    plugin_header = plugin_interface_header(include_root)
+    if plugin_header is not None:
         flags.append(f'-DMS_BN_GRAD_MS_PLUGIN_HEADER="{plugin_header}"')
         key += b"\0" + str(plugin_header).encode() + b"\0" + plugin_header.read_bytes()
     return flags, key

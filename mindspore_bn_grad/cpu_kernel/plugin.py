@@ -1,6 +1,6 @@
 """MindSpore's CPU op plugin: our kernels as MindSpore's own BatchNormExt / BatchNormGradExt.
 
-MindSpore (2.7.1 and later) reads ``MS_OP_PLUGIN_PATH`` once per process,
+MindSpore (2.8.0 and later, in the form used here) reads ``MS_OP_PLUGIN_PATH`` once per process,
 when it creates its first CPU kernel, and from then on launches the
 primitives the library named there registers through that library, with its
 own C++ autograd (no Python bprop). Our kernel library is such a library
@@ -26,7 +26,8 @@ and why is in ``state()``.
 launches ``BatchNormExt`` once on a tiny tensor and checks, through a launch
 counter the library keeps, that our kernel ran. When it did not (MindSpore
 had already created CPU kernels, the variable names another library, the
-release has no plugin mechanism, ``MS_BN_GRAD_OP_PLUGIN=0``), everything keeps
+release has no plugin interface we use (2.7.x: then the variable is left
+alone), ``MS_BN_GRAD_OP_PLUGIN=0``), everything keeps
 working on the Cell route and one warning says why and what to do.
 
 A user's own plugin in ``MS_OP_PLUGIN_PATH`` is chained, not replaced: a small
@@ -61,6 +62,7 @@ class _State:
     library: Optional[str] = None    # the library MS_OP_PLUGIN_PATH names (ours or the chain)
     chained: Optional[str] = None    # the user's own plugin we chained
     checked: Optional[bool] = None   # the self-test's verdict (None: not run yet)
+    release_lacks_interface: bool = False  # the installed MindSpore has no op plugin interface we use
     warned: bool = False
 
 
@@ -107,6 +109,8 @@ def _enable() -> None:
         if _is_ours(current):
             return
         if switch == "1":
+            if not release_has_interface():
+                return
             _chain(current)
         else:
             _STATE.reason = f"{ENV} names another op plugin ({current}); {SWITCH}=1 chains ours with it"
@@ -118,11 +122,30 @@ def _enable() -> None:
     if importlib.util.find_spec("mindspore") is None:
         _STATE.reason = "MindSpore is not installed"
         return
+    if not release_has_interface():
+        return
     from .build import library_path
     path = str(library_path())
     os.environ[ENV] = path
     _STATE.library = path
     _STATE.enabled_at_import = True
+
+
+def release_has_interface() -> bool:
+    """Whether the installed MindSpore has the op plugin interface the library is built against
+    (2.8.0 and later; ms_compat); if not, says why in the state and MS_OP_PLUGIN_PATH stays as it is."""
+    from .build import plugin_interface_header
+    if plugin_interface_header() is not None:
+        return True
+    import importlib.metadata
+    try:
+        version = importlib.metadata.version("mindspore")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    _STATE.release_lacks_interface = True
+    _STATE.reason = (f"MindSpore {version} has no CPU op plugin interface this package can use "
+                     "(MindSpore 2.8.0 and later have it)")
+    return False
 
 
 def _is_ours(path: str) -> bool:
@@ -164,6 +187,7 @@ def _self_test() -> str:
     from . import native
     handle = native.lib()  # the same file MindSpore loaded: one library instance, one counter
     if not hasattr(handle, "MsBnGradPluginLaunches"):
+        _STATE.release_lacks_interface = True
         return "this MindSpore release has no CPU op plugin interface (the library was built without it)"
     if _STATE.library is not None and not _is_ours(_STATE.library) and _STATE.chained is None:
         return f"{ENV} names another library ({_STATE.library})"
@@ -217,6 +241,10 @@ def op_plugin_active() -> bool:
 
 
 def fallback_message() -> str:
+    if _STATE.release_lacks_interface:
+        return (f"mindspore_bn_grad: MindSpore's CPU op plugin cannot be used ({_STATE.reason}); converted "
+                "BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* has no CPU "
+                "kernel. For the native route, install MindSpore 2.8.0 or later (docs/mindspore_versions.md).")
     return (f"mindspore_bn_grad: MindSpore's CPU op plugin is not active ({_STATE.reason}); "
             "converted BatchNorm layers use the Cell route (a Python bprop) and mint.nn.BatchNorm* "
             f"has no CPU kernel. To enable it, set {SWITCH}=1 and import mindspore_bn_grad before any "

@@ -131,7 +131,9 @@ def test_internal_compile_phase(tmp_path, monkeypatch):
         net(ms.Tensor(np.ones((1, 3), np.float32)))
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
-    assert isinstance(ms_compat.compile_phase(net), str) and ms_compat.compile_phase(net[0])
+    assert isinstance(ms_compat.compile_phase(net), str)
+    # the cells inside the graph: from 2.7.1 on they carry the phase too (2.7.0 only the top cell)
+    assert bool(ms_compat.compile_phase(net[0])) == ms_compat.COMPILE_PHASE_ON_EVERY_CELL
 
 
 def test_internal_rewrite_black_list():
@@ -230,3 +232,12 @@ def test_internal_batch_norm_grad_ext_pynative():
     assert list(inspect.signature(impl.__call__).parameters) == [
         "dout", "input", "weight", "running_mean", "running_var", "saved_mean", "saved_rstd", "training", "eps",
         "output_mask"]
+
+
+def test_cpu_op_plugin_interface_is_found_on_the_releases_that_have_it():
+    """ms_compat, "CPU op plugin": 2.8.0 and later ship the op plugin interface the library is built
+    against (where: cpu_kernel/build.py); 2.7.x do not."""
+    from mindspore_bn_grad import ms_compat
+    from mindspore_bn_grad.cpu_kernel import build
+    assert (build.plugin_interface_header() is not None) == (ms_compat.release(ms_compat.VERSION) >= (2, 8, 0)), \
+        ms_compat.VERSION

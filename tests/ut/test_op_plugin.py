@@ -19,7 +19,7 @@ import mindspore_bn_grad  # noqa: F401  (enables the op plugin before MindSpore 
 import mindspore as ms
 from mindspore import mint, nn
 
-from mindspore_bn_grad.cpu_kernel import native, plugin
+from mindspore_bn_grad.cpu_kernel import build, native, plugin
 from reference import batch_norm_backward_ref, batch_norm_forward_ref
 
 
@@ -236,8 +236,12 @@ def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_P
 
 
 ON = {"MS_BN_GRAD_OP_PLUGIN": "1"}
+# MindSpore 2.7.x have no op plugin interface the package uses (ms_compat, "CPU op plugin").
+NEEDS_INTERFACE = pytest.mark.skipif(build.plugin_interface_header() is None,
+                                     reason="this MindSpore release has no CPU op plugin interface")
 
 
+@NEEDS_INTERFACE
 def test_import_enables_the_plugin_and_the_self_test_proves_it():
     proc = run_python("""
         import os, warnings
@@ -252,6 +256,7 @@ def test_import_enables_the_plugin_and_the_self_test_proves_it():
     assert "OK" in proc.stdout
 
 
+@NEEDS_INTERFACE
 def test_too_late_falls_back_to_the_cell_route_with_one_warning():
     proc = run_python("""
         import warnings
@@ -299,6 +304,7 @@ def test_off_by_default_and_with_zero(switch):
         assert "MS_BN_GRAD_OP_PLUGIN=0 is set" in proc.stdout
 
 
+@NEEDS_INTERFACE
 def test_exported_plugin_path_works_before_import():
     path = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
                           text=True, check=True, timeout=600).stdout.strip()
@@ -325,6 +331,7 @@ extern "C" int MsBnGradTestUserOp(int, void **, int *, int64_t **, const char **
 """
 
 
+@NEEDS_INTERFACE
 def test_a_users_plugin_is_chained_not_clobbered(tmp_path):
     src = tmp_path / "user_plugin.cpp"
     src.write_text(USER_PLUGIN)
@@ -344,6 +351,44 @@ def test_a_users_plugin_is_chained_not_clobbered(tmp_path):
         print("OK")
     """, {"MS_OP_PLUGIN_PATH": str(lib), **ON})
     assert "OK" in proc.stdout
+
+
+@pytest.mark.skipif(build.plugin_interface_header() is not None, reason="this release has the op plugin interface")
+def test_a_release_without_the_interface_says_no_and_keeps_the_cell_route():
+    """2.7.x (ms_compat, "CPU op plugin"): MS_BN_GRAD_OP_PLUGIN=1 leaves MS_OP_PLUGIN_PATH alone, one
+    warning says why, and a converted layer trains on the Cell route with the reference's gradients."""
+    proc = run_python(f"""
+        import os, sys, warnings
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+        import numpy as np
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            import mindspore_bn_grad
+            import mindspore as ms
+            from mindspore import nn
+            assert "MS_OP_PLUGIN_PATH" not in os.environ
+            assert not mindspore_bn_grad.op_plugin_active()
+            net = mindspore_bn_grad.convert_batchnorm(nn.BatchNorm2d(3))
+        msgs = [str(x.message) for x in w if "op plugin" in str(x.message)]
+        assert len(msgs) == 1 and "no CPU op plugin interface" in msgs[0] and "2.8.0 or later" in msgs[0], msgs
+        assert net.bn_route == "cell", net.bn_route
+        from reference import batch_norm_backward_ref, batch_norm_forward_ref
+        rng = np.random.default_rng(8)
+        x = rng.normal(size=(4, 3, 2, 2)).astype(np.float32)
+        dy = rng.normal(size=x.shape).astype(np.float32)
+        net.set_train()
+        gx = ms.grad(lambda t: (net(t) * ms.Tensor(dy)).sum())(ms.Tensor(x)).asnumpy()
+        _, mean, invstd, _, _ = batch_norm_forward_ref(x, training=True)
+        want = batch_norm_backward_ref(dy, x, np.ones(3), save_mean=mean, save_invstd=invstd)[0]
+        np.testing.assert_allclose(gx, want, rtol=5e-5, atol=5e-5)
+        print("OK")
+    """, ON)
+    assert "OK" in proc.stdout
+    # and plugin-path prints no path MindSpore could not use
+    path = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
+                          text=True, timeout=600)
+    assert path.returncode == 1 and path.stdout == "", path.stdout
+    assert "no CPU op plugin interface" in path.stderr, path.stderr
 
 
 @pytest.mark.native_route
