@@ -96,9 +96,9 @@ print(h.relative_to('$ms/include/mindspore') if h else 'none')" 2>/dev/null)
 native_route() {
   local py=$1 log=$2 mech rc1 rc2
   mech=$(mechanism "$py")
-  env -u MS_OP_PLUGIN_PATH MS_BN_GRAD_OP_PLUGIN=1 "$py" -m pytest -p no:cacheprovider -q "${NATIVE_SESSION[@]}" > "$log.native.log" 2>&1
+  env -u MS_OP_PLUGIN_PATH MS_BN_GRAD_OP_PLUGIN=1 "$py" -m pytest -p no:cacheprovider -o addopts=-ra -q "${NATIVE_SESSION[@]}" > "$log.native.log" 2>&1
   rc1=$?
-  env -u MS_BN_GRAD_OP_PLUGIN -u MS_OP_PLUGIN_PATH "$py" -m pytest -p no:cacheprovider -q -rfEs \
+  env -u MS_BN_GRAD_OP_PLUGIN -u MS_OP_PLUGIN_PATH "$py" -m pytest -p no:cacheprovider -o addopts=-ra -q -rfEs \
     "${PLUGIN_TESTS[@]}" > "$log.plugin.log" 2>&1
   rc2=$?
   echo "${mech%%|*} | ${mech#*|} | $([ $rc1 -eq 0 ] && echo pass || echo FAIL): $(summary "$log.native.log" $rc1)" \
@@ -133,7 +133,7 @@ for v in $VERSIONS; do
     if has_profile fast; then
       echo "== MindSpore $v: tests" >&2
       t=$(date +%s)
-      "$venv/bin/python" -m pytest -p no:cacheprovider -q "${FAST_TESTS[@]}" > "$log.tests.log" 2>&1
+      "$venv/bin/python" -m pytest -p no:cacheprovider -o addopts=-ra -q "${FAST_TESTS[@]}" > "$log.tests.log" 2>&1
       rc=$?
       if [ "$rc" -eq 0 ]; then tests="pass: $(summary "$log.tests.log" $rc) ($(secs "$t") s)"
       else tests="FAIL: $(summary "$log.tests.log" $rc) ($(secs "$t") s)"; fi

@@ -15,8 +15,14 @@ from mindspore_bn_grad.cpu_kernel import build as _build, plugin as _plugin  # n
 
 
 def pytest_collection_modifyitems(config, items):
-    """native_route tests need the op plugin: in the default session (plugin off, the package's
-    default) they are left to the native-route session, which runs exactly them."""
+    """slow tests run only when asked for (`-m slow`). native_route tests need the op plugin: in the
+    default session (plugin off, the package's default) they are left to the native-route session,
+    which runs exactly them."""
+    if "slow" not in (config.getoption("markexpr") or ""):
+        slow = pytest.mark.skip(reason="slow: opt-in, run with -m slow (docs/testing.md)")
+        for item in items:
+            if item.get_closest_marker("slow"):
+                item.add_marker(slow)
     if not _plugin.requested():
         skip = pytest.mark.skip(reason="native_route: run by tests/ut/test_native_route_session.py")
     elif _build.plugin_interface_header() is None:
@@ -27,6 +33,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "native_route" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (setup.cfg): a worker per core, at most 4 (each holds a MindSpore, about 1 GB);
+    PYTEST_XDIST_AUTO_NUM_WORKERS overrides it."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if env:
+        return int(env)
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
 
 MODES = ("pynative", "graph")
 

@@ -7,9 +7,11 @@ Extra compile and link flags (e.g. sanitizers, see scripts/run_sanitizers.sh)
 come from MS_BN_GRAD_SIM_CXXFLAGS and are part of the cache key.
 """
 import ctypes
+import fcntl
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -72,20 +74,31 @@ def build(cache_dir=None, kernel_dir=None, units=None, opt="-O2"):
     lib = cache / "libbnbsim.so"
     if not lib.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        inc = [f"-I{p}" for p in includes]
-        objs = [cache / (u.stem + ".o") for u in units]
-
-        def compile_one(pair):
-            src, obj = pair
-            subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], check=True,
-                           capture_output=True, text=True)
-
-        with ThreadPoolExecutor(len(units)) as pool:
-            list(pool.map(compile_one, zip(units, objs)))
-        tmp = cache / f"libbnbsim.{os.getpid()}.so"
-        subprocess.run(["g++", "-shared", "-pthread", *extra, *map(str, objs), "-o", str(tmp)], check=True)
-        os.replace(tmp, lib)
+        # Test sessions run in parallel (pytest-xdist workers, docs/testing.md): the first to take the
+        # lock builds, in a directory of its own, and the others wait for it and load its library.
+        with open(cache / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not lib.exists():
+                _compile(cache, flags, extra, includes, units, lib)
     return ctypes.CDLL(str(lib))
+
+
+def _compile(cache, flags, extra, includes, units, lib):
+    work = Path(tempfile.mkdtemp(prefix="build.", dir=cache))
+    inc = [f"-I{p}" for p in includes]
+    objs = [work / (u.stem + ".o") for u in units]
+
+    def compile_one(pair):
+        src, obj = pair
+        subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], check=True,
+                       capture_output=True, text=True)
+
+    with ThreadPoolExecutor(len(units)) as pool:
+        list(pool.map(compile_one, zip(units, objs)))
+    tmp = work / "libbnbsim.so"
+    subprocess.run(["g++", "-shared", "-pthread", *extra, *map(str, objs), "-o", str(tmp)], check=True)
+    os.replace(tmp, lib)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 # ---- dtype helpers: bfloat16 travels as uint16 bits (the harness's codec) ----
