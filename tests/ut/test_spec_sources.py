@@ -111,7 +111,7 @@ def _cpp_facts():
         ("a dtype name", r'"(%s)"' % "|".join(sorted(dtypes))),
         ("an attribute name", r'"(%s)"' % "|".join(sorted(attrs))),
         ("a rank bound", r"(rank|size\(\))\s*[<>]=?\s*\d"),
-        ("a slot enum", r"enum\s+\w*\s*(:\s*\w+\s*)?\{[^}]*\b(%s)\b" % "|".join(n.upper() for n in names)),
+        ("a slot enum", r"enum\s+\w*\s*(:\s*\w+\s*)?\{[^}]*\b(%s)\b" % "|".join(sorted(n.upper() for n in names))),
         ("an error code", r"\bk(BadParamCount|BadDtype|BadRank|BadShape|MissingTensor|Overflow|KernelFailed)\s*="),
         ("an absent-input default", r"LoadParam\((\w+,\s*)?(WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
         ("an empty-allowed rule", r"\btraining\b[^;{]*\b(SAVE_MEAN|SAVE_INVSTD)\b|\b(SAVE_MEAN|SAVE_INVSTD)\b[^;{]*\btraining\b"),
