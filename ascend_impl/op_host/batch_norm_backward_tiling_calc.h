@@ -207,7 +207,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.units = channels * t.rowBlocks * t.colBlocks;
         t.groupWidth = uint32_t(firstWidth);
         t.groups = channels > 0 ? int64_t(firstGroups) : 0;
-        t.partFloats = SLOT_FLOATS;
+        t.partFloats = UNIT_SLOT_FLOATS;
     } else {
         t.units = t.rowBlocks * t.colBlocks;
         t.groupWidth = t.tileCols;

@@ -79,13 +79,17 @@ public:
             Phase1();
         }
         if constexpr (MODE != MODE_ELEMT) {
-            ParamGrads(reduce);
+            if (reduce && SharedTotals<MODE>(k_) && ChannelFirst(k_.t)) {
+                CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+            } else {
+                ParamGrads(reduce);
+            }
         }
         if constexpr (MODE == MODE_REDUCE) {
             return;
         }
         if (reduce && SharedTotals<MODE>(k_)) {
-            // The owners' totals (WriteParamGrads) are in the workspace for every core.
+            // The totals (CombineShare, or the owners' WriteParamGrads) are in the workspace for every core.
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
@@ -95,6 +99,7 @@ public:
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {
                 FlatRegionGradInput<MODE>(k_, f, wantInput);
             }
+            ReleaseStored(k_);
             return;
         }
         ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput);
@@ -134,6 +139,7 @@ private:
         for (uint64_t u = b; u < e; ++u) {
             GradInputUnit<MODE>(k_, u, want, want && u + 1 < e);
         }
+        ReleaseStored(k_);
     }
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
@@ -151,16 +157,18 @@ private:
             ReduceUnits(b, e);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
-            for (uint64_t g = g0; g < g1; ++g) {
-                if (g % cores == core) {
-                    WriteParamGrads<MODE>(k_, int64_t(g), true);  // combine once, publish the totals
-                }
-            }
+            // The round's channels combined once, spread over all cores, the totals published.
+            CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
             ApplyUnits(b, e, true);
         }
 #endif
+    }
+
+    __aicore__ inline uint64_t GroupEnd(uint64_t g1)
+    {
+        return g1 >= uint64_t(k_.t.groups) ? uint64_t(k_.t.channels) : uint64_t(GroupStart(k_.t, int64_t(g1)));
     }
 
     __aicore__ inline void ParamGrads(bool reduced)

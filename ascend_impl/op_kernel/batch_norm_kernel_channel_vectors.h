@@ -94,12 +94,11 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
 }
 
 // Per-channel output `which` (OUT_GRAD_WEIGHT, OUT_GRAD_BIAS, SUM_DY, SUM_DY_XMU)
-// of group g from src.
+// of channels [c0, c0 + n) from src.
 template <typename T>
-__aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)
+__aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t n,
+                                         const LocalTensor<float> &src)
 {
-    const int64_t c0 = GroupStart(k.t, g);
-    const uint32_t n = GroupCount(k.t, g);
     if constexpr (!IsSame<T, float>::value) {
         if (which >= SUM_DY ? !SumFloat32(k) : !k.t.gradParamFloat32) {
             LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
@@ -112,6 +111,13 @@ __aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t 
     }
     k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+// The same for the channels of group g.
+template <typename T>
+__aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)
+{
+    WriteChannelRange(k, which, GroupStart(k.t, g), GroupCount(k.t, g), src);
 }
 
 }  // namespace bnb
