@@ -99,7 +99,6 @@ public:
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {
                 FlatRegionGradInput<MODE>(k_, f, wantInput);
             }
-            ReleaseStored(k_);
             return;
         }
         ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput);
@@ -139,7 +138,6 @@ private:
         for (uint64_t u = b; u < e; ++u) {
             GradInputUnit<MODE>(k_, u, want, want && u + 1 < e);
         }
-        ReleaseStored(k_);
     }
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the

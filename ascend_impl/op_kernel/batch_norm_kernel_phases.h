@@ -81,16 +81,6 @@ __aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX
     TakeTile(k, withX, n);
 }
 
-// Frees the buffer of the last grad_input store (the end of a run of stores).
-template <typename T>
-__aicore__ inline void ReleaseStored(KernelState<T> &k)
-{
-    if (k.storedLive) {
-        k.ub.outGi.FreeTensor(k.stored);
-        k.storedLive = false;
-    }
-}
-
 // n floats of dyF as grad_input of the tile (flat: one contiguous region).
 template <typename T>
 __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint32_t n, bool flat)
@@ -106,12 +96,7 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
     } else {
         k.copy.Out(k.gi, ready, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride);
     }
-    // The buffer is freed after the next store is issued, so consecutive
-    // stores alternate between the queue's two buffers and a store's landing
-    // is only waited for two tiles later.
-    ReleaseStored(k);
-    k.stored = ready;
-    k.storedLive = true;
+    ub.outGi.FreeTensor(ready);
 }
 
 // ---- phase 1: partial sums of one unit (its tile issued before; `next`: issue unit u + 1, else the last) ----

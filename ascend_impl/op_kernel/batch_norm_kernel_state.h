@@ -94,8 +94,6 @@ struct KernelState {
     bool partPending[PART_HALVES] = {};             // partEvent set, not yet waited for
     uint32_t partHalf = 0, partFill = 0;            // channel-first: the batch being filled, its units so far
     uint64_t partFirst = 0;                         // ... and its first unit
-    LocalTensor<T> stored;                          // grad_input buffer of the last store, freed after the next
-    bool storedLive = false;
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
