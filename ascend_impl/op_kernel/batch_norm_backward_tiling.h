@@ -75,7 +75,7 @@ struct BatchNormBackwardTilingData {
     uint32_t flatUnits;    // flat: grad_input regions
     uint32_t flatCap;      // flat: elements per region (fits one tile)
     uint32_t strategy;     // Strategy
-    uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass)
+    uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass, whole-channel reduce)
     uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
     uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
