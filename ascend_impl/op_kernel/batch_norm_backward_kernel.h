@@ -77,6 +77,7 @@ public:
         const bool reduce = MODE == MODE_REDUCE || (MODE == MODE_FULL && (wantParams || (k_.t.training && wantInput)));
         if (reduce) {
             Phase1();
+            BNB_PERF_COMBINE_BEGIN();
         }
         if constexpr (MODE != MODE_ELEMT) {
             if (reduce && SharedTotals<MODE>(k_) && ChannelFirst(k_.t)) {
@@ -86,6 +87,7 @@ public:
             }
         }
         if constexpr (MODE == MODE_REDUCE) {
+            BNB_PERF_COMBINE_END();
             return;
         }
         if (reduce && SharedTotals<MODE>(k_)) {
@@ -94,6 +96,9 @@ public:
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
 #endif
+        }
+        if (reduce) {
+            BNB_PERF_COMBINE_END();
         }
         if (k_.t.flat) {
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {
@@ -155,10 +160,12 @@ private:
             ReduceUnits(b, e);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
+            BNB_PERF_COMBINE_BEGIN();
             // The round's channels combined once, spread over all cores, the totals published.
             CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
+            BNB_PERF_COMBINE_END();
             ApplyUnits(b, e, true);
         }
 #endif
