@@ -94,6 +94,11 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
         AscendC::PipeBarrier<PIPE_ALL>();
         k.copy.OutRow(k.gi, ready, r.gmOffset, r.cols);
     } else {
+        if (k.t.shiftLast) {
+            // The shifted last chunk overlaps its neighbour's blocks in GM, and
+            // the queue's two buffers do not order consecutive stores.
+            AscendC::PipeBarrier<PIPE_MTE3>();
+        }
         k.copy.Out(k.gi, ready, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride);
     }
     ub.outGi.FreeTensor(ready);
