@@ -4,8 +4,8 @@ training step at batch 32, on every SoC line of op_def/ascend_soc_capabilities.y
 
 Per shape: the strategy the tiling picks, cores used and the largest core's share of the bytes,
 GM bytes per element (ours, CANN ops-nn batch_norm_grad_v3's strategy as documented, the floor),
-modeled time against the GM-bandwidth bound of the floor, UB high-water mark, smallest activation
-burst. Then the step totals. A model, not a measurement: tests/st and scripts/run_st.sh time the
+modeled time against the GM-bandwidth bound of the floor, the combine's share of the modeled time,
+UB high-water mark, smallest activation burst. Then the step totals. A model, not a measurement: tests/st and scripts/run_st.sh time the
 kernel on a board.
 """
 import argparse
@@ -59,6 +59,7 @@ def row(r, layers):
         "gm_bytes": r.gm_bytes, "elements": r.elements, "ub_high_water": r.ub_high_water,
         "min_burst_bytes": r.min_burst, "sync_alls": max(c.sync_alls for c in r.cores),
         "busy_us": {p: round(r.busy_us(p), 3) for p in ("s", "v", "mte2", "mte3")},
+        "combine_us": round(r.combine_us, 3), "combine_share": round(r.combine_share, 4),
     }
 
 
@@ -87,7 +88,7 @@ def totals(rows):
 
 def print_table(rows, out=sys.stdout):
     head = (f"{'shape':<20}{'n':>3} {'strategy':<12}{'cores':>5}{'share':>7}{'B/el':>7}{'ops-nn':>7}{'floor':>6}"
-            f"{'model us':>10}{'bound us':>10}{'x bound':>8}{'UB KiB':>7}{'burst':>6}")
+            f"{'model us':>10}{'bound us':>10}{'x bound':>8}{'comb%':>6}{'UB KiB':>7}{'burst':>6}")
     last = None
     for r in rows:
         if (r["soc"], r["dtype"]) != last:
@@ -98,6 +99,7 @@ def print_table(rows, out=sys.stdout):
         print(f"{str(tuple(r['shape'])):<20}{r['layers']:>3} {r['strategy']:<12}{r['cores_used']:>5}"
               f"{r['max_core_share']:>7.3f}{r['gm_bytes_per_element']:>7.2f}{r['opsnn_bytes_per_element']:>7.2f}"
               f"{r['floor_bytes_per_element']:>6}{r['modeled_us']:>10.1f}{r['bound_us']:>10.1f}{ratio:>8.2f}"
+              f"{100 * r['combine_share']:>6.1f}"
               f"{r['ub_high_water'] / 1024:>7.1f}{r['min_burst_bytes']:>6}", file=out)
     print("\nResNet-50 step (53 layers, batch 32): GM bytes ours / ops-nn / floor, modeled / bound time", file=out)
     for t in totals(rows):

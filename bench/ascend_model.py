@@ -29,7 +29,7 @@ class PerfCore(ctypes.Structure):
     _fields_ = [(n, ctypes.c_double) for n in ("end_ns", "busy_s", "busy_v", "busy_mte2", "busy_mte3")] + [
         (n, ctypes.c_uint64) for n in ("gm_read_bytes", "gm_write_bytes", "act_read_bytes", "act_write_bytes",
                                        "copies", "bursts", "min_burst", "vector_instrs", "scalar_ops", "sync_alls",
-                                       "ub_bytes", "hbm_read_bytes")]
+                                       "ub_bytes", "hbm_read_bytes")] + [("combine_ns", ctypes.c_double)]
 
 
 class PerfTiling(ctypes.Structure):
@@ -130,6 +130,15 @@ class Result:
     @property
     def min_burst(self):
         return min(c.min_burst for c in self.cores)
+
+    @property
+    def combine_us(self):
+        """The combine of the per-channel sums on the core where it takes longest (sim_perf.h CombineBegin)."""
+        return max(c.combine_ns for c in self.cores) / 1e3
+
+    @property
+    def combine_share(self):
+        return self.combine_us / self.modeled_us if self.modeled_us else 0.0
 
     def busy_us(self, pipe):
         return max(getattr(c, f"busy_{pipe}") for c in self.cores) / 1e3

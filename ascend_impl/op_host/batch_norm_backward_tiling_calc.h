@@ -57,6 +57,35 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
 }
 
+// Whole channels per core (the SyncBatchNorm reduce step, channel-first, two
+// passes across cores): when every core can take whole channels with a
+// balance within WHOLE_CHANNEL_SLACK of the even split (or a channel is one
+// unit anyway), the channels are cut into balanced groups, contiguous runs of
+// them per core, and no channel's partials come from two cores: no SyncAll,
+// no schedule mode 1 -- the rule of the main kernel's single pass. The sums
+// are formed in the same unit order either way.
+constexpr double WHOLE_CHANNEL_SLACK = 1.125;
+inline void TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.usedCores <= 1 || t.layout != LAYOUT_CHANNEL_FIRST ||
+        t.flat || t.channels <= 0) {
+        return;
+    }
+    const uint64_t c = uint64_t(t.channels), n = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    const uint64_t perChannel = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    if (perChannel != 1 && double(CeilDiv(c, n) * n) > WHOLE_CHANNEL_SLACK * double(c)) {
+        return;
+    }
+    const uint64_t cores = std::min<uint64_t>(c, n);
+    const uint64_t groups = std::min<uint64_t>(c, std::max<uint64_t>(cores, CeilDiv(c, t.vecElems)));
+    t.balanced = 1;
+    t.groups = int64_t(groups);
+    t.groupWidth = uint32_t(CeilDiv(c, groups));  // the widest group (balanced: C * g / groups)
+    t.crossCore = 0;
+    t.l2Rounds = 0;
+    t.usedCores = uint32_t(cores);
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups), keeps
@@ -207,7 +236,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.units = channels * t.rowBlocks * t.colBlocks;
         t.groupWidth = uint32_t(firstWidth);
         t.groups = channels > 0 ? int64_t(firstGroups) : 0;
-        t.partFloats = SLOT_FLOATS;
+        t.partFloats = UNIT_SLOT_FLOATS;
     } else {
         t.units = t.rowBlocks * t.colBlocks;
         t.groupWidth = t.tileCols;

@@ -27,6 +27,9 @@ inline std::string ComputeSyncTiling(bool reduce, TilingInput in, int64_t counte
         }
     }
     const std::string why = ComputeTiling(in, t.base);
+    if (why.empty() && reduce) {
+        TryWholeChannels(in, t.base);
+    }
     t.counterLen = reduce ? 0 : counterLen;
     t.counterType = reduce ? 0 : counterType;
     return why;

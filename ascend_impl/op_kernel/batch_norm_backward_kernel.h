@@ -77,19 +77,28 @@ public:
         const bool reduce = MODE == MODE_REDUCE || (MODE == MODE_FULL && (wantParams || (k_.t.training && wantInput)));
         if (reduce) {
             Phase1();
+            BNB_PERF_COMBINE_BEGIN();
         }
         if constexpr (MODE != MODE_ELEMT) {
-            ParamGrads(reduce);
+            if (reduce && SharedTotals<MODE>(k_) && ChannelFirst(k_.t)) {
+                CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+            } else {
+                ParamGrads(reduce);
+            }
         }
         if constexpr (MODE == MODE_REDUCE) {
+            BNB_PERF_COMBINE_END();
             return;
         }
         if (reduce && SharedTotals<MODE>(k_)) {
-            // The owners' totals (WriteParamGrads) are in the workspace for every core.
+            // The totals (CombineShare, or the owners' WriteParamGrads) are in the workspace for every core.
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
 #endif
+        }
+        if (reduce) {
+            BNB_PERF_COMBINE_END();
         }
         if (k_.t.flat) {
             for (uint64_t f = k_.share.flatBegin; f < k_.share.flatEnd; ++f) {
@@ -151,16 +160,20 @@ private:
             ReduceUnits(b, e);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
-            for (uint64_t g = g0; g < g1; ++g) {
-                if (g % cores == core) {
-                    WriteParamGrads<MODE>(k_, int64_t(g), true);  // combine once, publish the totals
-                }
-            }
+            BNB_PERF_COMBINE_BEGIN();
+            // The round's channels combined once, spread over all cores, the totals published.
+            CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
+            BNB_PERF_COMBINE_END();
             ApplyUnits(b, e, true);
         }
 #endif
+    }
+
+    __aicore__ inline uint64_t GroupEnd(uint64_t g1)
+    {
+        return g1 >= uint64_t(k_.t.groups) ? uint64_t(k_.t.channels) : uint64_t(GroupStart(k_.t, int64_t(g1)));
     }
 
     __aicore__ inline void ParamGrads(bool reduced)

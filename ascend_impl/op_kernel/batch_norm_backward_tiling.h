@@ -36,8 +36,10 @@ constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum
 constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
 constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
 constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
-constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one partial-sum slot: [sum_dy, sum_dy_xhat, pad]
-constexpr uint32_t SLOTS_PER_LOAD = 32;    // slots fetched at once when combining partial sums
+constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one block of floats: a ReduceSum result and pad
+constexpr uint32_t UNIT_SLOT_FLOATS = 2 * SLOT_FLOATS;  // channel-first partials of a unit: [sum_dy pad][sum_dy_xhat pad]
+constexpr uint32_t PART_HALVES = 2;       // channel-first partials: UB ping-pong halves of SLOTS_PER_LOAD units each
+constexpr uint32_t SLOTS_PER_LOAD = 32;    // units' partials per copy (stored and combined)
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
 constexpr uint32_t L2_ROUND_DIVISOR = 3;   // a round's grad_out + input take at most L2 / this (room for dx)
@@ -73,7 +75,7 @@ struct BatchNormBackwardTilingData {
     uint32_t flatUnits;    // flat: grad_input regions
     uint32_t flatCap;      // flat: elements per region (fits one tile)
     uint32_t strategy;     // Strategy
-    uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass)
+    uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass, whole-channel reduce)
     uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
     uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
@@ -108,7 +110,8 @@ BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElem
     p.floatTileBytes = tileElems * sizeof(float);
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
-    p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? SLOTS_PER_LOAD * SLOT_FLOATS : 2 * rowStride) * sizeof(float);
+    p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? PART_HALVES * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS : 2 * rowStride) *
+                  sizeof(float);
     p.tailBytes = BLOCK_BYTES;
     return p;
 }

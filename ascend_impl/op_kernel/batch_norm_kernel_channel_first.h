@@ -2,7 +2,9 @@
 // unit is up to tileRows rows (along N) by tileCols columns (along the
 // spatial size) of ONE channel, so its statistics and coefficients are
 // scalars (lane `groupLane` of the group's channel vectors) and its partial
-// sums are one slot [sum_dy, sum_dy_xhat, pad] of SLOT_FLOATS floats.
+// sums are two blocks [sum_dy, pad..][sum_dy_xhat, pad..] (UNIT_SLOT_FLOATS
+// floats), written by ReduceSum straight into a UB batch of SLOTS_PER_LOAD
+// units that goes to the workspace in one copy (KernelState::StoreBatch).
 //
 // In one launch (flow: batch_norm_backward_kernel.h) the phases
 // (batch_norm_kernel_phases.h) call Unit, then Xhat / StorePartials in phase 1,
@@ -64,42 +66,41 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, b
     }
 }
 
-// The unit's slot in the workspace from the row accumulators (cols wide).
-__aicore__ inline void StorePartials(KernelUb &ub, const GlobalTensor<float> &part, uint64_t u, uint32_t cols)
+// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats).
+__aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slot, uint32_t cols)
 {
-    AscendC::ReduceSum(ub.partUb, ub.accDy, ub.reduceTmp, cols);
-    AscendC::ReduceSum(ub.partUb[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
-    const int32_t ev = 0;  // set and waited for at once
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(ev);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(ev);
-    ub.partUb.SetValue(1, ub.partUb.GetValue(SLOT_FLOATS));
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(ev);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(ev);
-    AscendC::DataCopy(part[u * SLOT_FLOATS], ub.partUb, SLOT_FLOATS);
+    AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);
+    AscendC::ReduceSum(slot[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
 }
 
-// totDy / totDyx lane j = the sum of channel (GroupStart(g) + j)'s slots, in unit order.
-__aicore__ inline void CombinePartials(KernelUb &ub, const GlobalTensor<float> &part,
-                                       const BatchNormBackwardTilingData &t, int64_t g)
+// totDy / totDyx lane j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
+__aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &part,
+                                       const BatchNormBackwardTilingData &t, int64_t c0, uint32_t n)
 {
-    const uint32_t n = GroupCount(t, g);
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
     for (uint32_t j = 0; j < n; ++j) {
-        const uint64_t base = (GroupStart(t, g) + j) * perChannel;
+        const uint64_t base = uint64_t(c0 + j) * perChannel;
         float sumDy = 0.0f, sumDyx = 0.0f;
         for (uint64_t s0 = 0; s0 < perChannel; s0 += SLOTS_PER_LOAD) {
             const uint32_t k = uint32_t(Min(SLOTS_PER_LOAD, perChannel - s0));
-            AscendC::DataCopy(ub.partUb, part[(base + s0) * SLOT_FLOATS], k * SLOT_FLOATS);
+            AscendC::DataCopy(ub.partUb, part[(base + s0) * UNIT_SLOT_FLOATS], k * UNIT_SLOT_FLOATS);
             AscendC::PipeBarrier<PIPE_ALL>();
             for (uint32_t s = 0; s < k; ++s) {
-                sumDy += ub.partUb.GetValue(s * SLOT_FLOATS);
-                sumDyx += ub.partUb.GetValue(s * SLOT_FLOATS + 1);
+                sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
+                sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
             }
             AscendC::PipeBarrier<PIPE_ALL>();
         }
         ub.v.totDy.SetValue(j, sumDy);
         ub.v.totDyx.SetValue(j, sumDyx);
     }
+}
+
+// The same for the channels of group g.
+__aicore__ inline void CombinePartials(KernelUb &ub, const GlobalTensor<float> &part,
+                                       const BatchNormBackwardTilingData &t, int64_t g)
+{
+    CombineChannels(ub, part, t, GroupStart(t, g), GroupCount(t, g));
 }
 
 }  // namespace channel_first

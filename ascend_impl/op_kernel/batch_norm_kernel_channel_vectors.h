@@ -17,9 +17,12 @@ namespace bnb {
 
 // Channels [c0, c0 + count) of a per-channel vector stored as T (srcT) or,
 // when isFloat (or T is float), as float (srcF), into dst as float.
+// `batched`: a float load is left in flight (the caller ends a batch of
+// loads with one PipeBarrier<PIPE_ALL>, so their latencies overlap).
 template <typename T>
 __aicore__ inline void LoadChannels(KernelState<T> &k, const GlobalTensor<T> &srcT, const GlobalTensor<float> &srcF,
-                                    bool isFloat, int64_t c0, uint32_t count, const LocalTensor<float> &dst)
+                                    bool isFloat, int64_t c0, uint32_t count, const LocalTensor<float> &dst,
+                                    bool batched = false)
 {
     if constexpr (!IsSame<T, float>::value) {
         if (!isFloat) {
@@ -32,19 +35,21 @@ __aicore__ inline void LoadChannels(KernelState<T> &k, const GlobalTensor<T> &sr
         }
     }
     k.copy.In(dst, srcF, c0, 1, count, count, k.t.vecElems, k.t.channels);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    if (!batched) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
 }
 
 // Per-channel input `which` (enum Param), or `absent` everywhere when it is not given.
 template <typename T>
 __aicore__ inline void LoadParam(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t count,
-                                 const LocalTensor<float> &dst, float absent)
+                                 const LocalTensor<float> &dst, float absent, bool batched = false)
 {
     if (!k.present[which]) {
         AscendC::Duplicate(dst, absent, k.t.vecElems);
         return;
     }
-    LoadChannels(k, k.paramT[which], k.paramF[which], k.t.paramFloat32 >> which & 1, c0, count, dst);
+    LoadChannels(k, k.paramT[which], k.paramF[which], k.t.paramFloat32 >> which & 1, c0, count, dst, batched);
 }
 
 // The SyncBatchNorm sums are stored in save_mean's dtype.
@@ -76,10 +81,18 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
     ChannelVecs &v = k.ub.v;
-    LoadParam(k, WEIGHT, c0, n, v.weight, DEFAULT_WEIGHT);
+    // Training: the three loads in flight together, one barrier at the end;
+    // they overwrite what the scalar and vector units read of the last group.
     if (k.t.training) {
-        LoadParam(k, SAVE_MEAN, c0, n, v.mean, 0.0f);
-        LoadParam(k, SAVE_INVSTD, c0, n, v.invstd, 1.0f);
+        AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
+    }
+    LoadParam(k, WEIGHT, c0, n, v.weight, DEFAULT_WEIGHT, k.t.training != 0);
+    if (k.t.training) {
+        LoadParam(k, SAVE_MEAN, c0, n, v.mean, 0.0f, true);
+        LoadParam(k, SAVE_INVSTD, c0, n, v.invstd, 1.0f, true);
     } else {
         LoadParam(k, RUNNING_MEAN, c0, n, v.mean, DEFAULT_RUNNING_MEAN);
         LoadParam(k, RUNNING_VAR, c0, n, v.invstd, DEFAULT_RUNNING_VAR);
@@ -94,12 +107,11 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
 }
 
 // Per-channel output `which` (OUT_GRAD_WEIGHT, OUT_GRAD_BIAS, SUM_DY, SUM_DY_XMU)
-// of group g from src.
+// of channels [c0, c0 + n) from src.
 template <typename T>
-__aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)
+__aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t n,
+                                         const LocalTensor<float> &src)
 {
-    const int64_t c0 = GroupStart(k.t, g);
-    const uint32_t n = GroupCount(k.t, g);
     if constexpr (!IsSame<T, float>::value) {
         if (which >= SUM_DY ? !SumFloat32(k) : !k.t.gradParamFloat32) {
             LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
@@ -112,6 +124,13 @@ __aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t 
     }
     k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
+}
+
+// The same for the channels of group g.
+template <typename T>
+__aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)
+{
+    WriteChannelRange(k, which, GroupStart(k.t, g), GroupCount(k.t, g), src);
 }
 
 }  // namespace bnb

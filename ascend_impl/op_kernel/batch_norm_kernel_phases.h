@@ -94,12 +94,17 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
         AscendC::PipeBarrier<PIPE_ALL>();
         k.copy.OutRow(k.gi, ready, r.gmOffset, r.cols);
     } else {
+        if (k.t.shiftLast) {
+            // The shifted last chunk overlaps its neighbour's blocks in GM, and
+            // the queue's two buffers do not order consecutive stores.
+            AscendC::PipeBarrier<PIPE_MTE3>();
+        }
         k.copy.Out(k.gi, ready, r.gmOffset, r.rows, r.cols, r.gmStride, k.t.rowStride);
     }
     ub.outGi.FreeTensor(ready);
 }
 
-// ---- phase 1: partial sums of one unit (its tile issued before; `next`: issue unit u + 1) ----
+// ---- phase 1: partial sums of one unit (its tile issued before; `next`: issue unit u + 1, else the last) ----
 template <uint32_t MODE, typename T>
 __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
 {
@@ -114,7 +119,9 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
     TakeTile(k, true, n);
     Xhat<MODE>(k, r, n);
     AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
-    k.WaitPartials();  // the previous unit's partials have left the accumulators
+    if (!ChannelFirst(k.t)) {
+        k.WaitPartials();  // the previous unit's partials have left the accumulators
+    }
     AscendC::Duplicate(ub.accDy, 0.0f, stride);
     AscendC::Duplicate(ub.accDyx, 0.0f, stride);
     for (uint32_t row = 0; row < r.rows; ++row) {
@@ -122,11 +129,12 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
         AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
     }
     if (ChannelFirst(k.t)) {
-        channel_first::StorePartials(ub, k.part, u, r.cols);
+        channel_first::StorePartials(ub, k.PartialSlot(u), r.cols);
+        k.StoreBatch(!next);
     } else {
         channel_last::StorePartials(ub, k.part, k.t, u);
+        k.PartialsSent();
     }
-    k.PartialsSent();
 }
 
 // ---- finalise: totals, coefficients, per-channel outputs of one group ----
@@ -163,10 +171,8 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
 }
 
 template <typename T>
-__aicore__ inline void PublishTotals(KernelState<T> &k, int64_t g)
+__aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
-    const int64_t c0 = GroupStart(k.t, g);
-    const uint32_t n = GroupCount(k.t, g);
     k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems);
     k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems);
 }
@@ -208,22 +214,11 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
     k.coefGroup = g;
 }
 
-// grad_weight = sum(dy * xhat), grad_bias = sum(dy) of group g (zeros where
-// masked); `reduced`: phase 1 ran, so the totals are combined first.
-// REDUCE: its four per-channel outputs instead.
-template <uint32_t MODE, typename T>
-__aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduced)
+// grad_weight = sum(dy * xhat), grad_bias = sum(dy) of channels [c0, c0 + n)
+// from the totals in totDyx / totDy (zeros where masked).
+template <typename T>
+__aicore__ inline void WriteParamRange(KernelState<T> &k, int64_t c0, uint32_t n)
 {
-    if (reduced) {
-        GroupTotals<MODE>(k, g);
-        if (SharedTotals<MODE>(k)) {
-            PublishTotals(k, g);
-        }
-    }
-    if constexpr (MODE == MODE_REDUCE) {
-        ReduceOutputs(k, g);
-        return;
-    }
     const bool wantW = k.t.outputMask >> GRAD_WEIGHT & 1, wantB = k.t.outputMask >> GRAD_BIAS & 1;
     ChannelVecs &v = k.ub.v;
     if (!wantW || !wantB) {
@@ -231,8 +226,50 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
         AscendC::PipeBarrier<PIPE_ALL>();
         k.coefGroup = -1;
     }
-    WriteChannels(k, OUT_GRAD_WEIGHT, g, wantW ? v.totDyx : v.coefA);
-    WriteChannels(k, OUT_GRAD_BIAS, g, wantB ? v.totDy : v.coefA);
+    WriteChannelRange(k, OUT_GRAD_WEIGHT, c0, n, wantW ? v.totDyx : v.coefA);
+    WriteChannelRange(k, OUT_GRAD_BIAS, c0, n, wantB ? v.totDy : v.coefA);
+}
+
+// grad_weight / grad_bias of group g; `reduced`: phase 1 ran, so the totals
+// are combined first. REDUCE: its four per-channel outputs instead.
+template <uint32_t MODE, typename T>
+__aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduced)
+{
+    if (reduced) {
+        GroupTotals<MODE>(k, g);
+        if (SharedTotals<MODE>(k)) {
+            PublishTotals(k, GroupStart(k.t, g), GroupCount(k.t, g));
+        }
+    }
+    if constexpr (MODE == MODE_REDUCE) {
+        ReduceOutputs(k, g);
+        return;
+    }
+    WriteParamRange(k, GroupStart(k.t, g), GroupCount(k.t, g));
+}
+
+// Parallel combine of channels [cb, ce) (channel-first, shared totals): core
+// `core` of the launch combines its even share of them, at most vecElems at a
+// time, from their partials in unit order (the arithmetic of GroupTotals),
+// publishes the totals and writes their grad_weight / grad_bias, so no core
+// combines more than ceil((ce - cb) / cores) channels whatever the groups.
+template <uint32_t MODE, typename T>
+__aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
+{
+    const uint64_t cores = k.t.usedCores;
+    const uint64_t b = cb + (ce - cb) * core / cores, e = cb + (ce - cb) * (core + 1) / cores;
+    ChannelVecs &v = k.ub.v;
+    for (uint64_t c0 = b; c0 < e; c0 += k.t.vecElems) {
+        const uint32_t n = uint32_t(Min(k.t.vecElems, e - c0));
+        AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
+        AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        PublishTotals(k, int64_t(c0), n);
+        WriteParamRange(k, int64_t(c0), n);
+    }
+    k.coefGroup = -1;
 }
 
 // ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next`: issue u + 1 ----

@@ -222,6 +222,7 @@ public:
     __aicore__ inline void Run(KernelState<T> &k)
     {
         b_.Init(k.pipe, k.t);
+        chunksReleased_ = Chunks(k.t);
         const uint32_t mask = k.t.outputMask;
         want_ = mask >> GRAD_INPUT & 1;
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
@@ -255,10 +256,10 @@ private:
 
     __aicore__ inline void Sub(KernelState<T> &k, const SubGroup &s)
     {
-        Release();
         const uint32_t chunks = Chunks(k.t);
         if (reduce_ || want_) {
             for (uint32_t c = 0; c < chunks; ++c) {
+                ReleaseChunk(c);  // the last sub-group's rows of this chunk are applied and stored
                 for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                     LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
                     if (reduce_) {
@@ -277,6 +278,7 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(c));
                 ReduceRows(b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
             }
+            BNB_PERF_COMBINE_BEGIN();
             Totals(k, s);
         } else if (want_) {
             for (uint32_t c = 0; c < chunks; ++c) {
@@ -284,6 +286,9 @@ private:
             }
         }
         Coefs(k, s);
+        if (reduce_) {
+            BNB_PERF_COMBINE_END();
+        }
         for (uint32_t c = 0; c < chunks; ++c) {
             ApplyRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
             AscendC::SetFlag<HardEvent::V_MTE3>(int32_t(c));
@@ -291,10 +296,12 @@ private:
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                 StoreRow(k, k.gi, b_.dy[n * s.len], s, n);
             }
+            if (reduce_ || want_) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(int32_t(c));     // the next loads into this chunk wait for
+                AscendC::SetFlag<HardEvent::MTE3_MTE2>(int32_t(c));  // its compute and its stores
+            }
         }
         if (reduce_ || want_) {
-            AscendC::SetFlag<HardEvent::V_MTE2>(0);     // the next loads wait for this compute ...
-            AscendC::SetFlag<HardEvent::MTE3_MTE2>(0);  // ... and these stores
             pending_ = true;
         } else {
             // Nothing loaded (all outputs masked): the next zeros wait for these stores.
@@ -346,18 +353,32 @@ private:
         }
     }
 
-    // The previous sub-group's UB is free once its compute (V) and stores (MTE3) are done.
-    __aicore__ inline void Release()
+    // Chunk c of the previous sub-group's UB is free once its compute (V) and
+    // stores (MTE3) are done: the next sub-group's loads into chunk c overlap
+    // the apply and stores of the chunks after it (a next sub-group of no more
+    // channels puts chunk c's rows no later in UB than this one did).
+    __aicore__ inline void ReleaseChunk(uint32_t c)
     {
         if (pending_) {
-            AscendC::WaitFlag<HardEvent::V_MTE2>(0);
-            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(0);
+            AscendC::WaitFlag<HardEvent::V_MTE2>(int32_t(c));
+            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(int32_t(c));
+        }
+        if (c + 1 == chunksReleased_) {
             pending_ = false;
+        }
+    }
+
+    // All of the previous sub-group's UB (the end of a group or of the launch).
+    __aicore__ inline void Release()
+    {
+        for (uint32_t c = 0; pending_ && c < chunksReleased_; ++c) {
+            ReleaseChunk(c);
         }
     }
 
     Buffers<T> b_;
     bool want_ = false, reduce_ = false, pending_ = false;
+    uint32_t chunksReleased_ = 1;  // chunks per sub-group (their events are set together)
 };
 
 }  // namespace single_pass

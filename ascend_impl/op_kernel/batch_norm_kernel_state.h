@@ -90,8 +90,10 @@ struct KernelState {
     uint64_t total = 0;                           // elements of grad_out
     CoreShare share;
     int64_t statsGroup = -1, coefGroup = -1;      // the group whose stats / coefficients are in UB
-    AscendC::TEventID partEvent = 0;              // MTE3 -> V: a unit's partial sums have left UB
-    bool partPending = false;                     // partEvent set, not yet waited for
+    AscendC::TEventID partEvent[PART_HALVES] = {};  // MTE3 -> V: a batch of partial sums has left UB
+    bool partPending[PART_HALVES] = {};             // partEvent set, not yet waited for
+    uint32_t partHalf = 0, partFill = 0;            // channel-first: the batch being filled, its units so far
+    uint64_t partFirst = 0;                         // ... and its first unit
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
@@ -119,22 +121,60 @@ struct KernelState {
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());
-        partEvent = pipe.template AllocEventID<AscendC::HardEvent::MTE3_V>();
-    }
-
-    // Before V writes the partial-sum buffers again: the previous unit's copy to GM is done.
-    __aicore__ inline void WaitPartials()
-    {
-        if (partPending) {
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(partEvent);
-            partPending = false;
+        for (uint32_t h = 0; h < PART_HALVES; ++h) {
+            partEvent[h] = pipe.template AllocEventID<AscendC::HardEvent::MTE3_V>();
         }
     }
 
+    // Before V writes batch h again: its copy to GM is done.
+    __aicore__ inline void WaitPartials(uint32_t h)
+    {
+        if (partPending[h]) {
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(partEvent[h]);
+            partPending[h] = false;
+        }
+    }
+
+    __aicore__ inline void WaitPartials()
+    {
+        for (uint32_t h = 0; h < PART_HALVES; ++h) {
+            WaitPartials(h);
+        }
+    }
+
+    // Channel-last: the unit's partial rows left from the accumulators (batch 0).
     __aicore__ inline void PartialsSent()
     {
-        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent);
-        partPending = true;
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent[0]);
+        partPending[0] = true;
+    }
+
+    // Channel-first: the UB slot of unit u's partial sums in the current batch
+    // (consecutive units of a core fill it; a new batch first waits for its
+    // previous copy to GM); StoreBatch after the slot is written.
+    __aicore__ inline LocalTensor<float> PartialSlot(uint64_t u)
+    {
+        if (partFill == 0) {
+            WaitPartials(partHalf);
+            partFirst = u;
+        }
+        return ub.partUb[(partHalf * SLOTS_PER_LOAD + partFill) * UNIT_SLOT_FLOATS];
+    }
+
+    // One more slot written; a full batch (or `flush`: the end of the core's run) goes to GM in one copy.
+    __aicore__ inline void StoreBatch(bool flush)
+    {
+        if (++partFill < SLOTS_PER_LOAD && !flush) {
+            return;
+        }
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        AscendC::DataCopy(part[partFirst * UNIT_SLOT_FLOATS], ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
+                          partFill * UNIT_SLOT_FLOATS);
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent[partHalf]);
+        partPending[partHalf] = true;
+        partHalf = (partHalf + 1) % PART_HALVES;
+        partFill = 0;
     }
 
     // Per-channel output `which` at `addr`, seen as T and as float.

@@ -11,7 +11,8 @@
 // - A channel group is the set of channels whose parameters and
 //   grad_weight / grad_bias are loaded and written together: PARAM_CHUNK
 //   channels (channel-first; the last group also takes the remainder; single
-//   pass: `balanced`, C / groups channels each, one group per core) or one
+//   pass and the whole-channel reduce step: `balanced`, C / groups channels
+//   each) or one
 //   column chunk (channel-last; with shiftLast the last one ends at C and
 //   overlaps its neighbour). A group's units are contiguous.
 // - Cores, two strategies (tiling `crossCore`):
@@ -69,9 +70,12 @@ __aicore__ inline uint32_t GroupCount(const BatchNormBackwardTilingData &t, int6
     return uint32_t(Min(uint64_t(t.groupWidth), uint64_t(t.channels - GroupStart(t, g))));
 }
 
-// Channel-first: the group of a channel.
+// Channel-first: the group of a channel (balanced: the last g with C * g / groups <= channel).
 __aicore__ inline int64_t GroupOf(const BatchNormBackwardTilingData &t, int64_t channel)
 {
+    if (t.balanced) {
+        return int64_t((uint64_t(channel + 1) * uint64_t(t.groups) - 1) / uint64_t(t.channels));
+    }
     const int64_t g = channel / t.groupWidth;
     return g < t.groups ? g : t.groups - 1;
 }

@@ -25,4 +25,12 @@
 #define BNB_SOC_HAS_DATA_COPY_PAD (!BNB_SOC_LEGACY)
 #define BNB_SOC_HAS_BF16 (!BNB_SOC_LEGACY)
 
+// Marks for the performance model (ascend_impl/perf_model/sim_perf.h defines
+// them in the CPU build, before this header): the combine of the per-channel
+// sums begins / ends on this core's timeline. Nothing on a board.
+#ifndef BNB_PERF_COMBINE_BEGIN
+#define BNB_PERF_COMBINE_BEGIN() ((void)0)
+#define BNB_PERF_COMBINE_END() ((void)0)
+#endif
+
 #endif

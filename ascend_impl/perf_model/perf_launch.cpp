@@ -24,6 +24,7 @@ struct BnbPerfCore {
     double endNs, busyS, busyV, busyMte2, busyMte3;
     uint64_t gmReadBytes, gmWriteBytes, actReadBytes, actWriteBytes, copies, bursts, minBurst, vectorInstrs,
         scalarOps, syncAlls, ubBytes, hbmReadBytes;
+    double combineNs;  // the combine of the per-channel sums (sim_perf.h CombineBegin / End)
 };
 
 // The tiling's choices.
@@ -168,7 +169,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
                 coresOut[c] = {pc.End(), pc.busy[P_S], pc.busy[P_V], pc.busy[P_MTE2], pc.busy[P_MTE3],
                                pc.gmReadBytes, pc.gmWriteBytes, pc.actReadBytes, pc.actWriteBytes, pc.copies,
                                pc.bursts, pc.minBurst, pc.vectorInstrs, pc.scalarOps, pc.syncAlls, core.ubUsed,
-                               pc.hbmReadBytes};
+                               pc.hbmReadBytes, pc.combineNs};
             });
         }
         for (auto &th : threads) {

@@ -99,6 +99,7 @@ struct Core {
     uint64_t epochBytes = 0, sinceSync = 0;  // chip bytes up to the last SyncAll; this core's since
     uint64_t copies = 0, bursts = 0, minBurst = UINT64_MAX, vectorInstrs = 0, scalarOps = 0, syncAlls = 0;
     uint32_t syncGen = 0;
+    double combineFrom = 0, combineNs = 0;     // CombineBegin's time; the combine's time so far
     std::map<uint32_t, double> events;         // (HardEvent, id) -> time set
     std::map<const void *, double> slotReady;  // TQue buffer -> hand-over time
     std::map<const void *, double> slotFree;   // TQue buffer -> free time
@@ -335,6 +336,26 @@ inline void Alloc(const void *slot, bool vecIn)
     }
 }
 
+// The combine of the per-channel sums (the kernel's BNB_PERF_COMBINE_BEGIN /
+// _END marks): the time the vector pipe's finish moves between the two marks,
+// summed. Two passes: from leaving the SyncAll after phase 1 to leaving the one
+// after the totals are published (the combine, the wait for the slowest
+// combiner, one SyncAll); single pass: the ReduceSums, the scalar hand-over
+// and the coefficient vectors of each sub-group.
+inline void CombineBegin()
+{
+    if (On()) {
+        ThisCore().combineFrom = Finished(P_V);
+    }
+}
+inline void CombineEnd()
+{
+    if (On()) {
+        Core &c = ThisCore();
+        c.combineNs += std::max(0.0, Finished(P_V) - c.combineFrom);
+    }
+}
+
 // SyncAll, in two halves around the cores' barrier: arrive publishes this
 // core's finish, leave takes the latest of all cores.
 inline void SyncAllArrive()
@@ -371,4 +392,8 @@ inline void SyncAllLeave()
 
 }  // namespace perf
 }  // namespace AscendC
+#undef BNB_PERF_COMBINE_BEGIN
+#undef BNB_PERF_COMBINE_END
+#define BNB_PERF_COMBINE_BEGIN() AscendC::perf::CombineBegin()
+#define BNB_PERF_COMBINE_END() AscendC::perf::CombineEnd()
 #endif

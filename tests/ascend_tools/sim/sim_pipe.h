@@ -48,8 +48,12 @@ public:
     LocalTensor<T> AllocTensor(bnb_rules::Src at = bnb_rules::Here())
     {
         SimCheck(!slots.empty(), "AllocTensor: queue has no buffers (TPipe::InitBuffer not called)", at);
-        for (auto &s : slots) {
+        // Round robin from a cursor, as the real TQueBind::AllocTensor (bufCursor), so
+        // a buffer freed right after its store is not the next one handed out.
+        for (size_t i = 0; i < slots.size(); ++i) {
+            auto &s = slots[(cursor_ + i) % slots.size()];
             if (!s->live) {
+                cursor_ = (cursor_ + i + 1) % slots.size();
                 s->live = true;
                 if (kSync && s->gen > 0) {  // reused: wait for the consumer that freed it
                     SimThisCore().pipes.WaitFlag(Pipes::consumer, Pipes::producer, Event(s.get()),
@@ -104,6 +108,7 @@ public:
     }
 
 private:
+    size_t cursor_ = 0;  // next buffer AllocTensor tries first
     // A queue buffer's own event id (kept apart from the kernel's event ids, which are small).
     static int64_t Event(const SimSlot *s) { return -int64_t(reinterpret_cast<uintptr_t>(s) >> 4); }
     template <typename T>

@@ -13,7 +13,7 @@ import pytest
 from mindspore_bn_grad_bench import ascend, ascend_model
 
 pytestmark = pytest.mark.ascend_sim
-FIELDS = ("gm_bytes_per_element", "cores_used", "max_core_share", "modeled_us", "bound_us")
+FIELDS = ("gm_bytes_per_element", "cores_used", "max_core_share", "modeled_us", "bound_us", "combine_us")
 COUNTED = ("gm_read_bytes", "gm_write_bytes", "act_read_bytes", "act_write_bytes", "copies", "bursts",
            "vector_instrs", "scalar_ops", "sync_alls", "ub_bytes")
 
@@ -81,8 +81,10 @@ def test_two_pass_activation_bytes(lib, shape, dtype):
     eb = ascend_model.DTYPES[dtype][1]
     assert r.strategy == "two_pass" and r.act_bytes == 5 * r.elements * eb and r.tiling.l2_rounds == 0
     assert all(k.sync_alls == 2 for k in r.cores)
-    # x + dy of the whole tensor fit the L2 window: the second reads are L2 hits.
-    assert r.gm_bytes_per_element < 3 * eb + 0.05
+    # x + dy of the whole tensor fit the L2 window: the second reads are L2 hits (activations only: the
+    # partial sums, two blocks per unit, are workspace traffic).
+    assert r.activation_accesses < 3 + 0.05 / eb
+    assert r.gm_bytes_per_element < 3 * eb + 0.1
 
 
 @pytest.mark.parametrize("shape,dtype", [((32, 256, 56, 56), "float32"), ((32, 64, 112, 112), "float16")])
@@ -146,10 +148,86 @@ def test_target_step_total_fp32(resnet910b):
     assert t["gm_bytes"] <= 5.0e9
 
 
-@pytest.mark.xfail(strict=True, reason="the single pass overlaps loads, compute and stores only within one "
-                                       "sub-group, the two passes pay two SyncAlls per L2 round and a pipeline "
-                                       "fill per pass")
+# The >= 1 MB layers the 910B model does not yet bring within 1.25x of the GM bound, and the rows whose
+# combine takes more than 5% of the modeled time (docs/ascend_kernel.md, "Where it stands", says what
+# dominates on each): strict xfails, one per layer, so a layer that meets its target fails until it leaves
+# the list; every other layer is held to the target.
+OVER_TIME = {
+    ((32, 64, 56, 56), 'float16'),
+    ((32, 64, 56, 56), 'float32'),
+    ((32, 64, 112, 112), 'float16'),
+    ((32, 64, 112, 112), 'float32'),
+    ((32, 128, 28, 28), 'float16'),
+    ((32, 128, 28, 28), 'float32'),
+    ((32, 128, 56, 56), 'float16'),
+    ((32, 128, 56, 56), 'float32'),
+    ((32, 256, 14, 14), 'float16'),
+    ((32, 256, 14, 14), 'float32'),
+    ((32, 256, 28, 28), 'float16'),
+    ((32, 256, 28, 28), 'float32'),
+    ((32, 256, 56, 56), 'float16'),
+    ((32, 256, 56, 56), 'float32'),
+    ((32, 512, 7, 7), 'float16'),
+    ((32, 512, 7, 7), 'float32'),
+    ((32, 512, 14, 14), 'float16'),
+    ((32, 512, 14, 14), 'float32'),
+    ((32, 512, 28, 28), 'float16'),
+    ((32, 512, 28, 28), 'float32'),
+    ((32, 1024, 14, 14), 'float16'),
+    ((32, 2048, 7, 7), 'float16'),
+    ((32, 2048, 7, 7), 'float32'),
+}
+OVER_COMBINE = {
+    ((32, 64, 56, 56), 'float16'),
+    ((32, 64, 56, 56), 'float32'),
+    ((32, 64, 112, 112), 'float16'),
+    ((32, 64, 112, 112), 'float32'),
+    ((32, 128, 28, 28), 'float32'),
+    ((32, 128, 56, 56), 'float16'),
+    ((32, 128, 56, 56), 'float32'),
+    ((32, 256, 28, 28), 'float32'),
+    ((32, 256, 56, 56), 'float16'),
+    ((32, 256, 56, 56), 'float32'),
+    ((32, 512, 7, 7), 'float32'),
+    ((32, 512, 28, 28), 'float32'),
+    ((32, 2048, 7, 7), 'float16'),
+    ((32, 2048, 7, 7), 'float32'),
+}
+TIME_REASON = ("two passes: a pipeline fill and two SyncAlls per L2 round, the combine's wait; single pass: the "
+               "vector unit's per-instruction cost on rows of one sub-group, copy latency between sub-groups")
+
+
+def _row(rows, shape, dtype):
+    return next(r for r in rows if tuple(r["shape"]) == shape and r["dtype"] == dtype)
+
+
+def _big(r):
+    return r["elements"] * ascend_model.DTYPES[r["dtype"]][1] >= 1 << 20
+
+
 def test_target_time_within_125_percent_of_bound(resnet910b):
+    held = [r for r in resnet910b if _big(r) and (tuple(r["shape"]), r["dtype"]) not in OVER_TIME]
+    assert held
+    for r in held:
+        assert r["modeled_us"] <= 1.25 * r["bound_us"], r["shape"]
+
+
+@pytest.mark.parametrize("shape,dtype", sorted(OVER_TIME))
+@pytest.mark.xfail(strict=True, reason=TIME_REASON)
+def test_target_time_not_met_yet(resnet910b, shape, dtype):
+    r = _row(resnet910b, shape, dtype)
+    assert r["modeled_us"] <= 1.25 * r["bound_us"]
+
+
+def test_combine_is_timed_and_within_5_percent(resnet910b):
     for r in resnet910b:
-        if r["elements"] * ascend_model.DTYPES[r["dtype"]][1] >= 1 << 20:
-            assert r["modeled_us"] <= 1.25 * r["bound_us"], r["shape"]
+        assert 0 < r["combine_us"] < r["modeled_us"], r["shape"]
+        if (tuple(r["shape"]), r["dtype"]) not in OVER_COMBINE:
+            assert r["combine_share"] <= 0.05, r["shape"]
+
+
+@pytest.mark.parametrize("shape,dtype", sorted(OVER_COMBINE))
+@pytest.mark.xfail(strict=True, reason="two passes: the combine's span holds two SyncAlls and the wait for the "
+                                       "slowest core; 7x7 single pass: a ReduceSum per channel of 49 elements")
+def test_combine_not_within_5_percent_yet(resnet910b, shape, dtype):
+    assert _row(resnet910b, shape, dtype)["combine_share"] <= 0.05

@@ -180,3 +180,20 @@ def test_sync_kernels_use_several_cores_and_units(lib):
     dy, x, mean, invstd, weight, _, _ = _inputs((33, 3, 16), False, "float32", 1)
     _, info = _call(lib, 1, dy, x, mean, invstd, weight, "float32", False, "ascend910b", 5, 8192)
     assert info[0] > 1 and info[2] > info[0]  # usedCores, units
+
+
+@pytest.mark.parametrize("shape,cores,ub,whole", [
+    ((4, 96, 49), 8, 0, True),       # 12 whole channels per core
+    ((4, 70, 9), 7, 0, True),        # 10 per core, two parameter groups' worth
+    ((6, 50, 30), 48, 8192, False),  # 50 channels on 48 cores: two on some, so channels span cores
+])
+def test_reduce_syncs_only_when_a_channel_spans_cores(lib, shape, cores, ub, whole):
+    """The reduce step takes whole channels per core when that is balanced: then nothing crosses cores, the
+    tiling asks for no batch mode and the kernel must not SyncAll (the CPU build refuses a SyncAll without
+    schedule mode 1, so a stray one fails this test), with the values of the reference either way."""
+    dy, x, mean, invstd, weight, _, _ = _inputs(shape, False, "float32", 13)
+    (sdy, sdyx, gw, gb), info = _call(lib, 1, dy, x, mean, invstd, weight, "float32", False, "ascend910b", cores, ub)
+    assert info[0] > 1 and bool(info[4]) == (not whole)  # usedCores, crossCore
+    ref = sync_reduce_ref(dy, x, mean, invstd, "NCHW")
+    for name, got, want in zip(("sum_dy", "sum_dy_xmu", "grad_weight", "grad_bias"), (sdy, sdyx, gw, gb), ref):
+        assert_close_to_scale(name, got, want, 2e-5)
