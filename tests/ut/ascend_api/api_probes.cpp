@@ -108,6 +108,117 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(Gm(), a, p);  // PROBE datacopypad_block_len
          }},
+        // ---- pipe hazards (the rule table's tracker, fed by the stand-ins) ----
+        {"raw_mte2_v_no_wait", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             DataCopy(a, Gm(), 1024);
+             Add(a, a, a, 1024);  // PROBE raw_mte2_v_no_wait
+         }},
+        {"raw_v_mte3_no_barrier", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Duplicate(a, 1.0f, 1024);
+             DataCopy(Gm(), a, 1024);  // PROBE raw_v_mte3_no_barrier
+         }},
+        {"war_v_mte2_no_wait", [] {
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Duplicate(a, 1.0f, 1024);
+             SetFlag<HardEvent::V_MTE3>(0);
+             WaitFlag<HardEvent::V_MTE3>(0);
+             DataCopy(Gm(), a, 1024);
+             DataCopy(a, Gm()[1024], 1024);  // PROBE war_v_mte2_no_wait
+         }},
+        {"gm_raw_mte3_mte2", [] {
+             Ub ub(16384);
+             LocalTensor<float> a = ub.F(1024), b = ub.buf.Get<float>()[2048];
+             Duplicate(a, 1.0f, 1024);
+             PipeBarrier<PIPE_ALL>();
+             DataCopy(Gm(), a, 1024);
+             DataCopy(b, Gm(), 1024);  // PROBE gm_raw_mte3_mte2
+         }},
+        {"wait_without_set", [] {
+             WaitFlag<HardEvent::MTE2_V>(3);  // PROBE wait_without_set
+         }},
+        {"flags_order_it", [] {  // legal: the same copies ordered by flags and a queue
+             TPipe pipe;
+             TQue<TPosition::VECIN, 1> in;
+             TQue<TPosition::VECOUT, 1> out;
+             pipe.InitBuffer(in, 1, 4096);
+             pipe.InitBuffer(out, 1, 4096);
+             LocalTensor<float> x = in.AllocTensor<float>();
+             DataCopy(x, Gm(), 1024);
+             in.EnQue(x);
+             x = in.DeQue<float>();
+             LocalTensor<float> y = out.AllocTensor<float>();
+             Muls(y, x, 2.0f, 1024);
+             in.FreeTensor(x);
+             out.EnQue(y);
+             y = out.DeQue<float>();
+             DataCopy(Gm()[1024], y, 1024);
+             out.FreeTensor(y);
+             SetFlag<HardEvent::MTE3_MTE2>(0);
+             WaitFlag<HardEvent::MTE3_MTE2>(0);
+             x = in.AllocTensor<float>();
+             DataCopy(x, Gm()[1024], 1024);
+             in.EnQue(x);
+             x = in.DeQue<float>();
+             in.FreeTensor(x);
+         }},
+        // ---- each UB operand stays in its own TPipe buffer ----
+        {"datacopy_past_queue_buffer", [] {
+             TPipe pipe;
+             TQue<TPosition::VECIN, 1> q0, q1;
+             pipe.InitBuffer(q0, 1, 4096);
+             pipe.InitBuffer(q1, 1, 4096);
+             LocalTensor<float> x = q0.AllocTensor<float>();
+             DataCopy(x, Gm(), 2048);  // PROBE datacopy_past_queue_buffer
+         }},
+        {"datacopy_params_past_buffer", [] {
+             TPipe pipe;
+             TQue<TPosition::VECIN, 1> q0, q1;
+             pipe.InitBuffer(q0, 1, 4096);
+             pipe.InitBuffer(q1, 1, 4096);
+             LocalTensor<float> x = q0.AllocTensor<float>();
+             DataCopy(x, Gm(), DataCopyParams(2, 128, 0, 0));  // PROBE datacopy_params_past_buffer
+         }},
+        {"datacopypad_past_buffer", [] {
+             TPipe pipe;
+             TQue<TPosition::VECOUT, 1> q0, q1;
+             pipe.InitBuffer(q0, 1, 4096);
+             pipe.InitBuffer(q1, 1, 4096);
+             LocalTensor<float> x = q0.AllocTensor<float>();
+             DataCopyExtParams p(2, 4096, 0, 0, 0);
+             DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+             DataCopyPad(x, Gm(), p, pad);  // PROBE datacopypad_past_buffer
+         }},
+        {"cast_past_buffer", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> f, h;
+             pipe.InitBuffer(f, 4096);
+             pipe.InitBuffer(h, 4096);
+             LocalTensor<float> x = f.Get<float>();
+             LocalTensor<half> y = h.Get<half>();
+             Cast(x, y, RoundMode::CAST_NONE, 2048);  // PROBE cast_past_buffer
+         }},
+        {"reducesum_past_buffer", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> a, b;
+             pipe.InitBuffer(a, 4096);
+             pipe.InitBuffer(b, 4096);
+             LocalTensor<float> x = a.Get<float>(), w = b.Get<float>();
+             ReduceSum(x, x, w, 2048);  // PROBE reducesum_past_buffer
+         }},
+        {"setsize_past_buffer", [] {  // SetSize checks against UB only; the tensor now overlaps the next buffer
+             TPipe pipe;
+             TQue<TPosition::VECIN, 1> q0, q1;
+             pipe.InitBuffer(q0, 1, 4096);
+             pipe.InitBuffer(q1, 1, 4096);
+             LocalTensor<float> x = q0.AllocTensor<float>();
+             x.SetSize(2048);
+             Muls(x, x, 2.0f, 2048);  // PROBE setsize_past_buffer
+         }},
     };
     return cases;
 }
