@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace bnb_rules {
@@ -287,6 +289,23 @@ inline void FitsField(const char *intr, const char *field, uint64_t value, uint6
 {
     Require(value <= maxValue, intr, std::string(field) + " does not fit its " + N(maxValue) + "-max field",
             field + std::string(" ") + N(value), src);
+}
+
+// A value the kernel narrows into an API field (its own cast, bnb::Narrow of
+// ascend_impl/op_kernel/batch_norm_kernel_narrow.h) must fit that field:
+// reported at the kernel's call with the unnarrowed value, before it wraps.
+template <typename To, typename From>
+inline void Narrowing(const char *field, From value, Src src)
+{
+    static_assert(std::is_integral<To>::value && std::is_integral<From>::value, "integer narrowing only");
+    const bool negative = std::is_signed<From>::value && value < 0;
+    const bool fits = negative ? std::is_signed<To>::value &&
+                                     static_cast<int64_t>(value) >= static_cast<int64_t>(std::numeric_limits<To>::min())
+                               : static_cast<uint64_t>(value) <= static_cast<uint64_t>(std::numeric_limits<To>::max());
+    Require(fits, field, "value does not fit the " + std::to_string(sizeof(To) * 8) + "-bit " +
+                             (std::is_signed<To>::value ? "signed" : "unsigned") + " field it is cast to (it would wrap)",
+            "value " + (negative ? std::to_string(static_cast<int64_t>(value)) : N(static_cast<uint64_t>(value))),
+            src);
 }
 
 // ---- TPipe::InitBuffer (数据结构/TPipe/InitBuffer.md): all buffers of a core fit its UB ----

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include "kernel_operator.h"
+#include "batch_norm_kernel_narrow.h"  // the kernels' narrowing of API arguments
 #include "bnb_stub_runtime.h"
 
 using namespace AscendC;
@@ -107,6 +108,18 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopyExtParams p(1, 2097152, 0, 0, 0);
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(Gm(), a, p);  // PROBE datacopypad_block_len
+         }},
+        // ---- narrowing at the kernel's call: reported with the unnarrowed value ----
+        {"narrow_block_count", [] {
+             volatile uint32_t rows = 65536 + 8;  // would wrap to 8 rows
+             const uint16_t count = bnb::Narrow<uint16_t>(uint32_t(rows), "DataCopyPad blockCount");  // PROBE narrow_block_count
+             DataCopyExtParams p(count, 32, 0, 0, 0);
+             (void)p;
+         }},
+        {"narrow_count", [] {
+             volatile uint64_t n = (uint64_t(1) << 32) + 64;  // would wrap to 64 elements
+             Ub ub(8192);
+             Duplicate(ub.F(1024), 0.0f, bnb::Narrow<int32_t>(uint64_t(n), "Duplicate count"));  // PROBE narrow_count
          }},
         // ---- pipe hazards (the rule table's tracker, fed by the stand-ins) ----
         {"raw_mte2_v_no_wait", [] {

@@ -36,6 +36,10 @@ CASES = [
     ("cast_past_buffer", ["Cast: dst: access of 8192 bytes exceeds the tensor (tensor holds 4096 bytes)"]),
     ("reducesum_past_buffer", ["ReduceSum: src: access of 8192 bytes exceeds the tensor (tensor holds 4096 bytes)"]),
     ("setsize_past_buffer", ["vmuls: src runs past the end of its TPipe buffer (UB bytes 0..8192, buffer 0..4096)"]),
+    # narrowing at the kernel's call (bnb::Narrow, the kernels' casts of API arguments): the unnarrowed value
+    ("narrow_block_count", ["DataCopyPad blockCount: value does not fit the 16-bit unsigned field it is cast to "
+                            "(it would wrap) (value 65544)"]),
+    ("narrow_count", ["Duplicate count: value does not fit the 32-bit signed field", "(value 4294967360)"]),
     # pipe hazards: both instructions and their lines (the earlier one's is checked in test_hazard_names_both)
     ("raw_mte2_v_no_wait", ["vadd: pipe hazard, read-after-write on UB bytes 0..4096 with copy_gm_to_ubuf (PIPE_MTE2",
                             "nothing orders PIPE_MTE2 before PIPE_V"]),
