@@ -69,12 +69,9 @@ __aicore__ inline void StorePartials(KernelUb &ub, const GlobalTensor<float> &pa
 {
     AscendC::ReduceSum(ub.partUb, ub.accDy, ub.reduceTmp, cols);
     AscendC::ReduceSum(ub.partUb[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
-    const int32_t ev = 0;  // set and waited for at once
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(ev);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(ev);
+    SetWaitFlag<AscendC::HardEvent::V_S>();
     ub.partUb.SetValue(1, ub.partUb.GetValue(SLOT_FLOATS));
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(ev);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(ev);
+    SetWaitFlag<AscendC::HardEvent::S_MTE3>();
     AscendC::DataCopy(part[u * SLOT_FLOATS], ub.partUb, SLOT_FLOATS);
 }
 

@@ -169,7 +169,15 @@ public:
         return true;
     }
     void Destroy() { SimThisCore().ubUsed = 0; }
-    int8_t FetchEventID(HardEvent) { return 0; }
+    // An id of the event no AllocEventID holds now (the sim's queues use events of their own).
+    int8_t FetchEventID(HardEvent evt)
+    {
+        const uint8_t used = eventsHeld_[static_cast<uint32_t>(evt)];
+        for (int8_t i = 0; i < 8; ++i) {
+            if (!(used >> i & 1)) return i;
+        }
+        throw SimError("FetchEventID: all 8 event ids of the event are held");
+    }
     // Event ids held across other work (8 per event type, as the hardware has).
     template <HardEvent evt>
     TEventID AllocEventID()
@@ -211,4 +219,7 @@ private:
 inline TPipe *GetTPipePtr() { return SimPipePtr(); }
 
 }  // namespace AscendC
+
+// The real headers declare it at global scope (kernel_common.h).
+inline AscendC::TPipe *GetTPipePtr() { return AscendC::SimPipePtr(); }
 #endif
