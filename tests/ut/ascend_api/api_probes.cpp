@@ -154,6 +154,20 @@ const std::map<std::string, std::function<void()>> &Cases()
         {"wait_without_set", [] {
              WaitFlag<HardEvent::MTE2_V>(3);  // PROBE wait_without_set
          }},
+        {"fixed_event_id_vs_queue", [] {  // the queue's EnQue holds MTE2_V id 0; WaitFlag(0) returns on its set
+             TPipe pipe;
+             TQue<TPosition::VECIN, 1> in;
+             TBuf<TPosition::VECCALC> other;
+             pipe.InitBuffer(in, 1, 4096);
+             pipe.InitBuffer(other, 4096);
+             LocalTensor<float> x = in.AllocTensor<float>(), y = other.Get<float>();
+             DataCopy(x, Gm(), 1024);
+             in.EnQue(x);  // look-ahead: dequeued later
+             DataCopy(y, Gm()[1024], 1024);
+             SetFlag<HardEvent::MTE2_V>(0);
+             WaitFlag<HardEvent::MTE2_V>(0);
+             Muls(y, y, 2.0f, 1024);  // PROBE fixed_event_id_vs_queue
+         }},
         {"flags_order_it", [] {  // legal: the same copies ordered by flags and a queue
              TPipe pipe;
              TQue<TPosition::VECIN, 1> in;
