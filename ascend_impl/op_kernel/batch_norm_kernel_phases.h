@@ -90,6 +90,11 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
     FromFloat(out, ub.dyF, n);
     ub.outGi.EnQue(out);
     LocalTensor<T> ready = ub.outGi.template DeQue<T>();
+    if (r.overlapsPrev) {
+        // Its GM window overlaps an earlier store of this core (same bytes, recomputed): MTE3 copies
+        // to overlapping addresses must be ordered by the kernel (PipeBarrier(ISASI).md).
+        AscendC::PipeBarrier<PIPE_MTE3>();
+    }
     if (flat) {
         AscendC::PipeBarrier<PIPE_ALL>();
         k.copy.OutRow(k.gi, ready, r.gmOffset, r.cols);
