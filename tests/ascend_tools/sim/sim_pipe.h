@@ -48,7 +48,11 @@ public:
     LocalTensor<T> AllocTensor(bnb_rules::Src at = bnb_rules::Here())
     {
         SimCheck(!slots.empty(), "AllocTensor: queue has no buffers (TPipe::InitBuffer not called)", at);
-        for (auto &s : slots) {
+        // The buffers in turn from a cursor, as the real TQue takes them (TQueBind::AllocBuffer's
+        // bufCursor), not the first free one: which buffer's free event a reuse waits for decides what it orders.
+        for (size_t n = 0; n < slots.size(); ++n) {
+            auto &s = slots[cursor_];
+            cursor_ = (cursor_ + 1) % slots.size();
             if (!s->live) {
                 s->live = true;
                 if (kSync && s->gen > 0) {  // reused: wait for the consumer that freed it
@@ -118,6 +122,7 @@ private:
         SimCheck(s->live && s->gen == tensor.SimGen(), std::string(op) + ": tensor was already freed", at);
     }
     std::deque<SimSlot *> queued_;
+    size_t cursor_ = 0;
 };
 
 template <TPosition pos = TPosition::VECCALC>
