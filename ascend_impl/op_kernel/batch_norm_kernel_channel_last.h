@@ -28,7 +28,7 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
     r.group = cb;
     r.groupLane = 0;
     r.rows = uint32_t(Min(uint64_t(t.tileRows), uint64_t(t.outer) - rb * t.tileRows));
-    r.overlapsPrev = !t.balanced && t.shiftLast && cb > 0 && cb + 1 == uint64_t(t.groups);  // GroupStart's shifted group
+    r.overlapsPrev = !t.balanced && t.shiftLast && cb > 0 && cb + 1 == uint64_t(t.groups);  // shifted (GroupStart)
     return r;
 }
 

@@ -24,6 +24,28 @@ struct Ub {
     explicit Ub(uint32_t bytes) { pipe.InitBuffer(buf, bytes); }
     LocalTensor<float> F(uint32_t n) { return buf.Get<float>(n); }
 };
+// Two 4096-byte queue buffers side by side (the probes overrun the first).
+template <TPosition pos>
+struct TwoQueues {
+    TPipe pipe;
+    TQue<pos, 1> q0, q1;
+    TwoQueues()
+    {
+        pipe.InitBuffer(q0, 1, 4096);
+        pipe.InitBuffer(q1, 1, 4096);
+    }
+    LocalTensor<float> First() { return q0.template AllocTensor<float>(); }
+};
+// Two 4096-byte TBufs side by side.
+struct TwoBufs {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> b0, b1;
+    TwoBufs()
+    {
+        pipe.InitBuffer(b0, 4096);
+        pipe.InitBuffer(b1, 4096);
+    }
+};
 GlobalTensor<float> Gm()
 {
     GlobalTensor<float> g;
@@ -195,54 +217,36 @@ const std::map<std::string, std::function<void()>> &Cases()
          }},
         // ---- each UB operand stays in its own TPipe buffer ----
         {"datacopy_past_queue_buffer", [] {
-             TPipe pipe;
-             TQue<TPosition::VECIN, 1> q0, q1;
-             pipe.InitBuffer(q0, 1, 4096);
-             pipe.InitBuffer(q1, 1, 4096);
-             LocalTensor<float> x = q0.AllocTensor<float>();
+             TwoQueues<TPosition::VECIN> ub;
+             LocalTensor<float> x = ub.First();
              DataCopy(x, Gm(), 2048);  // PROBE datacopy_past_queue_buffer
          }},
         {"datacopy_params_past_buffer", [] {
-             TPipe pipe;
-             TQue<TPosition::VECIN, 1> q0, q1;
-             pipe.InitBuffer(q0, 1, 4096);
-             pipe.InitBuffer(q1, 1, 4096);
-             LocalTensor<float> x = q0.AllocTensor<float>();
+             TwoQueues<TPosition::VECIN> ub;
+             LocalTensor<float> x = ub.First();
              DataCopy(x, Gm(), DataCopyParams(2, 128, 0, 0));  // PROBE datacopy_params_past_buffer
          }},
         {"datacopypad_past_buffer", [] {
-             TPipe pipe;
-             TQue<TPosition::VECOUT, 1> q0, q1;
-             pipe.InitBuffer(q0, 1, 4096);
-             pipe.InitBuffer(q1, 1, 4096);
-             LocalTensor<float> x = q0.AllocTensor<float>();
+             TwoQueues<TPosition::VECOUT> ub;
+             LocalTensor<float> x = ub.First();
              DataCopyExtParams p(2, 4096, 0, 0, 0);
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(x, Gm(), p, pad);  // PROBE datacopypad_past_buffer
          }},
         {"cast_past_buffer", [] {
-             TPipe pipe;
-             TBuf<TPosition::VECCALC> f, h;
-             pipe.InitBuffer(f, 4096);
-             pipe.InitBuffer(h, 4096);
-             LocalTensor<float> x = f.Get<float>();
-             LocalTensor<half> y = h.Get<half>();
+             TwoBufs ub;
+             LocalTensor<float> x = ub.b0.Get<float>();
+             LocalTensor<half> y = ub.b1.Get<half>();
              Cast(x, y, RoundMode::CAST_NONE, 2048);  // PROBE cast_past_buffer
          }},
         {"reducesum_past_buffer", [] {
-             TPipe pipe;
-             TBuf<TPosition::VECCALC> a, b;
-             pipe.InitBuffer(a, 4096);
-             pipe.InitBuffer(b, 4096);
-             LocalTensor<float> x = a.Get<float>(), w = b.Get<float>();
+             TwoBufs ub;
+             LocalTensor<float> x = ub.b0.Get<float>(), w = ub.b1.Get<float>();
              ReduceSum(x, x, w, 2048);  // PROBE reducesum_past_buffer
          }},
         {"setsize_past_buffer", [] {  // SetSize checks against UB only; the tensor now overlaps the next buffer
-             TPipe pipe;
-             TQue<TPosition::VECIN, 1> q0, q1;
-             pipe.InitBuffer(q0, 1, 4096);
-             pipe.InitBuffer(q1, 1, 4096);
-             LocalTensor<float> x = q0.AllocTensor<float>();
+             TwoQueues<TPosition::VECIN> ub;
+             LocalTensor<float> x = ub.First();
              x.SetSize(2048);
              Muls(x, x, 2.0f, 2048);  // PROBE setsize_past_buffer
          }},
