@@ -221,10 +221,8 @@ private:
     uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
 };
 
-inline TPipe *GetTPipePtr() { return SimPipePtr(); }
-
 }  // namespace AscendC
 
-// The real headers declare it at global scope (kernel_common.h).
+// At global scope, as the real headers declare it (kernel_common.h).
 inline AscendC::TPipe *GetTPipePtr() { return AscendC::SimPipePtr(); }
 #endif
