@@ -136,7 +136,7 @@ log_fail() { echo "FAIL $1 (log: $2)"; fail=1; }
 runtime_objs() {  # SOC OUT_DIR LOG -> prints the object paths
     local s="$1" out="$2" log="$3" f
     read -r -a flags <<<"$(soc_flags "$s")"
-    for f in bnb_stub_runtime bnb_stub_checks bnb_stub_where; do
+    for f in bnb_stub_runtime bnb_stub_checks bnb_stub_where bnb_stub_pipes; do
         if [ ! -f "$out/$f.o" ] || [ "$CHECK_DIR/$f.cpp" -nt "$out/$f.o" ]; then
             "$CXX" "${KFLAGS[@]}" "${flags[@]}" -c "$CHECK_DIR/$f.cpp" -o "$out/$f.o" >>"$log" 2>&1 || return 1
         fi

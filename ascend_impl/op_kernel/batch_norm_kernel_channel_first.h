@@ -32,6 +32,7 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
     if (write && t.shiftLast && cb + 1 == uint64_t(t.colBlocks)) {
         start = uint64_t(t.inner) - t.tileCols;
         r.cols = t.tileCols;
+        r.overlapsPrev = cb > 0;
     }
     r.gmStride = uint64_t(t.channels) * t.inner;
     r.gmOffset = rb * t.tileRows * r.gmStride + uint64_t(r.channel) * t.inner + start;

@@ -28,6 +28,7 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
     r.group = cb;
     r.groupLane = 0;
     r.rows = uint32_t(Min(uint64_t(t.tileRows), uint64_t(t.outer) - rb * t.tileRows));
+    r.overlapsPrev = !t.balanced && t.shiftLast && cb > 0 && cb + 1 == uint64_t(t.groups);  // shifted (GroupStart)
     return r;
 }
 
@@ -62,8 +63,7 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t rowS
 __aicore__ inline void StorePartials(KernelUb &ub, const GlobalTensor<float> &part,
                                      const BatchNormBackwardTilingData &t, uint64_t u)
 {
-    AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+    SetWaitFlag<AscendC::HardEvent::V_MTE3>();
     AscendC::DataCopy(part[u * t.partFloats], ub.accDy, t.rowStride);
     AscendC::DataCopy(part[u * t.partFloats + t.rowStride], ub.accDyx, t.rowStride);
 }

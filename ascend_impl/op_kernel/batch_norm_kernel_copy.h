@@ -20,6 +20,7 @@
 #include "kernel_operator.h"
 #include "batch_norm_backward_tiling.h"
 #include "batch_norm_soc_features.h"
+#include "batch_norm_kernel_narrow.h"
 
 namespace bnb {
 
@@ -170,13 +171,15 @@ public:
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
             if (gapBytes <= MAX_PAD_GAP_BYTES) {
                 const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
-                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), uint32_t(gapBytes), gap, 0);
+                AscendC::DataCopyExtParams p(Narrow<uint16_t>(rows, "DataCopyPad blockCount"),
+                                             Narrow<uint32_t>(cols * sizeof(U), "DataCopyPad blockLen"),
+                                             uint32_t(gapBytes), gap, 0);
                 AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
                 AscendC::DataCopyPad(dst, src[off], p, pad);
                 return;
             }
             // GM row gap beyond the 32-bit stride field: one copy per row.
-            AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
+            AscendC::DataCopyExtParams p(1, Narrow<uint32_t>(cols * sizeof(U), "DataCopyPad blockLen"), 0, 0, 0);
             AscendC::DataCopyPadExtParams<U> pad(false, 0, 0, static_cast<U>(0));
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[r * ubStride], src[off + r * gmStride], p, pad);
@@ -199,11 +202,13 @@ public:
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
             if (gapBytes <= MAX_PAD_GAP_BYTES) {
                 const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
-                AscendC::DataCopyExtParams p(uint16_t(rows), uint32_t(cols * sizeof(U)), gap, uint32_t(gapBytes), 0);
+                AscendC::DataCopyExtParams p(Narrow<uint16_t>(rows, "DataCopyPad blockCount"),
+                                             Narrow<uint32_t>(cols * sizeof(U), "DataCopyPad blockLen"), gap,
+                                             uint32_t(gapBytes), 0);
                 AscendC::DataCopyPad(dst[off], src, p);
                 return;
             }
-            AscendC::DataCopyExtParams p(1, uint32_t(cols * sizeof(U)), 0, 0, 0);
+            AscendC::DataCopyExtParams p(1, Narrow<uint32_t>(cols * sizeof(U), "DataCopyPad blockLen"), 0, 0, 0);
             for (uint32_t r = 0; r < rows; ++r) {
                 AscendC::DataCopyPad(dst[off + r * gmStride], src[r * ubStride], p);
             }

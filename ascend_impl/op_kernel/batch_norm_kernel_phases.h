@@ -90,6 +90,11 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint
     FromFloat(out, ub.dyF, n);
     ub.outGi.EnQue(out);
     LocalTensor<T> ready = ub.outGi.template DeQue<T>();
+    if (r.overlapsPrev) {
+        // Its GM window overlaps an earlier store of this core (same bytes, recomputed): MTE3 copies
+        // to overlapping addresses must be ordered by the kernel (PipeBarrier(ISASI).md).
+        AscendC::PipeBarrier<PIPE_MTE3>();
+    }
     if (flat) {
         AscendC::PipeBarrier<PIPE_ALL>();
         k.copy.OutRow(k.gi, ready, r.gmOffset, r.cols);
@@ -185,8 +190,7 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
     const uint64_t limit = 2 * TotalsStride(k.t);
     k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit);
     k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+    SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // a look-ahead tile may hold a queue's MTE2_V event
 }
 
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with

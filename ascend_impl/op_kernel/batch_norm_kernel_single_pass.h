@@ -85,13 +85,15 @@ __aicore__ inline void LoadRow(const KernelState<T> &k, const LocalTensor<T> &ds
     const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
-        AscendC::DataCopyExtParams p(uint16_t(s.cnt), uint32_t(k.t.inner * sizeof(T)), 0, 0, 0);
+        AscendC::DataCopyExtParams p(Narrow<uint16_t>(s.cnt, "DataCopyPad blockCount"),
+                                     Narrow<uint32_t>(k.t.inner * sizeof(T), "DataCopyPad blockLen"), 0, 0, 0);
         AscendC::DataCopyPadExtParams<T> pad(false, 0, 0, static_cast<T>(0));
         AscendC::DataCopyPad(dst, src[off], p, pad);
         return;
     }
 #endif
-    AscendC::DataCopy(dst, src[off], uint32_t(s.cnt * k.t.inner));  // slices are whole blocks (tiling)
+    // slices are whole blocks (tiling)
+    AscendC::DataCopy(dst, src[off], Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
 template <typename T>
@@ -101,12 +103,13 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
-        AscendC::DataCopyExtParams p(uint16_t(s.cnt), uint32_t(k.t.inner * sizeof(T)), 0, 0, 0);
+        AscendC::DataCopyExtParams p(Narrow<uint16_t>(s.cnt, "DataCopyPad blockCount"),
+                                     Narrow<uint32_t>(k.t.inner * sizeof(T), "DataCopyPad blockLen"), 0, 0, 0);
         AscendC::DataCopyPad(dst[off], src, p);
         return;
     }
 #endif
-    AscendC::DataCopy(dst[off], src, uint32_t(s.cnt * k.t.inner));
+    AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
 // slab[which] lane block j = the group vector's lane (lane0 + j), for the sub-group's channels.
@@ -116,7 +119,7 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, const Buffers<T> &b, u
 {
     const uint32_t rs = k.t.spRowStride;
     for (uint32_t j = 0; j < s.cnt; ++j) {
-        AscendC::Duplicate(b.slab[which][j * rs], vec.GetValue(s.lane0 + j), int32_t(rs));
+        AscendC::Duplicate(b.slab[which][j * rs], vec.GetValue(s.lane0 + j), Narrow<int32_t>(rs, "Duplicate count"));
     }
 }
 
@@ -141,8 +144,8 @@ template <typename T>
 __aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
     const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
-    AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], int32_t(len));
-    AscendC::Mul(xr, xr, b.slab[SLAB_INVSTD], int32_t(len));
+    AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], Narrow<int32_t>(len, "Sub count"));
+    AscendC::Mul(xr, xr, b.slab[SLAB_INVSTD], Narrow<int32_t>(len, "Mul count"));
     return xr;
 }
 
@@ -154,9 +157,9 @@ __aicore__ inline void ReduceRows(const Buffers<T> &b, uint64_t r0, uint64_t r1,
         const uint64_t off = n * len;
         const LocalTensor<float> xh = XhatRow(b, off, len);
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, len);
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, int32_t(len));
-        AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, int32_t(len));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD], int32_t(len));
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(len, "Add count"));
+        AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(len, "Mul count"));
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD], Narrow<int32_t>(len, "Add count"));
     }
 }
 
@@ -189,14 +192,14 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
             }
         }
         if (!want) {
-            AscendC::Duplicate(dr, 0.0f, int32_t(len));
+            AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(len, "Duplicate count"));
         } else {
-            AscendC::Mul(dr, dr, b.slab[SLAB_A], int32_t(len));
+            AscendC::Mul(dr, dr, b.slab[SLAB_A], Narrow<int32_t>(len, "Mul count"));
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyXhat(b, off, len);
-                AscendC::Mul(xh, xh, b.slab[SLAB_K], int32_t(len));
-                AscendC::Add(dr, dr, xh, int32_t(len));
-                AscendC::Add(dr, dr, b.slab[SLAB_B], int32_t(len));
+                AscendC::Mul(xh, xh, b.slab[SLAB_K], Narrow<int32_t>(len, "Mul count"));
+                AscendC::Add(dr, dr, xh, Narrow<int32_t>(len, "Add count"));
+                AscendC::Add(dr, dr, b.slab[SLAB_B], Narrow<int32_t>(len, "Add count"));
             }
         }
         if constexpr (!IsSame<T, float>::value) {
@@ -237,8 +240,8 @@ private:
     __aicore__ inline void Group(KernelState<T> &k, int64_t g)
     {
         LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
-        AscendC::Duplicate(k.ub.v.totDy, 0.0f, int32_t(k.t.vecElems));
-        AscendC::Duplicate(k.ub.v.totDyx, 0.0f, int32_t(k.t.vecElems));
+        AscendC::Duplicate(k.ub.v.totDy, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
+        AscendC::Duplicate(k.ub.v.totDyx, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
         const uint32_t n = GroupCount(k.t, g);
         for (uint32_t s0 = 0; s0 < n; s0 += k.t.spChannels) {
             SubGroup s;
@@ -272,8 +275,8 @@ private:
         if (reduce_) {
             Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
             Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
-            AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, int32_t(s.len));
-            AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, int32_t(s.len));
+            AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(s.len, "Duplicate count"));
+            AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(s.len, "Duplicate count"));
             for (uint32_t c = 0; c < chunks; ++c) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(c));
                 ReduceRows(b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
@@ -316,9 +319,9 @@ private:
         const uint32_t rs = k.t.spRowStride;
         for (uint32_t j = 0; j < s.cnt; ++j) {
             AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][j * rs], b_.slab[SLAB_PROD],
-                               int32_t(k.t.inner));
+                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
             AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][j * rs], b_.slab[SLAB_PROD],
-                               int32_t(k.t.inner));
+                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
@@ -338,11 +341,11 @@ private:
             return;
         }
         ChannelVecs &v = k.ub.v;
-        AscendC::Mul(v.coefA, v.weight, v.invstd, int32_t(k.t.vecElems));
+        AscendC::Mul(v.coefA, v.weight, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         if (k.t.training) {
-            AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, int32_t(k.t.vecElems));
-            AscendC::Mul(v.coefK, v.coefB, v.totDyx, int32_t(k.t.vecElems));
-            AscendC::Mul(v.coefB, v.coefB, v.totDy, int32_t(k.t.vecElems));
+            AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
+            AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);

@@ -73,6 +73,19 @@ struct KernelUb {
     }
 };
 
+// Pipe `from` of event E finished its earlier work before pipe `to` goes on,
+// on an event id nothing else holds now (TPipe::FetchEventID): the queues'
+// EnQue / FreeTensor events take ids from the same pool, so a fixed id could
+// be one a queue has set and not yet waited for, and this wait would return
+// on that queue's set instead of ours.
+template <AscendC::HardEvent E>
+__aicore__ inline void SetWaitFlag()
+{
+    const int32_t id = static_cast<int32_t>(::GetTPipePtr()->FetchEventID(E));
+    AscendC::SetFlag<E>(id);
+    AscendC::WaitFlag<E>(id);
+}
+
 template <typename T>
 struct KernelState {
     BatchNormBackwardTilingData t;

@@ -45,6 +45,7 @@ struct TileRows {
     int64_t channel;     // channel-first: the unit's channel
     int64_t group;
     uint32_t groupLane;  // channel-first: channel index inside its group
+    bool overlapsPrev = false;  // shiftLast: its GM window overlaps an earlier unit's on this core
 };
 
 // ---- channel groups ----

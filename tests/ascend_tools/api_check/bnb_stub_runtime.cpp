@@ -94,6 +94,7 @@ void wait_flag_dev(int64_t flagId)
     }
     g_pendingFlag = -1;
     __sync_all_stub(int32_t(g_barrierCount), true);
+    bnb_stub::PipeBarrierOf(PIPE_ALL);  // every pipe's earlier work is done (the headers' SyncAll barriers first)
 }
 
 void __ib_set_stub(int32_t, int32_t, bool) { bnb_stub::Unmodelled("IBSet"); }

@@ -18,5 +18,7 @@ std::string RunCores(const LaunchConfig &cfg);
 // In a core process: unbuffered stdout, a rule violation or a signal from the
 // headers' own checks reported with the kernel source line (bnb_stub_where.cpp).
 void InstallCoreDiagnostics(int core);
+// The current call stack, kept for a later message (bnb_rules::Src::trace).
+uint32_t CaptureTrace();
 }  // namespace bnb_stub
 #endif

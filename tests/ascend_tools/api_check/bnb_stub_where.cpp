@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,11 +26,26 @@ namespace bnb_stub {
 namespace {
 int g_core = -1;
 
-// (function, "file:line") of every frame, innermost first, inlined frames expanded.
-std::vector<std::pair<std::string, std::string>> Frames()
+using Stack = std::vector<void *>;
+
+// Call stacks recorded for the pipe-hazard tracker (CaptureTrace): an
+// instruction is named only when it takes part in a hazard, so its stack is
+// kept as return addresses and resolved then. A kernel has few distinct call
+// stacks; each is stored once.
+std::vector<Stack> g_traces(1);  // trace 0: none (the current stack)
+std::map<Stack, uint32_t> g_traceIds;
+
+Stack Current()
 {
     void *addrs[64];
     const int n = backtrace(addrs, 64);
+    return Stack(addrs, addrs + n);
+}
+
+// (function, "file:line") of every frame, innermost first, inlined frames expanded.
+std::vector<std::pair<std::string, std::string>> Frames(const Stack &addrs)
+{
+    const int n = int(addrs.size());
     std::vector<std::pair<std::string, std::string>> out;
     for (int i = 0; i < n; ++i) {
         Dl_info info{};
@@ -73,10 +89,10 @@ bool Skipped(const std::string &loc)
 }
 
 // The kernel frame and the innermost frame inside the headers.
-std::pair<std::string, std::string> KernelAndInnermost()
+std::pair<std::string, std::string> KernelAndInnermost(const Stack &stack)
 {
     std::string kernel, inner;
-    for (const auto &f : Frames()) {
+    for (const auto &f : Frames(stack)) {
         const bool skip = Skipped(f.second);
         if (inner.empty() && skip && f.second.find("bnb_stub") == std::string::npos &&
             f.second.rfind("/usr/", 0) != 0 && f.second[0] == '/') {
@@ -90,10 +106,10 @@ std::pair<std::string, std::string> KernelAndInnermost()
     return {kernel, inner};
 }
 
-bnb_rules::Src Locate()
+bnb_rules::Src Locate(uint32_t trace)
 {
-    static std::string where;  // keeps the file name alive for the Src
-    const auto k = KernelAndInnermost();
+    static std::string where;  // keeps the file name alive for the Src (Where() copies it at once)
+    const auto k = KernelAndInnermost(trace != 0 && trace < g_traces.size() ? g_traces[trace] : Current());
     if (k.first.empty()) return {};
     const size_t colon = k.first.rfind(':');
     where = k.first.substr(0, colon);
@@ -111,7 +127,7 @@ void StopCore(const std::string &message)
 void OnSignal(int sig)
 {
     std::fflush(stdout);
-    const auto k = KernelAndInnermost();
+    const auto k = KernelAndInnermost(Current());
     std::fprintf(stderr,
                  "[bnb-check] core %d: %s raised inside the public Ascend C headers' own checks (their message, if "
                  "any, is printed above) in %s, called from the kernel at %s\n",
@@ -122,6 +138,17 @@ void OnSignal(int sig)
     raise(sig);
 }
 }  // namespace
+
+uint32_t CaptureTrace()
+{
+    Stack s = Current();
+    auto it = g_traceIds.find(s);
+    if (it != g_traceIds.end()) return it->second;
+    const uint32_t id = uint32_t(g_traces.size());
+    g_traces.push_back(s);
+    g_traceIds.emplace(std::move(s), id);
+    return id;
+}
 
 void InstallCoreDiagnostics(int core)
 {

@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace bnb_rules {
@@ -24,13 +26,16 @@ namespace bnb_rules {
 struct Src {
     const char *file = nullptr;
     unsigned line = 0;
+    uint32_t trace = 0;  // file == nullptr: a call stack the build's locator recorded (0: the current one)
 };
 // As a default argument, records the caller's line (the kernel's call site).
 inline Src Here(const char *file = __builtin_FILE(), unsigned line = __builtin_LINE()) { return {file, line}; }
 
 // When a build cannot pass the call site (the stand-ins are called from inside
-// the public headers), it installs a locator that finds it on the call stack.
-using Locator = Src (*)();
+// the public headers), it installs a locator that finds it on the call stack:
+// the current one (trace 0) or one it recorded earlier (the pipe-hazard
+// tracker names the earlier of two instructions too).
+using Locator = Src (*)(uint32_t trace);
 inline Locator &SourceLocator()
 {
     static Locator locator = nullptr;
@@ -39,7 +44,7 @@ inline Locator &SourceLocator()
 inline std::string Where(Src src)
 {
     if (src.file == nullptr && SourceLocator() != nullptr) {
-        src = SourceLocator()();
+        src = SourceLocator()(src.trace);
     }
     if (src.file == nullptr) {
         return "kernel source line unknown";
@@ -153,6 +158,15 @@ inline void FitsTensor(const char *intr, const char *operand, uint64_t needBytes
 {
     Require(needBytes <= haveBytes, intr, std::string(operand) + ": access of " + N(needBytes) +
             " bytes exceeds the tensor", "tensor holds " + N(haveBytes) + " bytes", src);
+}
+// Each UB operand stays inside the TPipe buffer (TQue / TBuf InitBuffer) its
+// first byte lies in: a tensor taken from a queue or a TBuf ends with its
+// buffer (TPipe/InitBuffer.md; the next buffer belongs to another tensor).
+inline void InBuffer(const char *intr, const char *operand, uint64_t lo, uint64_t hi, uint64_t bufLo, uint64_t bufHi,
+                     Src src)
+{
+    Require(hi <= bufHi, intr, std::string(operand) + " runs past the end of its TPipe buffer",
+            "UB bytes " + N(lo) + ".." + N(hi) + ", buffer " + N(bufLo) + ".." + N(bufHi), src);
 }
 // Vector operands live in UB: TPosition VECIN / VECOUT / VECCALC
 // (SIMD-API/通用说明和约束.md, 表1 TPosition与物理内存映射关系; every vector page:
@@ -275,6 +289,23 @@ inline void FitsField(const char *intr, const char *field, uint64_t value, uint6
 {
     Require(value <= maxValue, intr, std::string(field) + " does not fit its " + N(maxValue) + "-max field",
             field + std::string(" ") + N(value), src);
+}
+
+// A value the kernel narrows into an API field (its own cast, bnb::Narrow of
+// ascend_impl/op_kernel/batch_norm_kernel_narrow.h) must fit that field:
+// reported at the kernel's call with the unnarrowed value, before it wraps.
+template <typename To, typename From>
+inline void Narrowing(const char *field, From value, Src src)
+{
+    static_assert(std::is_integral<To>::value && std::is_integral<From>::value, "integer narrowing only");
+    const bool negative = std::is_signed<From>::value && value < 0;
+    const bool fits = negative ? std::is_signed<To>::value &&
+                                     static_cast<int64_t>(value) >= static_cast<int64_t>(std::numeric_limits<To>::min())
+                               : static_cast<uint64_t>(value) <= static_cast<uint64_t>(std::numeric_limits<To>::max());
+    Require(fits, field, "value does not fit the " + std::to_string(sizeof(To) * 8) + "-bit " +
+                             (std::is_signed<To>::value ? "signed" : "unsigned") + " field it is cast to (it would wrap)",
+            "value " + (negative ? std::to_string(static_cast<int64_t>(value)) : N(static_cast<uint64_t>(value))),
+            src);
 }
 
 // ---- TPipe::InitBuffer (数据结构/TPipe/InitBuffer.md): all buffers of a core fit its UB ----

@@ -123,6 +123,7 @@ private:
         SimCheck(s->live && s->gen == tensor.SimGen(), std::string(op) + ": tensor was already freed", at);
     }
     std::deque<SimSlot *> queued_;
+    size_t cursor_ = 0;
 };
 
 template <TPosition pos = TPosition::VECCALC>
@@ -174,7 +175,15 @@ public:
         return true;
     }
     void Destroy() { SimThisCore().ubUsed = 0; }
-    int8_t FetchEventID(HardEvent) { return 0; }
+    // An id of the event no AllocEventID holds now (the sim's queues use events of their own).
+    int8_t FetchEventID(HardEvent evt)
+    {
+        const uint8_t used = eventsHeld_[static_cast<uint32_t>(evt)];
+        for (int8_t i = 0; i < 8; ++i) {
+            if (!(used >> i & 1)) return i;
+        }
+        throw SimError("FetchEventID: all 8 event ids of the event are held");
+    }
     // Event ids held across other work (8 per event type, as the hardware has).
     template <HardEvent evt>
     TEventID AllocEventID()
@@ -213,7 +222,8 @@ private:
     uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
 };
 
-inline TPipe *GetTPipePtr() { return SimPipePtr(); }
-
 }  // namespace AscendC
+
+// At global scope, as the real headers declare it (kernel_common.h).
+inline AscendC::TPipe *GetTPipePtr() { return AscendC::SimPipePtr(); }
 #endif

@@ -29,7 +29,33 @@ CASES = [
     ("datacopy_block_count", ["blockCount", "4095", "4096"]),
     ("datacopypad_padding", ["leftPadding", "32"]),
     ("datacopypad_block_len", ["blockLen", "2097151", "2097152"]),
+    # each operand within its own LocalTensor / TPipe buffer (the headers check the copies' tensor sizes first)
+    ("datacopy_past_queue_buffer", ["dstLocal size in DataCopy", "8192", "4096", HEADERS_FIRST]),
+    ("datacopy_params_past_buffer", ["dstLocal size in DataCopy", "8192", "4096", HEADERS_FIRST]),
+    ("datacopypad_past_buffer", ["dstLocal size in DataCopyPad", "8192", "4096", HEADERS_FIRST]),
+    ("cast_past_buffer", ["Cast: dst: access of 8192 bytes exceeds the tensor (tensor holds 4096 bytes)"]),
+    ("reducesum_past_buffer", ["ReduceSum: src: access of 8192 bytes exceeds the tensor (tensor holds 4096 bytes)"]),
+    ("setsize_past_buffer", ["vmuls: src runs past the end of its TPipe buffer (UB bytes 0..8192, buffer 0..4096)"]),
+    # narrowing at the kernel's call (bnb::Narrow, the kernels' casts of API arguments): the unnarrowed value
+    ("narrow_block_count", ["DataCopyPad blockCount: value does not fit the 16-bit unsigned field it is cast to "
+                            "(it would wrap) (value 65544)"]),
+    ("narrow_count", ["Duplicate count: value does not fit the 32-bit signed field", "(value 4294967360)"]),
+    # pipe hazards: both instructions and their lines (the earlier one's is checked in test_hazard_names_both)
+    ("raw_mte2_v_no_wait", ["vadd: pipe hazard, read-after-write on UB bytes 0..4096 with copy_gm_to_ubuf (PIPE_MTE2",
+                            "nothing orders PIPE_MTE2 before PIPE_V"]),
+    ("raw_v_mte3_no_barrier", ["copy_ubuf_to_gm: pipe hazard, read-after-write on UB bytes 0..4096 with vector_dup "
+                               "(PIPE_V", "nothing orders PIPE_V before PIPE_MTE3"]),
+    ("war_v_mte2_no_wait", ["copy_gm_to_ubuf: pipe hazard, write-after-read on UB bytes 0..4096 with copy_ubuf_to_gm "
+                            "(PIPE_MTE3", "nothing orders PIPE_MTE3 before PIPE_MTE2"]),
+    ("gm_raw_mte3_mte2", ["copy_gm_to_ubuf: pipe hazard, read-after-write on GM bytes +4096 with copy_ubuf_to_gm "
+                          "(PIPE_MTE3", "nothing orders PIPE_MTE3 before PIPE_MTE2"]),
+    ("fixed_event_id_vs_queue", ["vmuls: pipe hazard, read-after-write on UB bytes 4096..8192 with copy_gm_to_ubuf "
+                                 "(PIPE_MTE2", "nothing orders PIPE_MTE2 before PIPE_V"]),
+    ("wait_without_set", ["WaitFlag: WaitFlag with no SetFlag pending: the core would wait forever "
+                          "(PIPE_MTE2 -> PIPE_V, event 3)"]),
 ]
+# hazard case -> the probe line of the earlier instruction (the line above the PROBE mark)
+HAZARDS = ("raw_mte2_v_no_wait", "raw_v_mte3_no_barrier", "war_v_mte2_no_wait", "gm_raw_mte3_mte2")
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +69,9 @@ def _run(probe, case):
     return subprocess.run([str(probe), case], capture_output=True, text=True, timeout=300)
 
 
-def test_legal_baseline_runs(probe):
-    proc = _run(probe, "ok")
+@pytest.mark.parametrize("case", ["ok", "flags_order_it"])
+def test_legal_baseline_runs(probe, case):
+    proc = _run(probe, case)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -57,3 +84,11 @@ def test_illegal_call_stops_with_a_message(probe, case, words):
     for w in words:
         assert w in out, (w, out)
     assert f"api_probes.cpp:{simlib.probe_line(SOURCE, case)}" in proc.stderr, out
+
+
+@pytest.mark.parametrize("case", HAZARDS)
+def test_hazard_names_both(probe, case):
+    proc = _run(probe, case)
+    line = simlib.probe_line(SOURCE, case)
+    assert f"api_probes.cpp:{line - 1})" in proc.stderr, proc.stderr  # the earlier instruction, in the rule
+    assert f") at {SOURCE}:{line}\n" in proc.stderr, proc.stderr  # the instruction that found it

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 #include "kernel_operator.h"
+#include "batch_norm_kernel_narrow.h"  // the kernels' narrowing of API arguments
 
 using namespace AscendC;
 
@@ -72,6 +73,18 @@ const std::map<std::string, Case> &Cases()
         {"datacopypad_element", [](uint32_t) {
              Ub ub(8192);
              DataCopyPad(Gm(), ub.F(1024), DataCopyExtParams(1, 6, 0, 0, 0));  // PROBE datacopypad_element
+         }},
+        // ---- narrowing at the kernel's call: reported with the unnarrowed value ----
+        {"narrow_block_count", [](uint32_t) {
+             volatile uint32_t rows = 65536 + 8;  // would wrap to 8 rows
+             const uint16_t count = bnb::Narrow<uint16_t>(uint32_t(rows), "DataCopyPad blockCount");  // PROBE narrow_block_count
+             DataCopyExtParams p(count, 32, 0, 0, 0);
+             (void)p;
+         }},
+        {"narrow_count", [](uint32_t) {
+             volatile uint64_t n = (uint64_t(1) << 32) + 64;  // would wrap to 64 elements
+             Ub ub(8192);
+             Duplicate(ub.F(1024), 0.0f, bnb::Narrow<int32_t>(uint64_t(n), "Duplicate count"));  // PROBE narrow_count
          }},
         // ---- pipe hazards inside a core ----
         {"raw_mte2_v", [](uint32_t) {

@@ -10,8 +10,11 @@
 // the vector mask: in normal mode a bit per element of a repeat (low word:
 // elements 0..63, high word: 64..127), in counter mode the low word is the
 // element count and the repeat count is derived from it. Reductions sum
-// pairwise within a repeat. Pipe and event synchronisation are no-ops: every
-// instruction completes before the next one starts.
+// pairwise within a repeat. Every instruction completes before the next one
+// starts, and tells the pipe-hazard tracker (bnb_stub_pipes.cpp, the rule
+// table's tracker) its pipe and the UB / GM bytes it reads and writes, so an
+// instruction a board could run before the data it needs is there is reported
+// all the same; set_flag / wait_flag / pipe_barrier feed the tracker's order.
 #ifndef BNB_API_CHECK_STUB_IMPL_H
 #define BNB_API_CHECK_STUB_IMPL_H
 #include <cmath>
@@ -64,6 +67,32 @@ inline void ForEachActive(uint64_t repeat, uint64_t width, F f)
     }
 }
 
+// ---- what an instruction touches (bnb_stub_pipes.cpp checks and tracks it) ----
+// One operand's bytes as address spans [lo, hi), merged while they are contiguous.
+struct Operand {
+    const char *name;
+    std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+    explicit Operand(const char *n) : name(n) {}
+    void Add(const void *p, uint64_t bytes)
+    {
+        const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+        if (!spans.empty() && lo >= spans.back().first && lo <= spans.back().second) {
+            spans.back().second = hi > spans.back().second ? hi : spans.back().second;
+            return;
+        }
+        spans.emplace_back(lo, hi);
+    }
+};
+// An instruction on `pipe` (MTE2 / MTE3 / V): every UB operand must stay in its
+// TPipe buffer, and the tracker reports an unordered access of another pipe.
+void PipeOp(pipe_t pipe, const char *intr, const std::vector<const Operand *> &reads,
+            const std::vector<const Operand *> &writes);
+void PipeSetFlag(pipe_t from, pipe_t to, int64_t id);
+void PipeWaitFlag(pipe_t from, pipe_t to, int64_t id);
+void PipeBarrierOf(pipe_t pipe);
+// A TPipe buffer (InitBuffer): `num` buffers of `len` bytes from `addr`.
+void PipeBuffers(uint64_t addr, uint64_t num, uint64_t len);
+
 // Address of element e of repeat r for an operand of `bytes`-byte elements.
 template <typename T>
 inline T *At(T *base, uint64_t r, uint64_t e, uint64_t blkStride, uint64_t repStride)
@@ -80,25 +109,38 @@ template <typename T>
 inline void Store(T *p, float v) { *p = static_cast<T>(v); }
 
 template <typename D, typename S0, typename S1, typename F>
-inline void Binary(D *dst, S0 *s0, S1 *s1, uint64_t repeat, uint64_t db, uint64_t b0, uint64_t b1, uint64_t dr,
-                   uint64_t r0, uint64_t r1, F f)
+inline void Binary(const char *intr, D *dst, S0 *s0, S1 *s1, uint64_t repeat, uint64_t db, uint64_t b0, uint64_t b1,
+                   uint64_t dr, uint64_t r0, uint64_t r1, F f)
 {
     const uint64_t width = sizeof(D) > sizeof(S0) ? sizeof(D) : sizeof(S0);
     std::vector<std::pair<D *, float>> out;
+    Operand od("dst"), o0("src0"), o1("src1");
     ForEachActive(repeat, width, [&](uint64_t r, uint64_t e, uint64_t) {
-        out.emplace_back(At(dst, r, e, db, dr), f(Load(At(s0, r, e, b0, r0)), Load(At(s1, r, e, b1, r1))));
+        D *d = At(dst, r, e, db, dr);
+        const S0 *a = At(s0, r, e, b0, r0);
+        const S1 *b = At(s1, r, e, b1, r1);
+        od.Add(d, sizeof(D)), o0.Add(a, sizeof(S0)), o1.Add(b, sizeof(S1));
+        out.emplace_back(d, f(Load(a), Load(b)));
     });
+    PipeOp(PIPE_V, intr, {&o0, &o1}, {&od});
     for (auto &o : out) Store(o.first, o.second);  // operands may alias: read everything first
 }
 
 template <typename D, typename S, typename F>
-inline void Unary(D *dst, S *src, uint64_t repeat, uint64_t db, uint64_t sb, uint64_t dr, uint64_t sr, F f)
+inline void Unary(const char *intr, D *dst, S *src, uint64_t repeat, uint64_t db, uint64_t sb, uint64_t dr,
+                  uint64_t sr, F f, bool reads = true)
 {
     const uint64_t width = sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S);
     std::vector<std::pair<D *, float>> out;
+    Operand od("dst"), os("src");
     ForEachActive(repeat, width, [&](uint64_t r, uint64_t e, uint64_t) {
-        out.emplace_back(At(dst, r, e, db, dr), f(Load(At(src, r, e, sb, sr))));
+        D *d = At(dst, r, e, db, dr);
+        const S *a = At(src, r, e, sb, sr);
+        od.Add(d, sizeof(D));
+        if (reads) os.Add(a, sizeof(S));
+        out.emplace_back(d, f(reads ? Load(a) : 0.0f));
     });
+    PipeOp(PIPE_V, intr, {&os}, {&od});
     for (auto &o : out) Store(o.first, o.second);
 }
 
@@ -116,10 +158,17 @@ inline float PairwiseSum(std::vector<float> v)
 }
 
 // Bursts of whole 32-byte blocks; strides are gaps between bursts, in blocks.
-inline void CopyBlocks(void *dst, const void *src, uint64_t n, uint64_t len, uint64_t srcGap, uint64_t dstGap)
+inline void CopyBlocks(pipe_t pipe, const char *intr, void *dst, const void *src, uint64_t n, uint64_t len,
+                       uint64_t srcGap, uint64_t dstGap)
 {
     auto *d = static_cast<uint8_t *>(dst);
     const auto *s = static_cast<const uint8_t *>(src);
+    Operand od("dst"), os("src");
+    for (uint64_t i = 0; i < n; ++i) {
+        od.Add(d + i * (len + dstGap) * BLOCK, len * BLOCK);
+        os.Add(s + i * (len + srcGap) * BLOCK, len * BLOCK);
+    }
+    PipeOp(pipe, intr, {&os}, {&od});
     for (uint64_t i = 0; i < n; ++i) {
         std::memmove(d + i * (len + dstGap) * BLOCK, s + i * (len + srcGap) * BLOCK, len * BLOCK);
     }
@@ -142,21 +191,21 @@ inline void copy_gm_to_ubuf(void *dst, void *src, uint8_t sid, N nBurst, L lenBu
 {
     (void)sid;
     bnb_stub::CheckBursts("copy_gm_to_ubuf", nBurst, lenBurst, srcStride, dstStride);
-    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+    bnb_stub::CopyBlocks(PIPE_MTE2, "copy_gm_to_ubuf", dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
 template <typename N, typename L, typename G0, typename G1>
 inline void copy_ubuf_to_gm(void *dst, void *src, uint8_t sid, N nBurst, L lenBurst, G0 srcStride, G1 dstStride)
 {
     (void)sid;
     bnb_stub::CheckBursts("copy_ubuf_to_gm", nBurst, lenBurst, srcStride, dstStride);
-    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+    bnb_stub::CopyBlocks(PIPE_MTE3, "copy_ubuf_to_gm", dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
 template <typename N, typename L, typename G0, typename G1>
 inline void copy_ubuf_to_ubuf(void *dst, void *src, uint8_t sid, N nBurst, L lenBurst, G0 srcStride, G1 dstStride)
 {
     (void)sid;
     bnb_stub::CheckBursts("copy_ubuf_to_ubuf", nBurst, lenBurst, srcStride, dstStride);
-    bnb_stub::CopyBlocks(dst, src, nBurst, lenBurst, srcStride, dstStride);
+    bnb_stub::CopyBlocks(PIPE_V, "copy_ubuf_to_ubuf", dst, src, nBurst, lenBurst, srcStride, dstStride);
 }
 
 // DataCopyPad (dav-c220): bursts of `len` bytes; GM gaps in bytes, UB gaps in
@@ -170,6 +219,12 @@ inline void copy_gm_to_ubuf_align_b(T *dst, T *src, uint64_t n, uint64_t len, ui
     const auto *s = reinterpret_cast<const uint8_t *>(src);
     const uint64_t span = (left * elemBytes + len + right * elemBytes + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK *
                           bnb_stub::BLOCK;
+    bnb_stub::Operand od("dst"), os("src");
+    for (uint64_t i = 0; i < n; ++i) {
+        od.Add(d + i * (span + dstGap * bnb_stub::BLOCK), span);  // the padded blocks are written
+        os.Add(s + i * (len + srcGap), len);
+    }
+    bnb_stub::PipeOp(PIPE_MTE2, "copy_gm_to_ubuf_align", {&os}, {&od});
     for (uint64_t i = 0; i < n; ++i) {
         std::memcpy(d + i * (span + dstGap * bnb_stub::BLOCK) + left * elemBytes, s + i * (len + srcGap), len);
     }
@@ -181,6 +236,12 @@ inline void copy_ubuf_to_gm_align_b(T *dst, T *src, uint64_t n, uint64_t len, ui
     auto *d = reinterpret_cast<uint8_t *>(dst);
     const auto *s = reinterpret_cast<const uint8_t *>(src);
     const uint64_t span = (len + bnb_stub::BLOCK - 1) / bnb_stub::BLOCK * bnb_stub::BLOCK;
+    bnb_stub::Operand od("dst"), os("src");
+    for (uint64_t i = 0; i < n; ++i) {
+        od.Add(d + i * (len + dstGap), len);
+        os.Add(s + i * (span + srcGap * bnb_stub::BLOCK), len);
+    }
+    bnb_stub::PipeOp(PIPE_MTE3, "copy_ubuf_to_gm_align", {&os}, {&od});
     for (uint64_t i = 0; i < n; ++i) {
         std::memcpy(d + i * (len + dstGap), s + i * (span + srcGap * bnb_stub::BLOCK), len);
     }
@@ -262,12 +323,18 @@ inline int64_t get_acc_val() { return bnb_stub::Vec().acc; }
 // headers' own checks read it (IsMaskNorm).
 inline int64_t get_ctrl() { return bnb_stub::Vec().counterMode ? int64_t(1) << 56 : 0; }
 
-// ---- synchronisation inside a core: every instruction completes in order ----
+// ---- synchronisation inside a core: the order the hazard tracker checks against ----
 template <typename A, typename B, typename C>
-inline void set_flag(A, B, C) {}
+inline void set_flag(A from, B to, C id)
+{
+    bnb_stub::PipeSetFlag(pipe_t(from), pipe_t(to), int64_t(id));
+}
 template <typename A, typename B, typename C>
-inline void wait_flag(A, B, C) {}
-inline void pipe_barrier(pipe_t) {}
+inline void wait_flag(A from, B to, C id)
+{
+    bnb_stub::PipeWaitFlag(pipe_t(from), pipe_t(to), int64_t(id));
+}
+inline void pipe_barrier(pipe_t pipe) { bnb_stub::PipeBarrierOf(pipe); }
 template <typename T, typename L, typename D>
 inline void dcci(T *, L, D) {}   // no data cache on the CPU
 template <typename T, typename L>
@@ -288,7 +355,7 @@ void wait_flag_dev(int64_t flagId);
                      uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)                                         \
     {                                                                                                         \
         bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                                   \
-        bnb_stub::Binary(dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,          \
+        bnb_stub::Binary(#NAME, dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,          \
                          [](float a, float b) { return EXPR; });                                               \
     }
 BNB_STUB_BINARY(vadd, a + b)
@@ -304,7 +371,7 @@ BNB_STUB_BINARY(vdiv, a / b)
     {                                                                                                     \
         bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                              \
         const float s = static_cast<float>(scalar);                                                       \
-        bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [s](float a) { return EXPR; }); \
+        bnb_stub::Unary(#NAME, dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [s](float a) { return EXPR; }); \
     }
 BNB_STUB_SCALAR(vadds, a + s)
 BNB_STUB_SCALAR(vmuls, a * s)
@@ -313,7 +380,7 @@ BNB_STUB_SCALAR(vmuls, a * s)
 template <typename T>
 inline void vsqrt(T *dst, T *src, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep, uint16_t srcRep)
 {
-    bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return std::sqrt(a); });
+    bnb_stub::Unary("vsqrt", dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return std::sqrt(a); });
 }
 
 template <typename T, typename S>
@@ -322,7 +389,8 @@ inline void vector_dup(T *dst, S scalar, uint8_t repeat, uint16_t dstBlk, uint16
 {
     (void)srcBlk, (void)srcRep;
     const float s = static_cast<float>(scalar);
-    bnb_stub::Unary(dst, dst, repeat, dstBlk, dstBlk, dstRep, dstRep, [s](float) { return s; });
+    bnb_stub::Unary("vector_dup", dst, dst, repeat, dstBlk, dstBlk, dstRep, dstRep, [s](float) { return s; },
+                    false);
 }
 
 // Conversions: float <-> half / bfloat16, round to nearest even (the `r`
@@ -331,7 +399,7 @@ inline void vector_dup(T *dst, S scalar, uint8_t repeat, uint16_t dstBlk, uint16
     inline void NAME(D *dst, S *src, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep,         \
                      uint16_t srcRep)                                                                           \
     {                                                                                                           \
-        bnb_stub::Unary(dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return a; });           \
+        bnb_stub::Unary(#NAME, dst, src, repeat, dstBlk, srcBlk, dstRep, srcRep, [](float a) { return a; });    \
     }
 BNB_STUB_CONV(vconv_f162f32, float, half)
 BNB_STUB_CONV(vconv_f322f16r, half, float)
@@ -349,10 +417,18 @@ inline void vcadd(T *dst, T *src, uint8_t repeat, uint16_t dstRep, uint16_t srcB
 {
     (void)mode;
     std::vector<std::vector<float>> sums;
+    bnb_stub::Operand os("src"), od("dst");
     bnb_stub::ForEachActive(repeat, sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
         if (sums.size() <= r) sums.resize(r + 1);
-        sums[r].push_back(bnb_stub::Load(bnb_stub::At(src, r, e, srcBlk, srcRep)));
+        const T *a = bnb_stub::At(src, r, e, srcBlk, srcRep);
+        os.Add(a, sizeof(T));
+        sums[r].push_back(bnb_stub::Load(a));
     });
+    const bool counter = bnb_stub::Vec().counterMode;
+    for (uint64_t r = 0; r < (counter ? 1 : sums.size()); ++r) {
+        od.Add(dst + (counter ? 0 : r * dstRep), sizeof(T));
+    }
+    bnb_stub::PipeOp(PIPE_V, "vcadd", {&os}, {&od});
     std::vector<float> perRepeat;
     for (uint64_t r = 0; r < sums.size(); ++r) {
         perRepeat.push_back(bnb_stub::PairwiseSum(sums[r]));

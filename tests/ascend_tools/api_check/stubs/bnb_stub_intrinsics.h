@@ -95,14 +95,20 @@ void __ib_wait_stub(int32_t blockIdx, int32_t eventID, bool isAIVOnly);
 #define BNB_STUB_GETTER(NAME) \
     template <typename... Args> \
     inline int64_t NAME(Args &&...) { bnb_stub::Unmodelled(#NAME); }
-// CPU-debug checking hooks of the closed library: no-ops here.
+// CPU-debug checking hooks of the closed library: InitBuffer's buffers bound
+// each UB operand (bnb_stub_pipes.cpp); the others are no-ops here.
+template <typename P, typename K, typename N, typename A, typename L>
+inline void AscendCBufInit(P pos, K isTbuf, N num, A addr, L len)
+{
+    (void)pos, (void)isTbuf;
+    bnb_stub::PipeBuffers(uint64_t(addr), uint64_t(num), uint64_t(len));
+}
 BNB_STUB_HOOK(AscendCBufAbsAddr)
 BNB_STUB_HOOK(AscendCBufEnque)
 BNB_STUB_HOOK(AscendCBufDeque)
 BNB_STUB_HOOK(AscendCBufGet)
 BNB_STUB_HOOK(AscendCBufAlloc)
 BNB_STUB_HOOK(AscendCBufFree)
-BNB_STUB_HOOK(AscendCBufInit)
 BNB_STUB_HOOK(AscendCQueCreate)
 BNB_STUB_HOOK(AscendCRecordPoolHierarchy)
 BNB_STUB_HOOK(AscendCTBufPoolInit)
