@@ -123,7 +123,6 @@ private:
         SimCheck(s->live && s->gen == tensor.SimGen(), std::string(op) + ": tensor was already freed", at);
     }
     std::deque<SimSlot *> queued_;
-    size_t cursor_ = 0;
 };
 
 template <TPosition pos = TPosition::VECCALC>

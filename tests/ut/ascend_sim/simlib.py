@@ -90,8 +90,9 @@ def _compile(cache, flags, extra, includes, units, lib):
 
     def compile_one(pair):
         src, obj = pair
-        subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], check=True,
-                       capture_output=True, text=True)
+        r = subprocess.run(["g++", *flags, *inc, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        if r.returncode:  # every test of the simulator fails on this: say why, once per test
+            raise RuntimeError(f"building the simulator failed: g++ ... -c {src}\n{r.stderr[-4000:]}")
 
     with ThreadPoolExecutor(len(units)) as pool:
         list(pool.map(compile_one, zip(units, objs)))
