@@ -417,7 +417,8 @@ def build_cases(quick):
 
 
 def ratio(a, b):
-    return None if a is None or b is None or a == 0 else a / b
+    """a / b, or None when either is missing or zero (a kernel the profiler did not see reads 0 ms)."""
+    return None if a is None or b is None or a == 0 or b == 0 else a / b
 
 
 def run(args):

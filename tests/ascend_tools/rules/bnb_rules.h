@@ -12,6 +12,7 @@
 // end the core process with exit code VIOLATION_EXIT).
 #ifndef BNB_TOOLS_RULES_H
 #define BNB_TOOLS_RULES_H
+#include "batch_norm_soc_caps.gen.h"  // ascend_impl/op_host: the chip capabilities, from op_def
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -89,13 +90,9 @@ inline void Require(bool ok, const std::string &intrinsic, const std::string &ru
 inline std::string N(uint64_t v) { return std::to_string(v); }
 
 // ---- SoC lines: what differs for these kernels ----
-// UB per vector core: Atlas training (910) / Atlas inference (310P) AI Core
-// 256 KB, Atlas A2 / A3 (910B, 910_93) AIV 192 KB, Ascend 950 AIV 256 KB --
-// as the headers' TOTAL_UB_SIZE per __NPU_ARCH__ (impl/basic_api/kernel_utils_constants.h
-// of asc-devkit); the stand-ins check that the two agree.
-// Feature pages: DataCopyPad (基础API/Memory矢量计算/数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md,
-// 产品支持情况), SyncAll (基础API/同步控制/核间同步/SyncAll.md), DataCacheCleanAndInvalid
-// (基础API/缓存控制/DataCacheCleanAndInvalid.md).
+// The chip capabilities (UB size, cores, DataCopyPad, bf16, SyncAll, DataCacheCleanAndInvalid) are
+// op_def/ascend_soc_capabilities.yaml's, with their public sources there; the stand-ins check the UB
+// size against the headers' TOTAL_UB_SIZE per __NPU_ARCH__.
 struct Soc {
     const char *name;
     int npuArch;            // __NPU_ARCH__ of the vector core
@@ -106,15 +103,32 @@ struct Soc {
     bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
     bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
 };
+// __NPU_ARCH__ of each line's vector core, as the headers define it: the one per-SoC fact here that
+// is not a chip capability. Everything else comes from op_def/ascend_soc_capabilities.yaml through
+// the generated batch_norm_soc_caps.gen.h, the table the host tiling reads too.
+inline int NpuArchOf(const std::string &name)
+{
+    static const struct {
+        const char *name;
+        int arch;
+    } arch[] = {{"ascend910", 1001}, {"ascend310p", 2002}, {"ascend910b", 2201}, {"ascend910_93", 2201},
+                {"ascend950", 3510}};
+    for (const auto &a : arch) {
+        if (name == a.name) return a.arch;
+    }
+    std::fprintf(stderr, "bnb_rules: no __NPU_ARCH__ known for SoC line '%s'\n", name.c_str());
+    std::abort();
+}
 inline const std::vector<Soc> &Socs()
 {
-    static const std::vector<Soc> table = {
-        {"ascend910", 1001, 256 * 1024, 32, false, false, false, false},
-        {"ascend310p", 2002, 256 * 1024, 8, false, false, false, false},
-        {"ascend910b", 2201, 192 * 1024, 48, true, true, true, true},
-        {"ascend910_93", 2201, 192 * 1024, 48, true, true, true, true},
-        {"ascend950", 3510, 256 * 1024, 64, true, true, true, true},
-    };
+    static const std::vector<Soc> table = [] {
+        std::vector<Soc> t;
+        for (const auto &c : bnb::SOC_CAPS) {
+            t.push_back({c.name, NpuArchOf(c.name), c.ubBytes, c.vectorCores, c.dataCopyPad, c.bf16, c.syncAll,
+                         c.dcci});
+        }
+        return t;
+    }();
     return table;
 }
 inline const Soc *FindSoc(const std::string &name)
