@@ -417,7 +417,7 @@ def build_cases(quick):
 
 
 def ratio(a, b):
-    """a / b, or None when either is missing or zero (a kernel the profiler did not see reads 0 ms)."""
+    """a / b, or None when either is missing or zero (a kernel the profiler did not see has no time)."""
     return None if a is None or b is None or a == 0 or b == 0 else a / b
 
 
