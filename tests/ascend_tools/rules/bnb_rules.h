@@ -12,7 +12,7 @@
 // end the core process with exit code VIOLATION_EXIT).
 #ifndef BNB_TOOLS_RULES_H
 #define BNB_TOOLS_RULES_H
-#include "batch_norm_soc_caps.gen.h"  // ascend_impl/op_host: the chip capabilities, from op_def
+#include "../../../ascend_impl/op_host/batch_norm_soc_caps.gen.h"  // the chip capabilities, from op_def
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
