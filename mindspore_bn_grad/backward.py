@@ -39,21 +39,10 @@ class BatchNormBackward(Primitive):
         super().__init__(BACKWARD_YAML, attrs, make_bprop=lambda _opdef, attrs: bprop_for(attrs))
 
 
-class _PynativeBatchNormBackward(BatchNormBackward):
-    """BatchNormBackward for PYNATIVE launches: no C++ shape infer, which MindSpore would run (and
-    dlopen our library for) at every launch; it cannot take unknown dims, which PYNATIVE never has."""
-
-    static_shapes = True
-
-
 @functools.lru_cache(maxsize=256)
-def backward_op(training, eps, output_mask, data_format, pynative=False):
-    """The BatchNormBackward of these (normalized, hashable) attributes, made once.
-
-    ``pynative=True``: the primitive for launches made in PYNATIVE code, never in a graph.
-    """
-    cls = _PynativeBatchNormBackward if pynative else BatchNormBackward
-    return cls(training, eps, output_mask, data_format)
+def backward_op(training, eps, output_mask, data_format):
+    """The BatchNormBackward of these (normalized, hashable) attributes, made once."""
+    return BatchNormBackward(training, eps, output_mask, data_format)
 
 
 def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running_var=None,
@@ -77,8 +66,7 @@ def batch_norm_backward(grad_out, input, weight=None, running_mean=None, running
         if op is None:
             attrs = normalize_attrs(training=training, eps=eps, output_mask=output_mask,
                                     data_format=data_format)
-            op = backward_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"],
-                             pynative=True)
+            op = backward_op(attrs["training"], attrs["eps"], attrs["output_mask"], attrs["data_format"])
             if key is not None and len(_ops_seen) < 128:
                 _ops_seen[key] = op
         return op(*tensors)

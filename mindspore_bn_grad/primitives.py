@@ -64,9 +64,12 @@ class Primitive(ops.Custom):
 
     # True: no C++ shape infer. Such a primitive cannot run with unknown dims, and PYNATIVE,
     # where every launch has concrete shapes, launches it faster (see _enable_dynamic_shape).
+    # A primitive with the C++ infer hands its PYNATIVE launches to a twin without it (__call__).
     static_shapes = False
 
     def __init__(self, filename, attrs, make_bprop=None):
+        self._init_args = (filename, attrs, make_bprop)
+        self._eager = None
         opdef = load_opdef(filename) if filename else load_opdef()
         infer_shape, infer_dtype = make_infer(attrs, opdef)
         kernel = kernel_kwargs(filename)  # first: it checks the device target
@@ -83,6 +86,22 @@ class Primitive(ops.Custom):
         vmap.register()  # ops.vmap over it (vmap.fold_rule); at first use, not at import
         if self.dynamic_shape:
             _enable_dynamic_shape(self, opdef.op_name)
+
+    def __call__(self, *args):
+        """A launch from PYNATIVE code (a graph compiles the primitive, it never calls it).
+
+        With the C++ shape infer, MindSpore would run it (and dlopen our library for it) at every
+        PYNATIVE launch; PYNATIVE has no unknown dims, so the launch goes to a twin without it, made
+        once (same attributes and bprop). Whoever calls, our cells' bprops or a user's, gets it."""
+        if not self.dynamic_shape:
+            return super().__call__(*args)
+        eager = self._eager
+        if eager is None:
+            eager = type(self).__new__(type(self))
+            eager.static_shapes = True  # read by Primitive.__init__: no C++ infer
+            Primitive.__init__(eager, *self._init_args)
+            self._eager = eager
+        return eager(*args)
 
     def __infer__(self, *args):
         # GRAPH mode hands non-Tensor arguments (lists, NumPy arrays, Python

@@ -26,7 +26,6 @@ every backward; GRAPH reads them when the graph is compiled. They are read
 without ``Parameter.requires_grad`` (see ``ms_compat.requires_grad_nowait``): that property
 waits for PYNATIVE's whole asynchronous queue, which made each backward stall.
 """
-import sys
 import weakref
 
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
@@ -74,23 +73,15 @@ class _ReadEachTime:
     sub-graphs per BatchNorm, part of the longer first step of converted networks
     (docs/performance.md). Other attributes the parser reads with getattr while it
     builds the graph, so ``grad_op`` enters the graph as the primitive itself, chosen
-    when the graph compiles, as before. PYNATIVE reads it like a property.
-
-    ``fget(obj, running)``: ``running`` is True when the read comes from one of our bprops
-    running as Python, which happens only in PYNATIVE (a graph's bprop is parsed, never
-    run); the primitive handed out then needs no support for unknown dims.
+    when the graph compiles. PYNATIVE reads it like a property.
     """
-
-    running_code = set()  # the code objects of our bprops (filled below)
 
     def __init__(self, fget):
         self.fget = fget
         self.__doc__ = fget.__doc__
 
     def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        return self.fget(obj, sys._getframe(1).f_code in self.running_code)  # pylint: disable=protected-access
+        return self if obj is None else self.fget(obj)
 
 
 @opaque_to_rewrite
@@ -129,10 +120,11 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
 
     @_ReadEachTime
-    def grad_op(self, running=False):
+    def grad_op(self):
         """The BatchNormBackward of this cell's forward mode (its ops.BatchNorm's is_training), eps,
-        format and output mask."""
-        return backward_op(self.bn.is_training, self.eps, self.output_mask, self.data_format, pynative=running)
+        format and output mask (its PYNATIVE launches go to its twin without the C++ shape infer:
+        primitives.Primitive.__call__)."""
+        return backward_op(self.bn.is_training, self.eps, self.output_mask, self.data_format)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
         if self.channel_last:
@@ -184,9 +176,6 @@ class BatchNormInferCell(_BatchNormCell):
                                          None, None)
         return (self.cast(dx, x.dtype), dgamma, dbeta,
                 self.zeros_like(moving_mean), self.zeros_like(moving_variance))
-
-
-_ReadEachTime.running_code.update((BatchNormTrainCell.bprop.__code__, BatchNormInferCell.bprop.__code__))
 
 
 def install(bn_cell, data_format=None):

@@ -62,6 +62,20 @@ def record_backward_ops(monkeypatch, module):
     return handed_out
 
 
+def launched_backward_ops(monkeypatch):
+    """Lists every BatchNormBackward primitive PYNATIVE launches from now on."""
+    from mindspore.ops import primitive
+    from mindspore_bn_grad.backward import BatchNormBackward
+    launched, real = [], primitive._run_op
+
+    def spy(obj, name, args):
+        if isinstance(obj, BatchNormBackward):
+            launched.append(obj)
+        return real(obj, name, args)
+    monkeypatch.setattr(primitive, "_run_op", spy)
+    return launched
+
+
 def quantize(a, dtype):
     """The values a tensor of `dtype` holds, as float64 (what the reference must see)."""
     if a is None:

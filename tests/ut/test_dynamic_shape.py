@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from _harness import NAMES, assert_close, expected, make_arrays, ms_tensor, out_dtypes, record_backward_ops
+from _harness import NAMES, assert_close, expected, make_arrays, ms_tensor, out_dtypes, launched_backward_ops
 
 
 def _graph_cell(op, set_inputs):
@@ -145,7 +145,7 @@ def test_pynative_function_launches_without_the_cpp_infer(monkeypatch):
     import mindspore as ms
     import mindspore_bn_grad as mbg
     from mindspore_bn_grad import backward
-    launched = record_backward_ops(monkeypatch, backward)
+    launched = launched_backward_ops(monkeypatch)
     monkeypatch.setattr(backward, "_ops_seen", {})
     ms.set_context(mode=ms.PYNATIVE_MODE)
     attrs = dict(training=True, eps=1e-3, output_mask=(True, True, False), data_format="NCHW")

@@ -12,7 +12,7 @@ import pytest
 from mindspore import nn
 
 import mindspore_bn_grad as mbg
-from _harness import copy_parameter_values, record_backward_ops
+from _harness import copy_parameter_values, launched_backward_ops
 from reference import batch_norm_backward_ref
 
 MODES = {"pynative": ms.PYNATIVE_MODE, "graph": ms.GRAPH_MODE}
@@ -267,29 +267,62 @@ def test_graph_mode_reads_the_flags_when_it_compiles(monkeypatch):
         ms.set_context(mode=ms.PYNATIVE_MODE)
 
 
-def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch):
-    """PYNATIVE launches a primitive without the C++ shape infer (MindSpore would dlopen our library for
-    it at every launch); the gradients are MindSpore's and the float64 reference's."""
+def _subclass_bprop_cells(bn):
+    """Installs subclasses of our two cells whose bprops are a user's own (the same formulas, written
+    again): what reaches the backward from a bprop we did not write."""
+    from mindspore import ops
     from mindspore_bn_grad.nn import _cells
+
+    class MyTrainCell(_cells.BatchNormTrainCell):
+        def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
+            dx, dgamma, dbeta = self.grad_op(dout[0], x, gamma, None, None, out[3], ops.rsqrt(out[4] + self.eps))
+            return dx, dgamma, dbeta, ops.zeros_like(moving_mean), ops.zeros_like(moving_variance)
+
+    bn.bn_train = MyTrainCell(bn.eps, bn.momentum, bn.format, owner=bn)
+    return bn
+
+
+@pytest.mark.parametrize("bprop", ["ours", "a subclass's own"])
+def test_pynative_backward_launches_the_static_shape_primitive(monkeypatch, bprop):
+    """PYNATIVE launches a primitive without the C++ shape infer (MindSpore would dlopen our library for
+    it at every launch), whoever's bprop calls it; the gradients are MindSpore's and the float64
+    reference's."""
     from mindspore_bn_grad.backward import BatchNormBackward
-    seen = record_backward_ops(monkeypatch, _cells)
+    launched = launched_backward_ops(monkeypatch)
     ms.set_context(mode=ms.PYNATIVE_MODE)
     rs = np.random.RandomState(8)
     x, w = rs.randn(5, 3, 4, 2).astype(np.float32), rs.randn(5, 3, 4, 2).astype(np.float32)
     grads = []
     for ours in (True, False):
         bn = mbg.nn.BatchNorm2d(3, route="cell") if ours else nn.BatchNorm2d(3)
+        if ours and bprop != "ours":
+            _subclass_bprop_cells(bn)
         bn.set_train()
         dx, (dg, db) = ms.grad(WeightedSum(bn, w), 0, [bn.gamma, bn.beta])(ms.Tensor(x))
         grads.append((dx.asnumpy(), dg.asnumpy(), db.asnumpy()))
-    assert seen and all(isinstance(op, BatchNormBackward) for op in seen)
-    assert all(op.static_shapes and "cpp_infer_shape" not in op.attrs for op in seen)
+    assert launched and all(isinstance(op, BatchNormBackward) for op in launched)
+    assert all(op.static_shapes and "cpp_infer_shape" not in op.attrs for op in launched)
     x64 = x.astype(np.float64)
     mean, var = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
     want = batch_norm_backward_ref(w, x64, np.ones(3), save_mean=mean, save_invstd=1 / np.sqrt(var + 1e-5))
     for got, builtin, ref in zip(grads[0], grads[1], want):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got, builtin, rtol=1e-4, atol=1e-5)
+
+
+def test_the_cells_choose_no_primitive_by_their_caller():
+    """grad_op is the same primitive whoever reads it (no caller-frame inspection); that primitive
+    supports unknown dims (the graph needs it) and launches in PYNATIVE through its static twin."""
+    import inspect
+    from mindspore_bn_grad.nn import _cells
+    bn = mbg.nn.BatchNorm2d(3, route="cell")
+    direct = bn.bn_train.grad_op
+
+    def from_a_bprop_like_frame():
+        return bn.bn_train.grad_op
+    assert from_a_bprop_like_frame() is direct
+    assert direct.dynamic_shape and "cpp_infer_shape" in direct.attrs
+    assert "_getframe" not in inspect.getsource(_cells)
 
 
 @pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route), "cell"])

@@ -271,7 +271,7 @@ def gated_bprops(gate, monkeypatch):
                     seen.append((cls.__name__, gate.reopen()))
 
         def launch_then_reopen(self):
-            op = real_grad_op.fget(self, True)  # the primitive our bprop, running in PYNATIVE, gets
+            op = real_grad_op.fget(self)  # the primitive our bprop, running in PYNATIVE, gets
 
             def call(*inputs):
                 result = op(*inputs)
