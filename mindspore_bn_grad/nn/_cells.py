@@ -136,7 +136,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
 
 # construct (above) and the bprops below are written out in full rather than through helper methods:
 # GRAPH mode compiles each method a cell calls as one more sub-graph per instance, and with the
-# helpers a converted ResNet-18's first step took about 0.2 s longer (docs/performance.md).
+# helpers a converted ResNet-18's first step took measurably longer (docs/performance.md).
 #
 # The bprops cast x to dout's dtype and dx back to x's: they differ when a mixed-precision wrapper
 # casts inside the cell (AMP O2 in PYNATIVE keeps BatchNorm in float32 but the bprop sees the

@@ -4,8 +4,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# a ratio (1.4x, 1.7-3x), a time (36-56 us, 12 ms), a percentage range (15-35%)
-MEASURED = re.compile(r"\b\d+(\.\d+)?(-\d+(\.\d+)?)?x(?![{\w])|\b\d+(-\d+)? ?(us|ms)\b|\b\d+-\d+ ?%")
+# a ratio (1.4x, 1.7-3x), a time (36-56 us, 12 ms), a percentage range (15-35%), a time in seconds
+# that something took (took about 0.2 s longer, 45 s faster)
+MEASURED = re.compile(r"\b\d+(\.\d+)?(-\d+(\.\d+)?)?x(?![{\w])|\b\d+(-\d+)? ?(us|ms)\b|\b\d+-\d+ ?%"
+                      r"|\b\d+(\.\d+)? ?s (longer|shorter|faster|slower|less|more)\b")
 
 
 def _code_files():
@@ -24,7 +26,7 @@ def test_no_measured_numbers_in_code_comments():
 
 def test_the_pattern_finds_measurements():
     for text in ("ran up to 1.4x slower", "PyTorch 1.7-3x slower", "36-56 us of a launch", "12 ms against",
-                 "15-35% slower"):
+                 "15-35% slower", "took about 0.2 s longer", "45 s faster"):
         assert MEASURED.search(text), text
-    for text in ("x86_64", "0x1f", "float16", "ms.Tensor", "2 MiB", "3x{image}"):
+    for text in ("x86_64", "0x1f", "float16", "ms.Tensor", "2 MiB", "3x{image}", "timeout of 600 s"):
         assert not MEASURED.search(text), text
