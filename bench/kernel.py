@@ -404,6 +404,25 @@ def ms_builtin_contestant(case, mode):
     return timed
 
 
+def ms_add_contestant(case, mode):
+    """MindSpore's own elementwise Add of dy and x (two tensors read, one written: the backward's
+    activation traffic) in the mode: what one MindSpore launch of this size costs, the floor of
+    any operator launched there. None where it does not run."""
+    from mindspore import ops
+    tx, tdy, _ = _ms_inputs(case)
+    setup = _ms_mode_setter(mode)
+    setup()
+    if mode == "PYNATIVE":
+        def fn():
+            return ops.add(tdy, tx)
+    else:
+        net = _graph_cell(ops.Add(), 2)
+
+        def fn():
+            return net(tdy, tx)
+    return _checked(Timed(fn, _ms_sync, setup), f"Add {mode}")
+
+
 # ---------------------------------------------------------------- running
 
 def build_cases(quick):
@@ -488,6 +507,7 @@ def run(args):
                 con[f"ms_{mode.lower()}"] = ms_ours_contestant(case, mode)
                 con[f"native_{mode.lower()}"] = ms_native_contestant(case, mode)
                 con[f"builtin_{mode.lower()}"] = ms_builtin_contestant(case, mode)
+                con[f"add_{mode.lower()}"] = ms_add_contestant(case, mode)
             con.update(ms_native_graph_contestants(case))
             med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
             ms_ = {k: (med[k] * 1e3 if k in med else None) for k in con}
@@ -499,6 +519,7 @@ def run(args):
                 r[f"ms_{key}_ms"] = ms_[f"ms_{key}"]
                 r[f"native_{key}_ms"] = ms_[f"native_{key}"]
                 r[f"builtin_{key}_ms"] = ms_[f"builtin_{key}"]
+                r[f"add_{key}_ms"] = ms_[f"add_{key}"]
                 r[f"speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"ms_{key}_ms"])
                 r[f"native_speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"native_{key}_ms"])
             _ms_mode_setter("PYNATIVE")()
@@ -652,6 +673,21 @@ def table(result):
             twin = f"float32 {r['layout']}" if r["dtype"] != "float32" else "float32 NCHW"
             lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(r['direct_ms'], '{:.3f}')} | "
                          f"{twin} | {_f(r.get('twin_ms'), '{:.3f}')} | {_f(v)} |")
+    floor = [r for r in rows if r.get("add_pynative_ms") is not None or r.get("add_graph_ms") is not None]
+    if floor:
+        lines += ["", "MindSpore's floor: its own elementwise Add of dy and x (the backward's activation "
+                  "traffic), timed in the row's rounds; no operator launched through MindSpore in that "
+                  "mode takes less. ours / Add: our backward through MindSpore against it.", "",
+                  "| shape | dtype | layout | Add PYNATIVE ms | ours / Add | native / Add | Add GRAPH ms "
+                  "| ours / Add | native / Add |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in floor:
+            cells = []
+            for key in ("pynative", "graph"):
+                add = r.get(f"add_{key}_ms")
+                cells += [_f(add, "{:.3f}"), _f(ratio(r.get(f"ms_{key}_ms"), add)),
+                          _f(ratio(r.get(f"native_{key}_ms"), add))]
+            lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | " + " | ".join(cells) + " |")
     m = result["machine"]
     head = (f"Machine: {describe_machine(m)}; load average at the end {m['load_avg']}. Kernel threads "
             f"{result['threads']}; copy bandwidth at the start {result['copy_gbs']:.1f} GB/s (NumPy, "

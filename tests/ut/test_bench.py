@@ -85,6 +85,20 @@ def test_every_case_and_contestant_ran(result):
             assert r["torch_ms"] > 0
 
 
+def test_mindspores_floor_is_timed_in_each_rows_rounds(result):
+    """MindSpore's own Add of the same two tensors, per mode, in the row's rounds, with its table."""
+    data, md = result
+    assert "MindSpore's floor" in md
+    for r in data["rows"]:
+        if r["dtype"] == "bfloat16":
+            continue  # Add may or may not run bfloat16 on CPU
+        assert r["add_pynative_ms"] > 0 and r["add_graph_ms"] > 0
+        line = next(l for l in md.splitlines()[md.splitlines().index(next(
+            l for l in md.splitlines() if l.startswith("| shape | dtype | layout | Add PYNATIVE ms"))):]
+                    if l.startswith(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} |"))
+        assert f"{r['add_pynative_ms']:.3f}" in line and f"{r['ms_pynative_ms'] / r['add_pynative_ms']:.2f}" in line
+
+
 def test_derived_figures_come_from_the_row(result):
     data, _ = result
     for r in data["rows"]:
