@@ -54,6 +54,11 @@ fast test profile on each release), and how it is handled:
   ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
   convert_batchnorm's "already compiled" warning comes for a network that was itself
   compiled, not for a cell taken out of one (COMPILE_PHASE_ON_EVERY_CELL).
+- Mixed precision in PYNATIVE: AMP O2/O3's ``to_float`` makes every operator run inside a flagged
+  cell cast its inputs, Parameters too, unless the operator's signature marks them written
+  (``ops.BatchNorm``'s moving statistics); BatchNormExt's signature does not, so its in-place
+  update of the statistics would land in a float16 copy. ``shield_from_mixed_precision`` below
+  (the native route's cells, 2.8 on).
 - Everything else the tests exercise behaves the same on every supported
   release: ops.Custom(func_type="aot") with Init attributes, the dynamic-shape
   attributes cpp_infer_shape / multi_output / reg_op_name (primitives.py), GRAPH jit
@@ -166,6 +171,17 @@ def rewrite_black_list() -> list:
     """The classes ``mindspore.rewrite`` (AMP O1) keeps as they are (``namespace._subtree_black_list``)."""
     from mindspore.rewrite.common import namespace
     return namespace._subtree_black_list  # pylint: disable=protected-access
+
+
+def shield_from_mixed_precision(cell) -> None:
+    """PYNATIVE: the operators ``cell`` runs get no mixed-precision casts, even inside a cell that
+    ``to_float`` flagged. A flagged cell's call pushes its ``mixed_precision_type`` on PYNATIVE's
+    stack (``Cell._call_pre_process``), and every operator run until the pop casts its inputs to it,
+    Parameters included; a cell whose own type is ``MixedPrecisionType.NOTSET`` pushes "no cast"
+    for its own call (and the cell's call then takes the path that pushes). GRAPH mode does not
+    read this attribute."""
+    from mindspore._c_expression import MixedPrecisionType
+    object.__setattr__(cell, "mixed_precision_type", MixedPrecisionType.NOTSET)
 
 
 def context_param(name):

@@ -35,6 +35,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: pytest without it must still start
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (setup.cfg): a worker per core, at most 4 (each holds a MindSpore, about 1 GB);
     PYTEST_XDIST_AUTO_NUM_WORKERS overrides it."""

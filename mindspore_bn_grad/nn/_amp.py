@@ -25,14 +25,14 @@ to it.
 """
 from .. import ms_compat
 
-_PRECISION_FLAGS = ("fp16", "fp32", "bf16")
+PRECISION_FLAGS = ("fp16", "fp32", "bf16")
 
 
 class PrecisionNeutral:
     """Mixin for a Cell that stands in for a primitive: ``to_float`` flags do not apply to it."""
 
     def add_flags(self, **flags):
-        return super().add_flags(**{k: v for k, v in flags.items() if k not in _PRECISION_FLAGS})
+        return super().add_flags(**{k: v for k, v in flags.items() if k not in PRECISION_FLAGS})
 
 
 def opaque_to_rewrite(cls):

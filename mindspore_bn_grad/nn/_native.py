@@ -19,7 +19,7 @@ from mindspore import mint, nn
 
 from .. import target
 from ..spec import is_channel_last
-from ._amp import PrecisionNeutral, opaque_to_rewrite
+from ._amp import PRECISION_FLAGS, PrecisionNeutral, opaque_to_rewrite
 
 ROUTES = ("auto", "native", "cell")
 
@@ -66,13 +66,23 @@ class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
     Same five inputs as ``ops.BatchNorm``; returns a tuple whose first element is the
     output (all the cell's construct reads). Neutral to AMP's precision flags (_amp.py), as
     the primitive it stands in for: a flagged cell would cast the moving statistics to a
-    float16 copy, and BatchNormExt's in-place update would be lost in it."""
+    float16 copy, and BatchNormExt's in-place update would be lost in it. In PYNATIVE the flagged
+    BatchNorm cell around it would still cast the operators' inputs, the moving statistics too
+    (BatchNormExt's signature, unlike ops.BatchNorm's, does not mark them written): once flagged,
+    it shields its own call from those casts (``ms_compat.shield_from_mixed_precision``), so
+    BatchNormExt gets the input as the flagged cell made it and the cell's float32 Parameters, as
+    ops.BatchNorm does."""
 
     def __init__(self, training, eps, momentum):
         super().__init__()
         self.training_flag = bool(training)
         self.eps = float(eps)
         self.momentum = float(momentum)
+
+    def add_flags(self, **flags):
+        if any(flags.get(k) for k in PRECISION_FLAGS):
+            ms_compat.shield_from_mixed_precision(self)
+        return super().add_flags(**flags)
 
     def construct(self, x, gamma, beta, moving_mean, moving_variance):
         return (_batch_norm(x, moving_mean, moving_variance, gamma, beta, self.training_flag, self.momentum,

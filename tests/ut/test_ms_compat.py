@@ -167,6 +167,20 @@ def test_internal_communication():
     assert isinstance(ms_compat.syncbatchnorm_group_registry(), dict)
 
 
+def test_internal_shield_from_mixed_precision():
+    """The cell's own mixed_precision_type is what PYNATIVE pushes for its call; NOTSET pushes no cast."""
+    import inspect
+    from mindspore import nn
+    from mindspore._c_expression import MixedPrecisionType
+    from mindspore_bn_grad import ms_compat
+    cell = nn.ReLU()
+    assert cell.mixed_precision_type is None
+    ms_compat.shield_from_mixed_precision(cell)
+    assert cell.mixed_precision_type == MixedPrecisionType.NOTSET and bool(cell.mixed_precision_type)
+    pre = inspect.getsource(nn.Cell._call_pre_process)
+    assert "set_mixed_precision_type(self.mixed_precision_type)" in pre
+
+
 def test_internal_requires_grad_nowait():
     import mindspore as ms
     import numpy as np
