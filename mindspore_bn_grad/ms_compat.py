@@ -49,6 +49,17 @@ fast test profile on each release), and how it is handled:
   BatchNormExt / BatchNormGradExt have the same Python signatures in every supported
   release, so the argument layouts in op_def/*.yaml ``mindspore_primitive`` need no
   per-release variant (tests/ut/test_op_plugin.py checks them on 2.8.0 to 2.10.0).
+- CPU kernel factory (the native route's second mechanism, cpu_kernel/factory.py,
+  csrc/factory_kernels.cpp): a library of ``NativeCpuKernelMod`` subclasses, compiled on
+  the user's machine against the installed wheel's own C++ headers
+  (``include/mindspore/ops/kernel/cpu/cpu_kernel.h`` and what it includes) and linked
+  against its libraries, registered in MindSpore's CPU kernel factory after import.
+  CPU_KERNEL_FACTORY below says, per release, which include directories and libraries
+  that takes. The wheel lacks one header that header closure names
+  (``common/log_adapter.h``, included by ``core/mindrt/include/actor/log.h``):
+  csrc/ms_factory_internal/ stands in for it. 2.7.1 and 2.7.2 also include headers by
+  paths relative to the package and to ``include/`` (both on the list); 2.7.0 keeps the
+  header elsewhere (``ccsrc/plugin/device/cpu/kernel/cpu_kernel.h``).
 - Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
   graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
   ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
@@ -63,6 +74,7 @@ fast test profile on each release), and how it is handled:
   ``set_context(device_target=...)`` works with the same deprecation warning
   in 2.7.0 and 2.10.0.
 """
+import os
 import re
 
 # >= MINIMUM and < BELOW; setup.cfg install_requires states the same range
@@ -103,8 +115,22 @@ check_version(VERSION)
 
 # See the module docstring, "CPU collectives".
 CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
+# See the module docstring, "CPU kernel factory": paths relative to the mindspore package directory.
+CPU_KERNEL_FACTORY = {
+    "header": "kernel/cpu/cpu_kernel.h",
+    "include_dirs": ("include/mindspore/ops", "include/mindspore/ccsrc", "include/mindspore/core/include",
+                     "include/third_party", "include/mindspore/ops/include",
+                     "include/mindspore/core/mindrt/include", "include/mindspore/core/mindrt", "include", "."),
+    "libraries": ("lib/libmindspore_core.so", "lib/libmindspore_hardware_abstract.so"),
+} if release(VERSION) >= (2, 7, 1) else None
 # See the module docstring, "Compile phase".
 COMPILE_PHASE_ON_EVERY_CELL = release(VERSION) >= (2, 7, 1)
+
+
+def package_dir() -> str:
+    """The installed mindspore package's directory (its include/ and lib/ are there)."""
+    import mindspore
+    return os.path.dirname(os.path.abspath(mindspore.__file__))
 
 
 def requires_grad_nowait(param) -> bool:
