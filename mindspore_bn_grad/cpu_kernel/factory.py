@@ -85,13 +85,17 @@ def header_closure(source: Path, include_dirs) -> list:
     return sorted(seen)
 
 
+def release_lacks_route(version) -> str:
+    return (f"MindSpore {version} does not run CPU kernels of its kernel factory in PYNATIVE mode "
+            "(the kernel-factory route needs MindSpore 2.7.1 or later)")
+
+
 def _build_plan():
-    """(include dirs, MindSpore libraries, release) from ms_compat, checked to exist."""
+    """(include dirs, MindSpore libraries, release, cpu_kernel.h) from ms_compat, checked to exist."""
     from .. import ms_compat
     facts = ms_compat.CPU_KERNEL_FACTORY
     if facts is None:
-        raise KernelBuildError(f"mindspore_bn_grad: MindSpore {ms_compat.VERSION} has no CPU kernel factory "
-                               "this package builds against (ms_compat.CPU_KERNEL_FACTORY)")
+        raise KernelBuildError(f"mindspore_bn_grad: {release_lacks_route(ms_compat.VERSION)}")
     root = Path(ms_compat.package_dir())
     incs = [root / d for d in facts["include_dirs"]]
     header = next((d / facts["header"] for d in incs if (d / facts["header"]).is_file()), None)
@@ -102,21 +106,25 @@ def _build_plan():
     missing = [str(lib) for lib in libs if not lib.is_file()]
     if missing:
         raise KernelBuildError(f"mindspore_bn_grad: the kernel-factory library links {missing}, not found")
-    return [FACTORY_INCLUDE] + incs, libs, ms_compat.VERSION
+    return [FACTORY_INCLUDE] + incs, libs, ms_compat.VERSION, header.resolve()
 
 
-def _cxxflags(incs):
-    return flags() + [f"-I{d}" for d in incs]
+def _cxxflags(incs, header):
+    from .. import ms_compat
+    return (flags() + [f"-I{d}" for d in incs] + [f"-D{m}" for m in ms_compat.CPU_KERNEL_FACTORY["defines"]]
+            + [f'-DMS_BN_GRAD_MS_CPU_KERNEL_HEADER="{header}"'])
 
 
-def cache_key(incs, libs, version: str, kernel) -> str:
+def cache_key(incs, libs, version: str, header, kernel) -> str:
     """The factory library's cache key: MindSpore's version, the flags (with the include directories),
     the libraries it links (ours included, whose name holds its own key), our source and every header
     the build includes (path and contents). Needs no compiler."""
-    h = hashlib.sha256(f"factory\0{version}\0{' '.join(_cxxflags(incs))}\0{kernel}\0".encode())
+    h = hashlib.sha256(f"factory\0{version}\0{' '.join(_cxxflags(incs, header))}\0{kernel}\0".encode())
     for lib in libs:
         h.update(str(lib).encode() + b"\0")
-    for f in [FACTORY_SOURCE] + header_closure(FACTORY_SOURCE, [CSRC] + list(incs)):
+    closure = sorted(set(header_closure(FACTORY_SOURCE, [CSRC] + list(incs)) + [Path(header)]
+                         + header_closure(header, list(incs))))
+    for f in [FACTORY_SOURCE] + closure:
         h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
     return "factory_" + h.hexdigest()[:20]
 
@@ -124,10 +132,10 @@ def cache_key(incs, libs, version: str, kernel) -> str:
 def library_path() -> Path:
     """Path of the kernel-factory library for the installed MindSpore, digest-checked (built if needed)."""
     from .build import library_path as kernel_library
-    incs, libs, version = _build_plan()
+    incs, libs, version, header = _build_plan()
     kernel = kernel_library()
-    cxxflags = _cxxflags(incs)
-    key = cache_key(incs, libs, version, kernel)
+    cxxflags = _cxxflags(incs, header)
+    key = cache_key(incs, libs, version, header, kernel)
     directory = _private_dir(cache_dir())
     lib = directory / f"{LIB_STEM}_{key}.so"
     if _verified(lib):
@@ -172,6 +180,10 @@ def _load() -> None:
     if importlib.util.find_spec("mindspore") is None:
         _STATE.reason = "MindSpore is not installed"
         return
+    from .. import ms_compat
+    if ms_compat.CPU_KERNEL_FACTORY is None:
+        _STATE.reason = release_lacks_route(ms_compat.VERSION)
+        return
     from . import native
     native.lib()  # first: the factory library needs this very instance (thread pool, thread count)
     path = library_path()
@@ -205,6 +217,9 @@ def status() -> bool:
                 why = _STATE.reason or "the kernels are not registered"
             else:
                 why = self_test(_launch_count, "the kernel factory")
+                if why.endswith("not ours") and os.environ.get("MS_OP_PLUGIN_PATH"):
+                    why = ("MindSpore launches BatchNormExt through the op plugin MS_OP_PLUGIN_PATH names, which "
+                           "it prefers to its kernel factory")
             _STATE.checked = not why
             if why:
                 _STATE.reason = why

@@ -9,9 +9,9 @@
 // key holds MindSpore's version and a digest of the headers), and linked
 // against MindSpore's libraries and our kernel library (DT_NEEDED by path: the
 // one instance that ops.Custom uses, one thread pool, one thread count).
-// Loaded with ctypes after `import mindspore`, its static registrars add both
-// kernels to MindSpore's factory; MindSpore creates a kernel from the factory
-// whenever it needs one, so loading works after other CPU operators ran. No
+// Loaded with ctypes after `import mindspore`; MsBnGradFactoryRegister adds both
+// kernels to MindSpore's factory. MindSpore creates a kernel from the factory
+// whenever it needs one, so this works after other CPU operators ran. No
 // MS_OP_PLUGIN_PATH, so MindSpore keeps making strided views dense before
 // every kernel, ours included (an input that still arrives as a view is
 // refused, never misread).
@@ -28,8 +28,10 @@
 #include <optional>
 #include <vector>
 
-#include "kernel/cpu/cpu_kernel.h"
 #include "ms_primitive_runs.h"
+
+// The installed MindSpore's cpu_kernel.h (cpu_kernel/factory.py passes its path, ms_compat.CPU_KERNEL_FACTORY).
+#include MS_BN_GRAD_MS_CPU_KERNEL_HEADER
 
 namespace bn_grad {
 namespace factory {

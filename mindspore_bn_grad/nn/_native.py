@@ -41,8 +41,10 @@ def cell_route_reason(data_format):
     if is_channel_last(data_format):
         return f"data_format {data_format!r} (MindSpore's BatchNormExt is channel-first only)"
     from ..cpu_kernel import factory, plugin
+    if plugin.requested() and plugin.status():  # MindSpore prefers an op plugin to its kernel factory
+        return ""
     if factory.requested():  # MS_BN_GRAD_NATIVE_KERNELS=factory: our kernels in MindSpore's kernel factory
-        if factory.status() or plugin.status():
+        if factory.status():
             return ""
         return f"MindSpore's CPU kernel factory does not run our kernels ({factory.state().reason})"
     if not plugin.status():

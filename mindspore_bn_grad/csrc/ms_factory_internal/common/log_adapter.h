@@ -1,5 +1,7 @@
-// Stands in for the MindSpore-internal header of this name, which the wheel's
-// core/mindrt/include/actor/log.h includes but the wheel does not ship (its
-// own source tree maps it to MindSpore's logging): the factory kernels'
-// library (factory_kernels.cpp) reaches it through cpu_kernel.h.
+// Stands in for the header of this name that the wheel's
+// core/mindrt/include/actor/log.h includes when MindSpore is built without
+// glog (USE_GLOG unset, as it is for us: the wheel ships no glog headers);
+// the wheel itself is built with glog, where that file includes
+// utils/log_adapter.h, so this does the same. Reached by the kernel-factory
+// library (factory_kernels.cpp) through cpu_kernel.h.
 #include "utils/log_adapter.h"
