@@ -409,7 +409,7 @@ def _start(cmd, err_path):
                                 preexec_fn=_die_with_parent(ctypes.CDLL(None), os.getpid()))
 
 
-def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
+def _run_all(cmds, jobs: int, logdir: Path, timeout=600, what="the CPU kernel") -> None:
     """Runs the commands, at most `jobs` at once; the first failure kills the others and raises
     with its command and compiler output. All of them are killed on a timeout or an exception."""
     pending = list(enumerate(cmds))
@@ -423,7 +423,7 @@ def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
             done = [p for p in running if p.poll() is not None]
             if not done:
                 if time.monotonic() > deadline:
-                    raise KernelBuildError(f"BatchNormBackward: building the CPU kernel took more than "
+                    raise KernelBuildError(f"BatchNormBackward: building {what} took more than "
                                            f"{timeout} s; stopped")
                 time.sleep(0.02)
                 continue
@@ -432,7 +432,7 @@ def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
                 if proc.returncode != 0:
                     err = (logdir / f"{i}.err").read_text(errors="replace")
                     raise KernelBuildError(
-                        "BatchNormBackward: building the CPU kernel failed:\n  "
+                        f"BatchNormBackward: building {what} failed:\n  "
                         + " ".join(shlex.quote(c) for c in cmd) + "\n" + err[-4000:])
     finally:
         for proc in running:  # a failure, timeout or KeyboardInterrupt: take the compilers down with us
@@ -464,8 +464,8 @@ def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path, units=Non
             objdir = Path(objdir)
             objs = [str(objdir / f"{i}_{u.stem}.o") for i, u in enumerate(units)]
             _run_all([[compiler, *compile_flags, "-c", str(u), "-o", o] for u, o in zip(units, objs)],
-                     jobs, objdir)
-            _run_all([[compiler, *cxxflags, *objs, *link, "-o", tmp]], 1, objdir)
+                     jobs, objdir, what=what)
+            _run_all([[compiler, *cxxflags, *objs, *link, "-o", tmp]], 1, objdir, what=what)
         os.chmod(tmp, 0o755)
         with open(tmp, "rb") as f:
             digest = _sha256(f)
