@@ -62,6 +62,28 @@ def functional_forward_backward_and_running_stats(training, shape, launches):
     assert launches() >= before + 3  # forward twice (call, grad) and the backward: ours
 
 
+ABSENT_CASES = [(False, True), (True, False), (False, False)]  # (affine, stats)
+
+
+def functional_absent_tensors(affine, stats):
+    """mint.nn.functional.batch_norm without weight/bias and/or running statistics (training)."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 4, 2, 2)).astype(np.float32)
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    net = FunctionalNet(4, True, affine=affine, stats=stats)
+    w = net.w.asnumpy() if affine else None
+    b = net.b.asnumpy() if affine else None
+    y_ref, mean, invstd, _, _ = batch_norm_forward_ref(x, w, b, training=True)
+    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
+
+    def loss(t):
+        return (net(t) * ms.Tensor(dy)).sum()
+
+    gx = ms.grad(loss)(ms.Tensor(x)).asnumpy()
+    gx_ref = batch_norm_backward_ref(dy, x, w, save_mean=mean, save_invstd=invstd, training=True)[0]
+    np.testing.assert_allclose(gx, gx_ref, rtol=5e-5, atol=5e-5)
+
+
 MINT_CELL_CASES = [(mint.nn.BatchNorm1d, (8, 4)), (mint.nn.BatchNorm1d, (4, 4, 6)),
                    (mint.nn.BatchNorm2d, (4, 4, 3, 3)), (mint.nn.BatchNorm3d, (2, 4, 2, 3, 2))]
 

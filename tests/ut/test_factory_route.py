@@ -68,14 +68,18 @@ def launches():
 @pytest.mark.parametrize("mode", ["pynative", "graph"])
 def test_mint_cells_and_functional_train_and_eval(mode):
     """mint.nn.BatchNorm1d/2d/3d (two training steps, then eval) and mint.nn.functional.batch_norm
-    with weights and running statistics: outputs, running statistics and gradients against float64."""
+    with weights and running statistics (ranks 2-5) and without them: outputs, running statistics and
+    gradients against float64."""
     run_python(LAUNCHES + f"""
 import mindspore_bn_grad
 import mindspore as ms
 ms.set_context(mode=ms.{'GRAPH' if mode == 'graph' else 'PYNATIVE'}_MODE)
 assert factory.status(), factory.state().reason
 assert "MS_OP_PLUGIN_PATH" not in __import__("os").environ
-from _native_cases import MINT_CELL_CASES, functional_forward_backward_and_running_stats, mint_cell_train_and_eval
+from _native_cases import (ABSENT_CASES, MINT_CELL_CASES, functional_absent_tensors,
+                           functional_forward_backward_and_running_stats, mint_cell_train_and_eval)
+for affine, stats in ABSENT_CASES:
+    functional_absent_tensors(affine, stats)
 for cls, shape in MINT_CELL_CASES:
     mint_cell_train_and_eval(cls, shape, launches)
 for training in (True, False):
