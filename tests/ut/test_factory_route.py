@@ -270,6 +270,20 @@ def test_the_key_follows_the_mindspore_version_and_headers(tmp_path):
     assert factory.cache_key([tmp_path, *incs], libs, version, header, "k") != same
 
 
+@pytest.mark.skipif(ms_compat.CPU_KERNEL_FACTORY is None, reason=_why_not_buildable() or "no build plan")
+def test_the_build_plan_matches_the_installed_wheel():
+    """ms_compat.CPU_KERNEL_FACTORY against the installed MindSpore: its cpu_kernel.h is found, its
+    libraries exist, and the fast hash table is on exactly when the wheel's core library was built
+    with it (robin_hood in its exported names): the layouts of the classes holding a HashMap agree."""
+    incs, libs, _, header = factory._build_plan()  # raises when the header or a library is missing
+    assert header.name == "cpu_kernel.h" and all(lib.is_file() for lib in libs)
+    core = next(lib for lib in libs if lib.name == "libmindspore_core.so")
+    defines = ms_compat.CPU_KERNEL_FACTORY["defines"]
+    assert (b"robin_hood" in core.read_bytes()) == ("ENABLE_FAST_HASH_TABLE=1" in defines), defines
+    robin = [d for d in incs if (d / "include" / "robin_hood.h").is_file()]
+    assert robin, "hash_map.h includes \"include/robin_hood.h\": its directory must be on the list"
+
+
 def test_without_a_compiler_it_says_why_and_keeps_the_cell_route(tmp_path):
     """No compiler (and no factory library cached): the import does not fail, one warning says why, and a
     converted layer trains on the Cell route with the reference's gradients."""
