@@ -7,13 +7,18 @@ plugin (``cpu_kernel/plugin.py``), which only works before MindSpore creates its
 first CPU kernel: while ``MS_OP_PLUGIN_PATH`` is unset it points that variable at
 our kernel library (building the library once if it is not cached, with a progress
 line). It is off by default because MindSpore 2.10 mishandles strided views on CPU
-while any op plugin is loaded (docs/native_route.md).
+while any op plugin is loaded (docs/native_route.md). With
+``MS_BN_GRAD_NATIVE_KERNELS=factory`` it imports MindSpore and adds our BatchNormExt /
+BatchNormGradExt kernels to MindSpore's CPU kernel factory (``cpu_kernel/factory.py``,
+building that library once if it is not cached).
 """
 import importlib
 
+from .cpu_kernel import factory as _factory
 from .cpu_kernel import plugin as _plugin
 
 _plugin.enable_at_import()
+_factory.enable_at_import()
 
 __version__ = "0.1.0"
 

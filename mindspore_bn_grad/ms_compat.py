@@ -49,6 +49,27 @@ fast test profile on each release), and how it is handled:
   BatchNormExt / BatchNormGradExt have the same Python signatures in every supported
   release, so the argument layouts in op_def/*.yaml ``mindspore_primitive`` need no
   per-release variant (tests/ut/test_op_plugin.py checks them on 2.8.0 to 2.10.0).
+- CPU kernel factory (the native route's second mechanism, cpu_kernel/factory.py,
+  csrc/factory_kernels.cpp): a library of ``NativeCpuKernelMod`` subclasses, compiled on
+  the user's machine against the installed wheel's own C++ headers
+  (``include/mindspore/ops/kernel/cpu/cpu_kernel.h`` and what it includes) and linked
+  against its libraries, registered in MindSpore's CPU kernel factory after import.
+  CPU_KERNEL_FACTORY below says, per release, where that header is and which include
+  directories, macros and libraries the build takes. Two build settings of the wheels
+  must be repeated, or the class layouts differ: ``-D_GLIBCXX_USE_CXX11_ABI=0`` (as for
+  every library of ours) and ``ENABLE_FAST_HASH_TABLE`` (``mindspore::HashMap`` is
+  robin_hood's table, as the libraries' exported symbols show; without it the 2.7.0
+  link fails on ``Primitive``'s constructor, on later releases nothing would say so).
+  The wheels are built with glog (``USE_GLOG``), whose headers they do not ship; without
+  it ``core/mindrt/include/actor/log.h`` includes ``common/log_adapter.h`` instead of
+  ``utils/log_adapter.h``: csrc/ms_factory_internal/ maps the one to the other.
+  2.7.1 and 2.7.2 also include headers by paths relative to the package and to
+  ``include/`` (both on the list). 2.7.0 is not served: its header is under
+  ``ccsrc/plugin/device/cpu/kernel/`` (the factory and ``KernelMod`` in
+  ``libmindspore_ops_kernel_common.so``) and such a library builds, loads and registers,
+  but PYNATIVE looks a CPU operator up among pyboost's own op classes only ("Not found op
+  N9mindspore6kernel7pyboost12BatchNormExtE on device CPU"), so the self-test fails;
+  2.7.1 and later fall back to the kernel factory there.
 - Compile phase: from 2.7.1 on a GRAPH compile writes its phase on every cell of the
   graph (``Cell._compile_phase``); 2.7.0 only records the phases in the top cell's
   ``_compile_cache``. ``compile_phase`` below reads either, so on 2.7.0
@@ -68,6 +89,7 @@ fast test profile on each release), and how it is handled:
   ``set_context(device_target=...)`` works with the same deprecation warning
   in 2.7.0 and 2.10.0.
 """
+import os
 import re
 
 # >= MINIMUM and < BELOW; setup.cfg install_requires states the same range
@@ -108,8 +130,29 @@ check_version(VERSION)
 
 # See the module docstring, "CPU collectives".
 CPU_COLLECTIVES_WORLD_GROUP_ONLY = release(VERSION) < (2, 8)
+# See the module docstring, "CPU kernel factory": paths relative to the mindspore package directory.
+def _cpu_kernel_factory(rel):
+    incs = ("include/mindspore/ops", "include/mindspore/ccsrc", "include/mindspore/core/include",
+            "include/third_party", "include/mindspore/ops/include", "include/mindspore/core/mindrt/include",
+            "include/mindspore/core/mindrt", "include/third_party/robin_hood_hashing", "include", ".")
+    # The wheels are built with MindSpore's fast hash table (robin_hood: their libraries' symbols say so);
+    # without it mindspore::HashMap is std::unordered_map and the layouts of the classes holding one differ.
+    defines = ("ENABLE_FAST_HASH_TABLE=1",)
+    if rel >= (2, 7, 1):
+        return {"header": "kernel/cpu/cpu_kernel.h", "include_dirs": incs, "defines": defines,
+                "libraries": ("lib/libmindspore_core.so", "lib/libmindspore_hardware_abstract.so")}
+    return None  # 2.7.0: PYNATIVE does not reach the factory (see the module docstring)
+
+
+CPU_KERNEL_FACTORY = _cpu_kernel_factory(release(VERSION))
 # See the module docstring, "Compile phase".
 COMPILE_PHASE_ON_EVERY_CELL = release(VERSION) >= (2, 7, 1)
+
+
+def package_dir() -> str:
+    """The installed mindspore package's directory (its include/ and lib/ are there)."""
+    import mindspore
+    return os.path.dirname(os.path.abspath(mindspore.__file__))
 
 
 def requires_grad_nowait(param) -> bool:

@@ -88,8 +88,16 @@ class KernelBuildError(RuntimeError):
     """The CPU kernel could not be built (no compiler, compile error, cache not writable)."""
 
 
+# The kernel-factory library's own files (cpu_kernel/factory.py builds them, against MindSpore's C++
+# headers): not part of the kernel library.
+FACTORY_SOURCE = CSRC / "factory_kernels.cpp"
+FACTORY_INCLUDE = CSRC / "ms_factory_internal"
+
+
 def sources():
-    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".h"))
+    """The kernel library's C++ files (not the kernel-factory library's)."""
+    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".h")
+                  and p != FACTORY_SOURCE and FACTORY_INCLUDE not in p.parents)
 
 
 def find_compiler() -> str:
@@ -401,7 +409,7 @@ def _start(cmd, err_path):
                                 preexec_fn=_die_with_parent(ctypes.CDLL(None), os.getpid()))
 
 
-def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
+def _run_all(cmds, jobs: int, logdir: Path, timeout=600, what="the CPU kernel") -> None:
     """Runs the commands, at most `jobs` at once; the first failure kills the others and raises
     with its command and compiler output. All of them are killed on a timeout or an exception."""
     pending = list(enumerate(cmds))
@@ -415,7 +423,7 @@ def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
             done = [p for p in running if p.poll() is not None]
             if not done:
                 if time.monotonic() > deadline:
-                    raise KernelBuildError(f"BatchNormBackward: building the CPU kernel took more than "
+                    raise KernelBuildError(f"BatchNormBackward: building {what} took more than "
                                            f"{timeout} s; stopped")
                 time.sleep(0.02)
                 continue
@@ -424,7 +432,7 @@ def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
                 if proc.returncode != 0:
                     err = (logdir / f"{i}.err").read_text(errors="replace")
                     raise KernelBuildError(
-                        "BatchNormBackward: building the CPU kernel failed:\n  "
+                        f"BatchNormBackward: building {what} failed:\n  "
                         + " ".join(shlex.quote(c) for c in cmd) + "\n" + err[-4000:])
     finally:
         for proc in running:  # a failure, timeout or KeyboardInterrupt: take the compilers down with us
@@ -433,14 +441,16 @@ def _run_all(cmds, jobs: int, logdir: Path, timeout=600) -> None:
             proc.wait()
 
 
-def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
-    """Compiles each translation unit on its own (in parallel), links them into `lib`, writes its
-    digest and manifest; every file appears under its final name only when complete."""
+def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path, units=None, link=(),
+             what="the CPU kernel") -> None:
+    """Compiles each translation unit on its own (in parallel), links them (and `link`: libraries) into
+    `lib`, writes its digest and manifest; every file appears under its final name only when complete.
+    `units`: the kernel library's by default."""
     stem = f".{LIB_STEM}_{key}."
-    units = [s for s in sources() if s.suffix == ".cpp"]
+    units = [s for s in sources() if s.suffix == ".cpp"] if units is None else list(units)
     jobs = max(1, min(len(units), usable_cpus()))
     started = time.monotonic()
-    _progress(f"building the CPU kernel ({len(units)} C++ files, {jobs} at a time, with {compiler}) "
+    _progress(f"building {what} ({len(units)} C++ files, {jobs} at a time, with {compiler}) "
               f"into {directory}; only on first use")
     tmps = []
     for suffix in (".so", DIGEST_SUFFIX, _MANIFEST_SUFFIX):
@@ -454,8 +464,8 @@ def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
             objdir = Path(objdir)
             objs = [str(objdir / f"{i}_{u.stem}.o") for i, u in enumerate(units)]
             _run_all([[compiler, *compile_flags, "-c", str(u), "-o", o] for u, o in zip(units, objs)],
-                     jobs, objdir)
-            _run_all([[compiler, *cxxflags, *objs, "-o", tmp]], 1, objdir)
+                     jobs, objdir, what=what)
+            _run_all([[compiler, *cxxflags, *objs, *link, "-o", tmp]], 1, objdir, what=what)
         os.chmod(tmp, 0o755)
         with open(tmp, "rb") as f:
             digest = _sha256(f)
@@ -471,7 +481,7 @@ def _compile(compiler, cxxflags, directory: Path, key: str, lib: Path) -> None:
         for t in tmps:
             if os.path.exists(t):
                 os.unlink(t)
-    _progress(f"built the CPU kernel in {seconds:.1f} s: {lib}")
+    _progress(f"built {what} in {seconds:.1f} s: {lib}")
 
 
 def _manifest(compiler, cxxflags, digest, seconds) -> str:

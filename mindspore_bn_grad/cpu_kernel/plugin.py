@@ -191,26 +191,32 @@ def _self_test() -> str:
         return "this MindSpore release has no CPU op plugin interface (the library was built without it)"
     if _STATE.library is not None and not _is_ours(_STATE.library) and _STATE.chained is None:
         return f"{ENV} names another library ({_STATE.library})"
+    return self_test(lambda: _launch_count(handle), "the op plugin")
+
+
+def self_test(launch_count, mechanism: str) -> str:
+    """'' when one BatchNormExt launch on a tiny CPU tensor ran our kernel (``launch_count()``, the
+    mechanism's counter, went up) and gave the float64 reference's numbers, else why not."""
     import numpy as np
     import mindspore as ms
     from mindspore import mint
     target = ms.get_context("device_target")
     if target != "CPU":
-        return f"the device target is {target} (the op plugin serves MindSpore's CPU kernels)"
-    before = _launch_count(handle)
+        return f"the device target is {target} ({mechanism} serves MindSpore's CPU kernels)"
+    before = launch_count()
     try:
         x = ms.Tensor(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
         got = mint.nn.functional.batch_norm(x, None, None, training=True).asnumpy()
     except Exception as e:  # pylint: disable=broad-except
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"MindSpore could not launch BatchNormExt through the op plugin ({first})"
-    if _launch_count(handle) <= before:
+        return f"MindSpore could not launch BatchNormExt through {mechanism} ({first})"
+    if launch_count() <= before:
         return "MindSpore ran its own BatchNormExt, not ours"
     xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
     mean = xs.mean(axis=(0, 2), keepdims=True)
     want = (xs - mean) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
     if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-        return "the op plugin's BatchNormExt returned wrong values"
+        return f"{mechanism}'s BatchNormExt returned wrong values"
     return ""
 
 

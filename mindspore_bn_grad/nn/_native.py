@@ -1,6 +1,7 @@
 """The native route: a converted BatchNorm trains through MindSpore's own C++ autograd.
 
-On CPU, with MindSpore's op plugin active (``cpu_kernel/plugin.py``), MindSpore's
+On CPU, with MindSpore's op plugin active (``cpu_kernel/plugin.py``) or our kernels in
+its CPU kernel factory (``cpu_kernel/factory.py``, ``MS_BN_GRAD_NATIVE_KERNELS=factory``), MindSpore's
 ``BatchNormExt`` (the forward of ``mint.nn.functional.batch_norm``, aclnnBatchNorm's
 semantics) and ``BatchNormGradExt`` (its C++ bprop, aclnnBatchNormBackward's) run our
 kernels. A converted ``nn.BatchNorm*`` cell's ``bn_train`` / ``bn_infer`` then call
@@ -39,7 +40,13 @@ def cell_route_reason(data_format):
         return f"the device target is {device} (the native route is MindSpore's CPU op plugin)"
     if is_channel_last(data_format):
         return f"data_format {data_format!r} (MindSpore's BatchNormExt is channel-first only)"
-    from ..cpu_kernel import plugin
+    from ..cpu_kernel import factory, plugin
+    if plugin.requested() and plugin.status():  # MindSpore prefers an op plugin to its kernel factory
+        return ""
+    if factory.requested():  # MS_BN_GRAD_NATIVE_KERNELS=factory: our kernels in MindSpore's kernel factory
+        if factory.status():
+            return ""
+        return f"MindSpore's CPU kernel factory does not run our kernels ({factory.state().reason})"
     if not plugin.status():
         return f"MindSpore's CPU op plugin is not active ({plugin.state().reason})"
     return ""

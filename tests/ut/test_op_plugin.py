@@ -21,6 +21,9 @@ from mindspore import mint, nn
 
 from mindspore_bn_grad.cpu_kernel import build, native, plugin
 from reference import batch_norm_backward_ref, batch_norm_forward_ref
+from _native_cases import (ABSENT_CASES, MINT_CELL_CASES, functional_absent_tensors,
+                           functional_forward_backward_and_running_stats,
+                           mint_cell_train_and_eval)
 
 
 
@@ -38,112 +41,27 @@ def tol(dtype):
     return {np.float32: (2e-5, 2e-5), np.float16: (2e-3, 2e-3)}[dtype]
 
 
-class FunctionalNet(nn.Cell):
-    """mint.nn.functional.batch_norm on the cell's own Parameters (optionally absent)."""
-
-    def __init__(self, c, training, affine=True, stats=True, momentum=0.1, eps=1e-5, seed=0):
-        super().__init__()
-        rng = np.random.default_rng(seed)
-        self.training_flag, self.momentum, self.eps = training, momentum, eps
-        self.affine, self.stats = affine, stats
-        self.w = ms.Parameter(ms.Tensor(rng.uniform(0.5, 1.5, c).astype(np.float32)), name="w")
-        self.b = ms.Parameter(ms.Tensor(rng.normal(size=c).astype(np.float32)), name="b")
-        self.rm = ms.Parameter(ms.Tensor(rng.normal(size=c).astype(np.float32)), name="rm", requires_grad=False)
-        self.rv = ms.Parameter(ms.Tensor(rng.uniform(0.5, 2, c).astype(np.float32)), name="rv",
-                               requires_grad=False)
-
-    def construct(self, x):
-        w = self.w if self.affine else None
-        b = self.b if self.affine else None
-        rm = self.rm if self.stats else None
-        rv = self.rv if self.stats else None
-        return mint.nn.functional.batch_norm(x, rm, rv, w, b, self.training_flag, self.momentum, self.eps)
-
-
 @pytest.mark.native_route
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("shape", [(4, 3), (4, 3, 5), (2, 3, 4, 5), (2, 3, 2, 3, 2)])
 def test_mint_functional_forward_backward_and_running_stats(mode, training, shape):
     set_mode(mode)
-    rng = np.random.default_rng(1)
-    c = shape[1]
-    x = rng.normal(size=shape).astype(np.float32)
-    dy = rng.normal(size=shape).astype(np.float32)
-    net = FunctionalNet(c, training)
-    w, b, rm, rv = (p.asnumpy().copy() for p in (net.w, net.b, net.rm, net.rv))
-    before = launches()
-
-    def loss(x):
-        return (net(x) * ms.Tensor(dy)).sum()
-
-    y = net(ms.Tensor(x)).asnumpy()
-    y_ref, mean, invstd, rm_ref, rv_ref = batch_norm_forward_ref(x, w, b, rm, rv, training, 0.1, 1e-5)
-    np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
-    np.testing.assert_allclose(net.rm.asnumpy(), rm_ref, rtol=2e-6, atol=2e-6)
-    np.testing.assert_allclose(net.rv.asnumpy(), rv_ref, rtol=2e-6, atol=2e-6)
-
-    grads = ms.value_and_grad(loss, grad_position=0, weights=[net.w, net.b])(ms.Tensor(x))[1]
-    # the statistics the backward used: the batch's in training (the running ones moved once more)
-    use = dict(save_mean=mean, save_invstd=invstd) if training else dict(running_mean=rm, running_var=rv)
-    gx, gw, gb = batch_norm_backward_ref(dy, x, w, training=training, eps=1e-5, **use)
-    np.testing.assert_allclose(grads[0].asnumpy(), gx, rtol=5e-5, atol=5e-5)
-    np.testing.assert_allclose(grads[1][0].asnumpy(), gw, rtol=5e-5, atol=5e-4)
-    np.testing.assert_allclose(grads[1][1].asnumpy(), gb, rtol=5e-5, atol=5e-4)
-    assert launches() >= before + 3  # forward twice (call, grad) and the backward: ours
+    functional_forward_backward_and_running_stats(training, shape, launches)
 
 
 @pytest.mark.native_route
-@pytest.mark.parametrize("affine,stats", [(False, True), (True, False), (False, False)])
+@pytest.mark.parametrize("affine,stats", ABSENT_CASES)
 def test_mint_functional_absent_tensors(mode, affine, stats):
     set_mode(mode)
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(3, 4, 2, 2)).astype(np.float32)
-    dy = rng.normal(size=x.shape).astype(np.float32)
-    net = FunctionalNet(4, True, affine=affine, stats=stats)
-    w = net.w.asnumpy() if affine else None
-    b = net.b.asnumpy() if affine else None
-    y_ref, mean, invstd, _, _ = batch_norm_forward_ref(x, w, b, training=True)
-    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
-    def loss(t):
-        return (net(t) * ms.Tensor(dy)).sum()
-
-    gx = ms.grad(loss)(ms.Tensor(x)).asnumpy()
-    gx_ref = batch_norm_backward_ref(dy, x, w, save_mean=mean, save_invstd=invstd, training=True)[0]
-    np.testing.assert_allclose(gx, gx_ref, rtol=5e-5, atol=5e-5)
+    functional_absent_tensors(affine, stats)
 
 
-@pytest.mark.parametrize("cls,shape", [(mint.nn.BatchNorm1d, (8, 4)), (mint.nn.BatchNorm1d, (4, 4, 6)),
-                                       (mint.nn.BatchNorm2d, (4, 4, 3, 3)), (mint.nn.BatchNorm3d, (2, 4, 2, 3, 2))])
+@pytest.mark.parametrize("cls,shape", MINT_CELL_CASES)
 @pytest.mark.native_route
 def test_mint_cells_train_and_eval(mode, cls, shape):
     """mint.nn.BatchNorm*: two training steps (running statistics), then eval, against float64."""
     set_mode(mode)
-    rng = np.random.default_rng(3)
-    bn = cls(shape[1], momentum=0.2)
-    rm, rv = np.zeros(shape[1]), np.ones(shape[1])
-    for step in range(2):
-        x = rng.normal(loc=step, size=shape).astype(np.float32)
-        dy = rng.normal(size=shape).astype(np.float32)
-        bn.set_train(True)
-        y = bn(ms.Tensor(x)).asnumpy()
-        y_ref, mean, invstd, rm, rv = batch_norm_forward_ref(x, None, None, rm, rv, True, 0.2, 1e-5)
-        np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
-        gx, gw, gb = batch_norm_backward_ref(dy, x, np.ones(shape[1]), save_mean=mean, save_invstd=invstd)
-        def loss(t):
-            return (bn(t) * ms.Tensor(dy)).sum()
-
-        grads = ms.value_and_grad(loss, grad_position=0, weights=bn.trainable_params())(ms.Tensor(x))[1]
-        np.testing.assert_allclose(grads[0].asnumpy(), gx, rtol=5e-5, atol=5e-5)
-        np.testing.assert_allclose(grads[1][0].asnumpy(), gw, rtol=5e-5, atol=5e-4)
-        np.testing.assert_allclose(grads[1][1].asnumpy(), gb, rtol=5e-5, atol=5e-4)
-        # the grad call ran the forward once more: the running statistics moved twice this step
-        _, _, _, rm, rv = batch_norm_forward_ref(x, None, None, rm, rv, True, 0.2, 1e-5)
-        np.testing.assert_allclose(bn.running_mean.asnumpy(), rm, rtol=2e-5, atol=2e-6)
-        np.testing.assert_allclose(bn.running_var.asnumpy(), rv, rtol=2e-5, atol=2e-6)
-    bn.set_train(False)
-    x = rng.normal(size=shape).astype(np.float32)
-    y_ref = batch_norm_forward_ref(x, None, None, rm, rv, False)[0]
-    np.testing.assert_allclose(bn(ms.Tensor(x)).asnumpy(), y_ref, rtol=2e-5, atol=2e-5)
+    mint_cell_train_and_eval(cls, shape, launches)
 
 
 @pytest.mark.native_route
@@ -372,15 +290,9 @@ def test_a_release_without_the_interface_says_no_and_keeps_the_cell_route():
         msgs = [str(x.message) for x in w if "op plugin" in str(x.message)]
         assert len(msgs) == 1 and "no CPU op plugin interface" in msgs[0] and "2.8.0 or later" in msgs[0], msgs
         assert net.bn_route == "cell", net.bn_route
-        from reference import batch_norm_backward_ref, batch_norm_forward_ref
-        rng = np.random.default_rng(8)
-        x = rng.normal(size=(4, 3, 2, 2)).astype(np.float32)
-        dy = rng.normal(size=x.shape).astype(np.float32)
-        net.set_train()
-        gx = ms.grad(lambda t: (net(t) * ms.Tensor(dy)).sum())(ms.Tensor(x)).asnumpy()
-        _, mean, invstd, _, _ = batch_norm_forward_ref(x, training=True)
-        want = batch_norm_backward_ref(dy, x, np.ones(3), save_mean=mean, save_invstd=invstd)[0]
-        np.testing.assert_allclose(gx, want, rtol=5e-5, atol=5e-5)
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from _native_cases import converted_layer_trains
+        converted_layer_trains(net)
         print("OK")
     """, ON)
     assert "OK" in proc.stdout

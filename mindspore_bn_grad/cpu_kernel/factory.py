@@ -1,0 +1,235 @@
+"""MindSpore's CPU kernel factory: our kernels as MindSpore's own BatchNormExt / BatchNormGradExt.
+
+The native route's second mechanism (docs/native_route.md), beside the op plugin
+(``plugin.py``): a small library (``csrc/factory_kernels.cpp``) adds two
+``NativeCpuKernelMod`` classes to MindSpore's CPU kernel factory, and MindSpore then
+creates them as it creates its own CPU kernels, with its own C++ autograd. Unlike the op
+plugin it sets no ``MS_OP_PLUGIN_PATH``, so MindSpore keeps making strided views dense
+before every CPU kernel (the op plugin makes it stop: docs/native_route.md), and it can
+be loaded after MindSpore has run CPU operators.
+
+The library uses MindSpore's C++ classes, so it is compiled on this machine against the
+INSTALLED MindSpore's own headers (``ms_compat.CPU_KERNEL_FACTORY``) and linked against
+its libraries and our kernel library: the class layouts are those of the release that
+loads it. It is cached like the kernel library (build.py: private directory,
+digest-checked before loading), under a key made of the MindSpore version, the path and
+a digest of every header the build includes (found by following the includes, no
+compiler needed), the flags, our sources and the kernel library it links.
+
+Opt-in: ``MS_BN_GRAD_NATIVE_KERNELS=factory`` (set before ``import mindspore_bn_grad``)
+makes the import build (once, with a progress line), load and register it
+(``enable_at_import``, never raises; what it did and why is in ``state()``).
+``status()`` is the proof, as the op plugin's: on first call it launches
+``BatchNormExt`` once on a tiny tensor and checks, through a launch counter the library
+keeps, that our kernel ran and returned the reference's numbers; when not, one warning
+says why and everything keeps working on the Cell route.
+"""
+import ctypes
+import hashlib
+import os
+import re
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .build import (CSRC, FACTORY_INCLUDE, FACTORY_SOURCE, KernelBuildError, LIB_STEM, _BuildLock,
+                    _compile, _private_dir, _remove_stale_temps, _verified, cache_dir, find_compiler, flags)
+
+SWITCH = "MS_BN_GRAD_NATIVE_KERNELS"
+VALUE = "factory"
+WHY_OFF = f"{SWITCH} is not set ({SWITCH}={VALUE} enables MindSpore's CPU kernel factory route)"
+
+
+@dataclass
+class _State:
+    registered: bool = False        # our kernels are in MindSpore's factory
+    reason: str = ""                # why not, when they are not
+    library: Optional[str] = None   # the loaded factory library
+    checked: Optional[bool] = None  # the self-test's verdict (None: not run yet)
+    warned: bool = False
+
+
+_STATE = _State()
+_LOCK = threading.Lock()
+_HANDLE = []  # the loaded library: kept for the process's lifetime (MindSpore holds its kernel creators)
+
+
+def requested() -> bool:
+    """Whether this process asked for the kernel-factory route (MS_BN_GRAD_NATIVE_KERNELS set)."""
+    return bool(os.environ.get(SWITCH, "").strip())
+
+
+# ------------------------------------------------------------------------------------------ build
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+def header_closure(source: Path, include_dirs) -> list:
+    """Every header `source` includes, directly or not, found in `include_dirs` (or, for a quoted
+    include, beside the including file); system headers (not found there) are left out. Conditional
+    includes count too (the closure is a superset of what the compiler reads)."""
+    seen, todo = {}, [Path(source)]
+    while todo:
+        f = todo.pop()
+        for kind, name in _INCLUDE.findall(f.read_bytes()):
+            name = name.decode("utf-8", "replace")
+            dirs = ([f.parent] if kind == b'"' else []) + list(include_dirs)
+            found = next((d / name for d in dirs if (d / name).is_file()), None)
+            if found is not None:
+                found = found.resolve()
+                if found not in seen:
+                    seen[found] = True
+                    todo.append(found)
+    return sorted(seen)
+
+
+def release_lacks_route(version) -> str:
+    return (f"MindSpore {version} does not run CPU kernels of its kernel factory in PYNATIVE mode "
+            "(the kernel-factory route needs MindSpore 2.7.1 or later)")
+
+
+def _build_plan():
+    """(include dirs, MindSpore libraries, release, cpu_kernel.h) from ms_compat, checked to exist."""
+    from .. import ms_compat
+    facts = ms_compat.CPU_KERNEL_FACTORY
+    if facts is None:
+        raise KernelBuildError(f"mindspore_bn_grad: {release_lacks_route(ms_compat.VERSION)}")
+    root = Path(ms_compat.package_dir())
+    incs = [root / d for d in facts["include_dirs"]]
+    header = next((d / facts["header"] for d in incs if (d / facts["header"]).is_file()), None)
+    if header is None:
+        raise KernelBuildError(f"mindspore_bn_grad: the installed MindSpore ({root}) ships no "
+                               f"{facts['header']} to build the kernel-factory library against")
+    libs = [root / lib for lib in facts["libraries"]]
+    missing = [str(lib) for lib in libs if not lib.is_file()]
+    if missing:
+        raise KernelBuildError(f"mindspore_bn_grad: the kernel-factory library links {missing}, not found")
+    return [FACTORY_INCLUDE] + incs, libs, ms_compat.VERSION, header.resolve()
+
+
+def _cxxflags(incs, header):
+    from .. import ms_compat
+    return (flags() + [f"-I{d}" for d in incs] + [f"-D{m}" for m in ms_compat.CPU_KERNEL_FACTORY["defines"]]
+            + [f'-DMS_BN_GRAD_MS_CPU_KERNEL_HEADER="{header}"'])
+
+
+def cache_key(incs, libs, version: str, header, kernel) -> str:
+    """The factory library's cache key: MindSpore's version, the flags (with the include directories),
+    the libraries it links (ours included, whose name holds its own key), our source and every header
+    the build includes (path and contents). Needs no compiler."""
+    h = hashlib.sha256(f"factory\0{version}\0{' '.join(_cxxflags(incs, header))}\0{kernel}\0".encode())
+    for lib in libs:
+        h.update(str(lib).encode() + b"\0")
+    closure = sorted(set(header_closure(FACTORY_SOURCE, [CSRC] + list(incs)) + [Path(header)]
+                         + header_closure(header, list(incs))))
+    for f in [FACTORY_SOURCE] + closure:
+        h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    return "factory_" + h.hexdigest()[:20]
+
+
+def library_path() -> Path:
+    """Path of the kernel-factory library for the installed MindSpore, digest-checked (built if needed)."""
+    from .build import library_path as kernel_library
+    incs, libs, version, header = _build_plan()
+    kernel = kernel_library()
+    cxxflags = _cxxflags(incs, header)
+    key = cache_key(incs, libs, version, header, kernel)
+    directory = _private_dir(cache_dir())
+    lib = directory / f"{LIB_STEM}_{key}.so"
+    if _verified(lib):
+        return lib
+    compiler = find_compiler()
+    link = ["-Wl,--no-undefined", "-Wl,--no-as-needed", str(kernel), *map(str, libs),
+            f"-Wl,-rpath,{libs[0].parent}" if libs else ""]
+    with _BuildLock(directory, key):
+        if not _verified(lib):
+            _remove_stale_temps(directory, key)
+            _compile(compiler, cxxflags, directory, key, lib, units=[FACTORY_SOURCE], link=[x for x in link if x],
+                     what=f"the kernel-factory library for MindSpore {version}")
+    return lib
+
+
+# ------------------------------------------------------------------------------------------ enabling
+
+def enable_at_import() -> None:
+    """With MS_BN_GRAD_NATIVE_KERNELS=factory: builds (once), loads and registers our kernels. Never raises."""
+    value = os.environ.get(SWITCH, "").strip()
+    if not value:
+        _STATE.reason = WHY_OFF
+        return
+    if value != VALUE:
+        _STATE.reason = f"{SWITCH} expected {VALUE!r} or unset, got {value!r}"
+        return
+    try:
+        _load()
+    except Exception as e:  # pylint: disable=broad-except  # import must never fail on this
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        _STATE.reason = f"the kernel-factory library could not be prepared ({first})"
+
+
+_REGISTER_RESULTS = {
+    1: "MindSpore already has a CPU kernel named BatchNormExt or BatchNormGradExt",
+    2: "MindSpore's kernel factory refused the registration",
+}
+
+
+def _load() -> None:
+    import importlib.util
+    if importlib.util.find_spec("mindspore") is None:
+        _STATE.reason = "MindSpore is not installed"
+        return
+    from .. import ms_compat
+    if ms_compat.CPU_KERNEL_FACTORY is None:
+        _STATE.reason = release_lacks_route(ms_compat.VERSION)
+        return
+    from . import native
+    native.lib()  # first: the factory library needs this very instance (thread pool, thread count)
+    path = library_path()
+    handle = ctypes.CDLL(str(path))
+    _HANDLE.append(handle)
+    _STATE.library = str(path)
+    rc = handle.MsBnGradFactoryRegister()
+    if rc != 0:
+        _STATE.reason = _REGISTER_RESULTS.get(rc, f"registration returned {rc}")
+        return
+    _STATE.registered = True
+
+
+def _launch_count() -> int:
+    fn = _HANDLE[0].MsBnGradFactoryLaunches
+    fn.restype = ctypes.c_int64
+    return int(fn())
+
+
+def status() -> bool:
+    """True when MindSpore runs our kernels from its CPU kernel factory for BatchNormExt / BatchNormGradExt.
+
+    Runs the self-test once (a MindSpore CPU launch) when asked for; on False, warns once why (not
+    when the route was simply not asked for)."""
+    from .plugin import self_test
+    with _LOCK:
+        if _STATE.checked is None:
+            if not requested():
+                why = _STATE.reason or WHY_OFF
+            elif not _STATE.registered:
+                why = _STATE.reason or "the kernels are not registered"
+            else:
+                why = self_test(_launch_count, "the kernel factory")
+                if why.endswith("not ours") and os.environ.get("MS_OP_PLUGIN_PATH"):
+                    why = ("MindSpore launches BatchNormExt through the op plugin MS_OP_PLUGIN_PATH names, which "
+                           "it prefers to its kernel factory")
+            _STATE.checked = not why
+            if why:
+                _STATE.reason = why
+        if not _STATE.checked and not _STATE.warned and requested():
+            _STATE.warned = True
+            warnings.warn(f"mindspore_bn_grad: MindSpore's CPU kernel factory route is not active "
+                          f"({_STATE.reason}); converted BatchNorm layers use the Cell route (a Python bprop) "
+                          "and mint.nn.BatchNorm* has no CPU kernel.", RuntimeWarning, stacklevel=3)
+        return _STATE.checked
+
+
+def state() -> _State:
+    return _STATE

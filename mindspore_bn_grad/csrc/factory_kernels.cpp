@@ -1,0 +1,195 @@
+// MindSpore's CPU kernel factory: our kernels as MindSpore's own BatchNormExt
+// and BatchNormGradExt, registered as NativeCpuKernelMod classes.
+//
+// The second mechanism of the native route (docs/native_route.md), beside
+// the op plugin (op_plugin.cpp). This file is its own library
+// (libms_bn_grad_factory_*.so, cpu_kernel/factory.py): built against the
+// INSTALLED MindSpore's C++ headers, so the class layouts it relies on
+// (KernelMod, KernelTensor) are those of the release that loads it (the cache
+// key holds MindSpore's version and a digest of the headers), and linked
+// against MindSpore's libraries and our kernel library (DT_NEEDED by path: the
+// one instance that ops.Custom uses, one thread pool, one thread count).
+// Loaded with ctypes after `import mindspore`; MsBnGradFactoryRegister adds both
+// kernels to MindSpore's factory. MindSpore creates a kernel from the factory
+// whenever it needs one, so this works after other CPU operators ran. No
+// MS_OP_PLUGIN_PATH, so MindSpore keeps making strided views dense before
+// every kernel, ours included (an input that still arrives as a view is
+// refused, never misread).
+//
+// What this file does is translate MindSpore's KernelTensors into the call
+// ms_primitive_runs.h reads (the argument mapping, the checks and the compute
+// are the kernel library's, shared with the op plugin). GRAPH mode unfolds
+// BatchNormGradExt's output_mask tuple into three int64 scalars; PYNATIVE
+// passes it as one tuple: both are read as the one argument.
+// Launches run on MindSpore's device thread (PYNATIVE) or its kernel actors
+// (GRAPH); the compute uses the kernel library's persistent pool.
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ms_primitive_runs.h"
+
+// The installed MindSpore's cpu_kernel.h (cpu_kernel/factory.py passes its path, ms_compat.CPU_KERNEL_FACTORY).
+#include MS_BN_GRAD_MS_CPU_KERNEL_HEADER
+
+namespace bn_grad {
+namespace factory {
+namespace {
+
+using mindspore::kernel::KernelAttr;
+using mindspore::kernel::KernelTensor;
+using mindspore::kernel::NativeCpuKernelMod;
+using TensorList = std::vector<KernelTensor *>;
+
+std::atomic<int64_t> g_launches{0};
+
+namespace ext = spec::batch_norm_forward::mindspore_primitive;
+namespace grad_ext = spec::batch_norm_backward::mindspore_primitive;
+
+const char *DtypeName(mindspore::TypeId t) {
+  switch (t) {
+    case mindspore::kNumberTypeFloat16: return "float16";
+    case mindspore::kNumberTypeBFloat16: return "bfloat16";
+    case mindspore::kNumberTypeFloat32: return "float32";
+    case mindspore::kNumberTypeFloat64: return "float64";
+    case mindspore::kMetaTypeNone: return "none";
+    default: return "unsupported";
+  }
+}
+
+bool IsNone(const KernelTensor *t) { return t == nullptr || t->dtype_id() == mindspore::kMetaTypeNone; }
+
+// One launch's KernelTensors: MindSpore's arguments (the last input, a tuple,
+// may arrive unfolded into the remaining scalars) as an aot call plus the
+// scalar readers.
+class FactoryArgs final : public primitive::PrimitiveArgs {
+ public:
+  FactoryArgs(const TensorList &inputs, const TensorList &outputs, size_t num_inputs)
+      : inputs_(inputs), num_inputs_(num_inputs) {
+    const size_t n = num_inputs + outputs.size();
+    params_.assign(n, nullptr);
+    ndims_.assign(n, 0);
+    shapes_.assign(n, nullptr);
+    dtypes_.assign(n, "none");
+    shape_store_.resize(n);
+    ok_ = num_inputs > 0 && inputs.size() >= num_inputs;
+    for (size_t i = 0; ok_ && i < n; ++i) {
+      KernelTensor *t = i < num_inputs ? inputs[i] : outputs[i - num_inputs];
+      if (i < num_inputs && (IsScalar(static_cast<int>(i)) || IsNone(t))) continue;
+      if (t == nullptr) { ok_ = false; break; }
+      shape_store_[i] = t->GetShapeVector();
+      ndims_[i] = static_cast<int>(shape_store_[i].size());
+      shapes_[i] = shape_store_[i].data();
+      dtypes_[i] = DtypeName(t->dtype_id());
+      params_[i] = t->device_ptr();
+      const auto &storage = t->tensor_storage_info();
+      if (storage != nullptr && !(storage->is_contiguous && storage->storage_offset == 0)) strided_ = true;
+    }
+  }
+
+  // Tensors MindSpore did not make dense are refused: this route never reads strides.
+  bool ok() const { return ok_ && !strided_; }
+  aot::Call call() { return {static_cast<int>(params_.size()), params_.data(), ndims_.data(), shapes_.data(),
+                             dtypes_.data()}; }
+
+  size_t NumInputs() const override { return num_inputs_; }
+  bool IsScalar(int arg) const override {
+    const KernelTensor *t = At(arg);
+    return t != nullptr && t->dtype_id() != mindspore::kMetaTypeNone &&
+           t->type_id() != mindspore::kObjectTypeTensorType;
+  }
+  bool Bool(int arg) const override { return At(arg)->GetValueWithCheck<bool>(); }
+  double Float(int arg) const override {
+    KernelTensor *t = At(arg);
+    return t->dtype_id() == mindspore::kNumberTypeFloat64 ? t->GetValueWithCheck<double>()
+                                                          : t->GetValueWithCheck<float>();
+  }
+  std::vector<int64_t> IntVec(int arg) const override {
+    if (static_cast<size_t>(arg) + 1 == num_inputs_ && inputs_.size() > num_inputs_) {  // an unfolded tuple
+      std::vector<int64_t> v;
+      for (size_t i = arg; i < inputs_.size(); ++i) v.push_back(inputs_[i]->GetValueWithCheck<int64_t>());
+      return v;
+    }
+    return At(arg)->GetValueWithCheck<std::vector<int64_t>>();
+  }
+  std::optional<primitive::TensorLayout> Layout(int) const override { return std::nullopt; }
+
+ private:
+  KernelTensor *At(int arg) const {
+    return arg >= 0 && static_cast<size_t>(arg) < inputs_.size() ? inputs_[arg] : nullptr;
+  }
+
+  const TensorList &inputs_;
+  size_t num_inputs_;
+  std::vector<void *> params_;
+  std::vector<int> ndims_;
+  std::vector<int64_t *> shapes_;
+  std::vector<const char *> dtypes_;
+  std::vector<std::vector<int64_t>> shape_store_;
+  bool ok_ = false;
+  bool strided_ = false;
+};
+
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs>
+class BnKernelMod : public NativeCpuKernelMod {
+ public:
+  std::vector<KernelAttr> GetOpSupport() override { return {KernelAttr().AddSkipCheckAttr(true)}; }
+  bool Init(const TensorList &, const TensorList &) override { return true; }
+  bool Launch(const TensorList &inputs, const TensorList &, const TensorList &outputs) override {
+    g_launches.fetch_add(1, std::memory_order_relaxed);
+    try {
+      FactoryArgs args(inputs, outputs, kNumInputs);
+      const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
+      if (rc != 0) {
+        MS_LOG(ERROR) << "For '" << kernel_name_ << "' (mindspore_bn_grad's kernel), the arguments were "
+                      << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
+      }
+      return rc == 0;
+    } catch (...) {  // MindSpore's value readers throw on a malformed scalar: a failed launch, not a crash
+      return false;
+    }
+  }
+};
+
+using BatchNormExtKernel = BnKernelMod<primitive::RunBatchNormExt, ext::kNumInputs>;
+using BatchNormGradExtKernel = BnKernelMod<primitive::RunBatchNormGradExt, grad_ext::kNumInputs>;
+
+using Factory = mindspore::kernel::Factory<NativeCpuKernelMod>;
+
+// 0: both registered now or by an earlier call; 1: MindSpore (or another
+// library) already has a kernel of one of these names, so none is added.
+// A function, not MS_KERNEL_FACTORY_REG's static registrar: registering a
+// taken name throws, and a throw from a static initializer during dlopen
+// would end the process.
+int Register() {
+  static std::atomic<bool> done{false};
+  if (done.load()) return 0;
+  Factory &f = Factory::Instance();
+  if (f.IsRegistered(ext::kName) || f.IsRegistered(grad_ext::kName)) return 1;
+  f.Register(ext::kName, [] { return std::make_shared<BatchNormExtKernel>(); });
+  f.Register(grad_ext::kName, [] { return std::make_shared<BatchNormGradExtKernel>(); });
+  done.store(true);
+  return 0;
+}
+
+}  // namespace
+}  // namespace factory
+}  // namespace bn_grad
+
+extern "C" {
+// Adds BatchNormExt / BatchNormGradExt to MindSpore's CPU kernel factory
+// (cpu_kernel/factory.py calls it once, right after loading): 0 added, 1 a
+// kernel of that name already exists, 2 MindSpore refused.
+int MsBnGradFactoryRegister() {
+  try {
+    return bn_grad::factory::Register();
+  } catch (...) {
+    return 2;
+  }
+}
+
+// How many times MindSpore launched one of the kernels above in this process
+// (cpu_kernel/factory.py's self-test: proof that ours ran).
+int64_t MsBnGradFactoryLaunches() { return bn_grad::factory::g_launches.load(std::memory_order_relaxed); }
+}

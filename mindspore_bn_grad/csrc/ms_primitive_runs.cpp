@@ -1,0 +1,185 @@
+// MindSpore's BatchNormExt / BatchNormGradExt arguments mapped onto our
+// BatchNormForward / BatchNormBackward (ms_primitive_runs.h says who calls).
+#include "ms_primitive_runs.h"
+
+#include <cstring>
+
+#include "bn_forward.h"
+#include "entry_runs.h"
+
+namespace bn_grad {
+namespace primitive {
+namespace {
+
+using namespace aot;  // NOLINT: Call, the parse helpers, the error codes
+
+// MindSpore's argument order of each primitive: generated from the prototypes'
+// mindspore_primitive entries (op_def/*.yaml) into bn_spec.gen.h.
+namespace ext = spec::batch_norm_forward::mindspore_primitive;
+namespace grad_ext = spec::batch_norm_backward::mindspore_primitive;
+
+// Strided views (PYNATIVE hands them to the op plugin as they are, e.g. a
+// transposed tensor): each is gathered into a dense copy that the kernels read
+// instead.
+class DenseInputs {
+ public:
+  // kOk, or kBadShape for a layout that does not fit its shape.
+  Error Gather(const PrimitiveArgs &args, Call *call, int slot) {
+    if (args.IsScalar(slot) || call->params[slot] == nullptr) return kOk;
+    const std::optional<TensorLayout> layout = args.Layout(slot);
+    if (!layout.has_value()) return kOk;
+    const int nd = call->ndims[slot];
+    const std::vector<int64_t> &strides = layout->strides;
+    if (strides.empty() && layout->storage_offset == 0) return kOk;
+    if (layout->storage_offset < 0) return kBadShape;
+    std::vector<int64_t> st = strides;
+    if (st.empty()) {  // dense but offset
+      st.assign(nd, 1);
+      for (int d = nd - 2; d >= 0; --d) st[d] = st[d + 1] * call->shapes[slot][d + 1];
+    }
+    if (static_cast<int>(st.size()) != nd) return kBadShape;
+    bool dense = layout->storage_offset == 0;
+    int64_t expect = 1, numel = 1;
+    for (int d = nd - 1; d >= 0; --d) {
+      const int64_t extent = call->shapes[slot][d];
+      if (extent < 0 || st[d] < 0) return kBadShape;
+      if (extent != 1 && st[d] != expect) dense = false;
+      expect *= extent;
+      numel *= extent;
+    }
+    if (dense) return kOk;
+    const DType dt = call->Dtype(slot);
+    if (dt == DType::kNone) return kBadDtype;
+    const size_t es = ElemSize(dt);
+    buffers_.emplace_back(static_cast<size_t>(numel) * es);
+    char *dst = buffers_.back().data();
+    const char *src = static_cast<const char *>(call->params[slot]) + layout->storage_offset * es;
+    std::vector<int64_t> idx(nd, 0);
+    for (int64_t i = 0; i < numel; ++i) {
+      int64_t off = 0;
+      for (int d = 0; d < nd; ++d) off += idx[d] * st[d];
+      std::memcpy(dst + static_cast<size_t>(i) * es, src + off * static_cast<int64_t>(es), es);
+      for (int d = nd - 1; d >= 0; --d) {
+        if (++idx[d] < call->shapes[slot][d]) break;
+        idx[d] = 0;
+      }
+    }
+    call->params[slot] = dst;
+    return kOk;
+  }
+
+ private:
+  std::vector<std::vector<char>> buffers_;
+};
+
+// Dense copies of the tensor inputs in [first, last] that are strided views;
+// the call's pointers are redirected to them.
+Error GatherInputs(const PrimitiveArgs &args, Call *call, int first, int last, DenseInputs *dense,
+                   std::vector<void *> *params) {
+  params->assign(call->params, call->params + call->nparam);
+  call->params = params->data();
+  for (int s = first; s <= last; ++s) {
+    const Error rc = dense->Gather(args, call, s);
+    if (rc != kOk) return rc;
+  }
+  return kOk;
+}
+
+// A tensor slot MindSpore filled with None (an absent optional input) comes
+// as dtype "none" with a null pointer.
+ConstTensor OptionalInput(const Call &call, int slot, int64_t channels, Error *rc) {
+  ConstTensor t;
+  if (*rc == kOk) *rc = ParseChannelInput(call, slot, channels, /*optional=*/true, /*empty_ok=*/false, &t);
+  return t;
+}
+
+int RunForward(Call call, const PrimitiveArgs &args) {
+  using namespace ext;  // NOLINT
+  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
+  if (!args.IsScalar(TRAINING) || !args.IsScalar(MOMENTUM) || !args.IsScalar(EPS)) return kBadParamCount;
+  // The running statistics are updated in place: a strided view of them would be
+  // updated in a copy, so those are refused (nn and mint cells hold them dense).
+  DenseInputs dense;
+  std::vector<void *> params;
+  void *running[2] = {call.params[RUNNING_MEAN], call.params[RUNNING_VAR]};
+  Error rc = GatherInputs(args, &call, INPUT, RUNNING_VAR, &dense, &params);
+  if (rc != kOk) return rc;
+  if (call.params[RUNNING_MEAN] != running[0] || call.params[RUNNING_VAR] != running[1]) return kBadShape;
+  BnForwardArgs a;
+  DType dt = DType::kNone;
+  int64_t numel = 0;
+  rc = ParseActivations(call, NUM_ARGS, {INPUT, OUTPUT}, /*channel_last=*/false, &a, &dt, &numel);
+  if (rc != kOk) return rc;
+  a.input = ConstTensor{call.params[INPUT], dt};
+  a.output = MutTensor{call.params[OUTPUT], dt};
+  a.weight = OptionalInput(call, WEIGHT, a.channels, &rc);
+  a.bias = OptionalInput(call, BIAS, a.channels, &rc);
+  a.running_mean = OptionalInput(call, RUNNING_MEAN, a.channels, &rc);
+  a.running_var = OptionalInput(call, RUNNING_VAR, a.channels, &rc);
+  if (rc != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, SAVE_MEAN, a.channels, &a.save_mean)) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, SAVE_INVSTD, a.channels, &a.save_invstd)) != kOk) return rc;
+  a.training = args.Bool(TRAINING);
+  a.momentum = args.Float(MOMENTUM);
+  a.eps = args.Float(EPS);
+  // BatchNormExt updates the running statistics in place (in training).
+  if (a.training && a.running_mean.data != nullptr && a.running_var.data != nullptr) {
+    a.running_mean_out = MutTensor{const_cast<void *>(a.running_mean.data), a.running_mean.dtype};
+    a.running_var_out = MutTensor{const_cast<void *>(a.running_var.data), a.running_var.dtype};
+  }
+  return BnForward(a);
+}
+
+int RunBackward(Call call, const PrimitiveArgs &args) {
+  using namespace grad_ext;  // NOLINT
+  namespace bnb = spec::batch_norm_backward;
+  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
+  if (!args.IsScalar(TRAINING) || !args.IsScalar(EPS) || !args.IsScalar(OUTPUT_MASK)) return kBadParamCount;
+  DenseInputs dense;
+  std::vector<void *> gathered;
+  const Error rc = GatherInputs(args, &call, GRAD_OUT, SAVE_INVSTD, &dense, &gathered);
+  if (rc != kOk) return rc;
+  bnb::Attrs attrs;
+  attrs.training = args.Bool(TRAINING);
+  attrs.eps = args.Float(EPS);
+  attrs.channel_last = false;  // BatchNormExt has no layout: the channel is dim 1
+  const std::vector<int64_t> mask = args.IntVec(OUTPUT_MASK);
+  if (mask.size() != static_cast<size_t>(bnb::kOutputMaskLength)) return kBadParamCount;
+  for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = mask[i] != 0;
+
+  // Our BatchNormBackward's tensor slots, each taken from the argument that carries it.
+  void *params[bnb::NUM_SLOTS];
+  int ndims[bnb::NUM_SLOTS];
+  int64_t *shapes[bnb::NUM_SLOTS];
+  const char *dtypes[bnb::NUM_SLOTS];
+  for (int i = 0; i < bnb::NUM_SLOTS; ++i) {
+    const int arg = kArgOfSlot[i];
+    if (arg < 0) return kBadParamCount;
+    params[i] = call.params[arg];
+    ndims[i] = call.ndims[arg];
+    shapes[i] = call.shapes[arg];
+    dtypes[i] = call.dtypes[arg];
+  }
+  return RunBatchNormBackward(Call{bnb::NUM_SLOTS, params, ndims, shapes, dtypes}, attrs);
+}
+
+}  // namespace
+
+int RunBatchNormExt(aot::Call call, const PrimitiveArgs &args) {
+  try {
+    return RunForward(call, args);
+  } catch (...) {  // std::bad_alloc of a dense copy, or a route's scalar reader: a code, never an exception
+    return spec::kKernelFailed;
+  }
+}
+
+int RunBatchNormGradExt(aot::Call call, const PrimitiveArgs &args) {
+  try {
+    return RunBackward(call, args);
+  } catch (...) {
+    return spec::kKernelFailed;
+  }
+}
+
+}  // namespace primitive
+}  // namespace bn_grad
