@@ -115,12 +115,12 @@ def ms_builtin_graph_contestant(case):
 
 
 def ms_native_contestant(case, mode):
-    """MindSpore's BatchNormExt (mint.nn.functional.batch_norm), which the op plugin runs on our
-    kernel: the native route's forward. Channel-first only."""
+    """MindSpore's BatchNormExt (mint.nn.functional.batch_norm), which the op plugin or the kernel
+    factory runs on our kernel: the native route's forward. Channel-first only."""
     import mindspore as ms
     from mindspore import mint
-    from mindspore_bn_grad.cpu_kernel import plugin
-    if case.channel_last or not plugin.status():
+    from mindspore_bn_grad.cpu_kernel import native_kernels_active
+    if case.channel_last or not native_kernels_active():
         return None
     x, p = case.arrays()
     args = (ms.Tensor(x), ms.Parameter(ms.Tensor(p["running_mean"]), name=f"fwd_bench_nrm_{mode}"),

@@ -15,7 +15,7 @@ after warm-up:
     the same thread count); also the kernel with output_mask (False, True, True);
   * through MindSpore, PYNATIVE and GRAPH: mindspore_bn_grad.batch_norm_backward
     / BatchNormBackward vs the built-in ops.operations._grad_ops.BatchNormGrad
-    (oneDNN; float32/float16 NCHW only) in the same mode; with the op plugin active,
+    (oneDNN; float32/float16 NCHW only) in the same mode; with the native kernels active,
     also MindSpore's BatchNormGradExt on our kernel (the native route): in PYNATIVE
     called directly, in GRAPH the forward + backward of mint.nn.functional.batch_norm
     (MindSpore's C++ bprop) minus the forward alone, timed in the same rounds (a GRAPH
@@ -295,11 +295,12 @@ def ms_ours_contestant(case, mode):
 
 
 def ms_native_contestant(case, mode):
-    """MindSpore's own BatchNormGradExt primitive, which the op plugin runs on our kernel (the native
-    route's backward), called from Python in PYNATIVE; None where it cannot run (channel-last:
-    BatchNormGradExt is channel-first). GRAPH mode: see ms_native_graph_contestants."""
-    from mindspore_bn_grad.cpu_kernel import plugin
-    if mode != "PYNATIVE" or case.channel_last or not plugin.status():
+    """MindSpore's own BatchNormGradExt primitive, which the op plugin or the kernel factory runs on
+    our kernel (the native route's backward), called from Python in PYNATIVE; None where it cannot
+    run (channel-last: BatchNormGradExt is channel-first). GRAPH mode: see
+    ms_native_graph_contestants."""
+    from mindspore_bn_grad.cpu_kernel import native_kernels_active
+    if mode != "PYNATIVE" or case.channel_last or not native_kernels_active():
         return None
     from mindspore_bn_grad import ms_compat
     tx, tdy, tp = _ms_inputs(case)
@@ -331,8 +332,8 @@ def ms_native_graph_contestants(case):
     ``output_mask`` before ``training``/``eps`` and then checks it in the primitive's own order, which
     rejects every call; tests/ut/test_bench_native.py pins it), so the backward is timed as MindSpore's
     own autograd runs it."""
-    from mindspore_bn_grad.cpu_kernel import plugin
-    if case.channel_last or not plugin.status():
+    from mindspore_bn_grad.cpu_kernel import native_kernels_active
+    if case.channel_last or not native_kernels_active():
         return {}
     fwd_bwd, fwd = native_graph_cells(case)
     tx, tdy, tp = _ms_inputs(case)
