@@ -39,6 +39,7 @@ _LAZY = {
     "unpatch_batchnorm": ".nn._convert",
     "batchnorm_patched": ".nn._convert",
     "op_plugin_active": ".cpu_kernel.plugin",
+    "native_kernels_active": ".cpu_kernel",
 }
 
 __all__ = sorted(_LAZY) + ["nn"]
