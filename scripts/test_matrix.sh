@@ -39,9 +39,9 @@ FAST_TESTS=(tests/ut/test_op_values.py tests/ut/test_nn_parity.py tests/ut/test_
             tests/ut/test_ms_compat.py tests/ut/test_sync_batchnorm.py tests/ut/test_sync_kernels.py
             tests/ut/test_nn_convert.py tests/st/syncbn/test_syncbn_msrun.py)
 
-# The native route (PROFILES=native): its session, then the op plugin tests of the default session.
+# The native route (PROFILES=native): its session, then the op plugin and kernel factory tests of the default session.
 NATIVE_SESSION=(-m native_route -o addopts= -rfEs tests/ut)
-PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_bench_native.py tests/ut/test_ms_compat.py)
+PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_factory_route.py tests/ut/test_bench_native.py tests/ut/test_ms_compat.py)
 PROFILES=${PROFILES:-fast}
 
 DIR=${MATRIX_DIR:-${TMPDIR:-/tmp}/ms_bn_grad_matrix}
