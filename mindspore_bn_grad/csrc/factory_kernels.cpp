@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ms_primitive_runs.h"
@@ -47,15 +48,15 @@ std::atomic<int64_t> g_launches{0};
 namespace ext = spec::batch_norm_forward::mindspore_primitive;
 namespace grad_ext = spec::batch_norm_backward::mindspore_primitive;
 
+// The dtype's name as the generated table spells it (MindSpore's own lower-case name, which the
+// op plugin hands over too), "none" for an absent tensor, "unsupported" for any other type.
 const char *DtypeName(mindspore::TypeId t) {
-  switch (t) {
-    case mindspore::kNumberTypeFloat16: return "float16";
-    case mindspore::kNumberTypeBFloat16: return "bfloat16";
-    case mindspore::kNumberTypeFloat32: return "float32";
-    case mindspore::kNumberTypeFloat64: return "float64";
-    case mindspore::kMetaTypeNone: return "none";
-    default: return "unsupported";
+  if (t == mindspore::kMetaTypeNone) return "none";
+  const std::string name = mindspore::TypeIdToString(t, true);
+  for (const spec::DtypeName &d : spec::kDtypeNames) {
+    if (name == d.name) return d.name;
   }
+  return "unsupported";
 }
 
 bool IsNone(const KernelTensor *t) { return t == nullptr || t->dtype_id() == mindspore::kMetaTypeNone; }
