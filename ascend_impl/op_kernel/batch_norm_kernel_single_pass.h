@@ -182,24 +182,22 @@ __aicore__ inline LocalTensor<float> FloatRow(const Buffers<T> &b, const LocalTe
     }
 }
 
-// v (op)= the per-channel value `which` over len elements: slab, or scalar (Buffers::scalar).
-template <typename T>
-__aicore__ inline void MulBy(const Buffers<T> &b, const LocalTensor<float> &v, uint32_t which, uint32_t len)
+// v = v * (MUL) or + the per-channel value `which` over len elements: its slab, or the scalar
+// (Buffers::scalar).
+template <bool MUL, typename T>
+__aicore__ inline void WithValue(const Buffers<T> &b, const LocalTensor<float> &v, uint32_t which, uint32_t len)
 {
+    const int32_t n = Narrow<int32_t>(len, "vector count");
     if (b.scalar) {
-        AscendC::Muls(v, v, b.value[which], Narrow<int32_t>(len, "Muls count"));
+        if constexpr (MUL) {
+            AscendC::Muls(v, v, b.value[which], n);
+        } else {
+            AscendC::Adds(v, v, b.value[which], n);
+        }
+    } else if constexpr (MUL) {
+        AscendC::Mul(v, v, b.slab[which], n);
     } else {
-        AscendC::Mul(v, v, b.slab[which], Narrow<int32_t>(len, "Mul count"));
-    }
-}
-
-template <typename T>
-__aicore__ inline void AddOn(const Buffers<T> &b, const LocalTensor<float> &v, uint32_t which, uint32_t len)
-{
-    if (b.scalar) {
-        AscendC::Adds(v, v, b.value[which], Narrow<int32_t>(len, "Adds count"));
-    } else {
-        AscendC::Add(v, v, b.slab[which], Narrow<int32_t>(len, "Add count"));
+        AscendC::Add(v, v, b.slab[which], n);
     }
 }
 
@@ -213,7 +211,7 @@ __aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, 
     } else {
         AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], Narrow<int32_t>(len, "Sub count"));
     }
-    MulBy(b, xr, SLAB_INVSTD, len);
+    WithValue<true>(b, xr, SLAB_INVSTD, len);
     return xr;
 }
 
@@ -281,12 +279,12 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         if (!want) {
             AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
         } else {
-            MulBy(b, dr, SLAB_A, elems);
+            WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyXhat(b, off, elems);
-                MulBy(b, xh, SLAB_K, elems);
+                WithValue<true>(b, xh, SLAB_K, elems);
                 AscendC::Add(dr, dr, xh, Narrow<int32_t>(elems, "Add count"));
-                AddOn(b, dr, SLAB_B, elems);
+                WithValue<false>(b, dr, SLAB_B, elems);
             }
         }
         if constexpr (!IsSame<T, float>::value) {
