@@ -115,7 +115,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
     const uint64_t maxCount = CeilDiv(channels, groups);
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
-    const uint64_t fixed = MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype).Total();
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows)
                            .Total() <= in.ubBytes;
@@ -230,6 +231,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // blocks: grad_input is then written as contiguous multi-row regions.
     t.flat = (!t.usePad && unaligned && span < perBlock) ? 1 : 0;
     t.hasDcci = in.hasDcci ? 1 : 0;
+    t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
     // Tiles: the span cut into balanced column chunks (whole vector blocks),
     // as many rows as fit beside them; of the chunk counts whose plan fits UB
@@ -255,8 +257,8 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         lastCols = cols;
         const uint32_t stride = uint32_t(AlignUp(cols, VEC_ALIGN));
         const uint32_t vec = first ? uint32_t(vecFirst) : stride;
-        const uint64_t fixed = MakeUbPlan(0, stride, vec, t.layout, in.dtype).Total();
-        const uint64_t perRow = MakeUbPlan(1, stride, vec, t.layout, in.dtype).Total() - fixed;
+        const uint64_t fixed = MakeUbPlan(0, stride, vec, t.layout, in.dtype, t.outBuffers).Total();
+        const uint64_t perRow = MakeUbPlan(1, stride, vec, t.layout, in.dtype, t.outBuffers).Total() - fixed;
         const uint64_t rows = in.ubBytes > fixed ? (in.ubBytes - fixed) / perRow : 0;
         // The flat path wants room for a whole parameter group's region of one row.
         const uint64_t flatNeed = t.flat ? CeilDiv(AlignUp(uint64_t(vec) * t.inner, VEC_ALIGN), stride) : 1;

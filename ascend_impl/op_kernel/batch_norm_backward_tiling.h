@@ -31,8 +31,10 @@ enum ElemType : uint32_t { ELEM_FLOAT32 = 0, ELEM_FLOAT16 = 1, ELEM_BFLOAT16 = 2
 constexpr uint32_t BLOCK_BYTES = 32;
 constexpr uint32_t QUEUE_DEPTH = 2;        // double-buffered GM<->UB queues
 constexpr uint32_t TILE_QUEUES = 3;        // grad_out in, input in, grad_input out
-constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32: grad_input queue buffers (its stores land while the
-                                              // input tiles are computed in place; no float tiles between)
+constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPad: grad_input queue buffers (its
+                                              // stores land while the input tiles are computed in place; no
+                                              // float tiles between). Atlas training / inference: QUEUE_DEPTH
+                                              // (the real TPipe has fewer event ids there)
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
                                            // float32 computes in place in the input queues' buffers)
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
@@ -86,6 +88,7 @@ struct BatchNormBackwardTilingData {
                            // many rows; row n sums into accumulator row n mod spSlabRows)
     uint32_t spBuffers;    // single pass: resident sub-group buffers (2: the next sub-group loads while this one
                            // is reduced, applied and stored)
+    uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
     float eps;
@@ -110,13 +113,20 @@ struct UbPlan {
 
 BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == ELEM_FLOAT32 ? 4 : 2; }
 
-BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype)
+// Buffers of the grad_input queue: three for float32 (computed in place) where the SoC has DataCopyPad.
+BNB_FN uint32_t OutBuffers(uint32_t dtype, bool hasDataCopyPad)
+{
+    return dtype == ELEM_FLOAT32 && hasDataCopyPad ? OUT_BUFFERS_IN_PLACE : QUEUE_DEPTH;
+}
+
+BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype,
+                         uint32_t outBuffers)
 {
     UbPlan p;
     const uint32_t tileElems = tileRows * rowStride;
     p.tileBytes = tileElems * DtypeBytes(dtype);
     p.floatTileBytes = dtype == ELEM_FLOAT32 ? 0 : tileElems * uint32_t(sizeof(float));
-    p.outBuffers = dtype == ELEM_FLOAT32 ? OUT_BUFFERS_IN_PLACE : QUEUE_DEPTH;
+    p.outBuffers = outBuffers;
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
     p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? PART_HALVES * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS : 2 * rowStride) *

@@ -133,7 +133,7 @@ struct KernelState {
                                    2 * TotalsStride(t));
         }
 
-        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype);
+        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());
