@@ -57,6 +57,9 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
 }
 
+// Two passes: tile columns preferred at least this wide (ComputeTiling).
+constexpr uint64_t MIN_TILE_COLS = 1024;
+
 // Whole channels per core (the SyncBatchNorm reduce step, channel-first, two
 // passes across cores): when every core can take whole channels with a
 // balance within WHOLE_CHANNEL_SLACK of the even split (or a channel is one
@@ -112,16 +115,42 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
     const uint64_t maxCount = CeilDiv(channels, groups);
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
-    const uint64_t fixed = MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype).Total();
-    uint64_t resident = 0;
-    for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
-        if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype).Total() <= in.ubBytes) {
-            resident = g;
-            break;
-        }
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
+    const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
+        return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows)
+                           .Total() <= in.ubBytes;
+    };
+    // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
+    uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
+    while (slabRows > 1 && !fits(1, 1, slabRows)) {
+        --slabRows;
     }
+    // The most channels `buffers` resident sub-groups of that many fit beside the fixed buffers (0: none).
+    const auto fitting = [&](uint32_t buffers) -> uint64_t {
+        for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
+            if (fits(g, buffers, slabRows)) {
+                return g;
+            }
+        }
+        return 0;
+    };
+    uint64_t resident = fitting(1);
     if (resident == 0) {
         return false;
+    }
+    // Double buffering (float32, whose vector work per byte is below the
+    // copies'; 16-bit types are bound by the vector unit and keep the larger
+    // sub-groups): two sub-groups whose vector instructions still span at
+    // least SP_MIN_INSTR_ELEMS elements; the group cut into up to
+    // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
+    // stores of another.
+    uint32_t buffers = 1;
+    const uint64_t minChannels = CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride);
+    const uint64_t resident2 = in.dtype == ELEM_FLOAT32 && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
+    if (resident2 >= minChannels && resident2 > 0) {
+        buffers = SP_MAX_BUFFERS;
+        resident = std::min<uint64_t>(resident2, std::max<uint64_t>(minChannels, CeilDiv(maxCount, SP_MIN_SUB_GROUPS)));
     }
     t.strategy = STRATEGY_SINGLE_PASS;
     t.balanced = 1;
@@ -138,7 +167,10 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.crossCore = 0;
     t.spChannels = uint32_t(resident);
     t.spRowStride = uint32_t(rowStride);
-    t.spChunkRows = uint32_t(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS, outer)));
+    t.spBuffers = buffers;
+    t.spSlabRows = slabRows;
+    // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
+    t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));
     t.usedCores = uint32_t(groups);
     return true;
 }
@@ -199,32 +231,56 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // blocks: grad_input is then written as contiguous multi-row regions.
     t.flat = (!t.usePad && unaligned && span < perBlock) ? 1 : 0;
     t.hasDcci = in.hasDcci ? 1 : 0;
+    t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
-    uint64_t cols = std::max<uint64_t>(span, 1);
-    for (;;) {
+    // Tiles: the span cut into balanced column chunks (whole vector blocks),
+    // as many rows as fit beside them; of the chunk counts whose plan fits UB
+    // the one with the largest tile (the fewest chunks on a tie), preferring
+    // chunks of at least MIN_TILE_COLS columns (each tile row costs vector
+    // instructions of its own: the row sums) and, with whole-block copies,
+    // chunks that divide the span (a ragged last chunk is shifted back and
+    // moves the overlap twice). More chunks than the first whose rows reach
+    // every row only shrink the tile.
+    const uint64_t span1 = std::max<uint64_t>(span, 1);
+    const uint64_t minCols = std::min<uint64_t>(span1, MIN_TILE_COLS);
+    const uint64_t wantRows = uint64_t(std::max<int64_t>(outer, 1));
+    uint64_t bestElems = 0, lastCols = 0;
+    uint32_t bestRank = 0;  // 1 + wide (2) + even (1)
+    for (uint64_t chunks = 1;; ++chunks) {
+        const uint64_t cols = chunks == 1 ? span1 : AlignUp(CeilDiv(span1, chunks), VEC_ALIGN);
+        if (chunks > 1 && (cols >= lastCols || cols >= span1)) {
+            if (lastCols <= VEC_ALIGN) {
+                break;  // rounded up to whole vector blocks: no narrower chunk left
+            }
+            continue;
+        }
+        lastCols = cols;
         const uint32_t stride = uint32_t(AlignUp(cols, VEC_ALIGN));
         const uint32_t vec = first ? uint32_t(vecFirst) : stride;
-        const uint64_t fixed = MakeUbPlan(0, stride, vec, t.layout, in.dtype).Total();
-        const uint64_t perRow = MakeUbPlan(1, stride, vec, t.layout, in.dtype).Total() - fixed;
+        const uint64_t fixed = MakeUbPlan(0, stride, vec, t.layout, in.dtype, t.outBuffers).Total();
+        const uint64_t perRow = MakeUbPlan(1, stride, vec, t.layout, in.dtype, t.outBuffers).Total() - fixed;
         const uint64_t rows = in.ubBytes > fixed ? (in.ubBytes - fixed) / perRow : 0;
-        if (rows >= 1) {
+        // The flat path wants room for a whole parameter group's region of one row.
+        const uint64_t flatNeed = t.flat ? CeilDiv(AlignUp(uint64_t(vec) * t.inner, VEC_ALIGN), stride) : 1;
+        const uint64_t want = std::max<uint64_t>(wantRows, flatNeed);
+        const uint64_t tileRows = std::min<uint64_t>({rows, MAX_TILE_ROWS, want});
+        const uint32_t rank = 1 + (cols >= minCols ? 2 : 0) + (t.usePad || span1 % cols == 0 ? 1 : 0);
+        if (rows >= 1 && tileRows >= flatNeed &&
+            (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
+            bestRank = rank;
+            bestElems = tileRows * cols;
             t.tileCols = uint32_t(cols);
             t.rowStride = stride;
             t.vecElems = vec;
-            // The flat path wants room for a whole parameter group's region of one row.
-            const uint64_t flatNeed = t.flat ? CeilDiv(AlignUp(uint64_t(vec) * t.inner, VEC_ALIGN), stride) : 1;
-            const uint64_t want = std::max<uint64_t>(uint64_t(std::max<int64_t>(outer, 1)), flatNeed);
-            t.tileRows = uint32_t(std::min<uint64_t>({rows, MAX_TILE_ROWS, want}));
-            if (t.tileRows < flatNeed) {
-                return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one region";
-            }
+            t.tileRows = uint32_t(tileRows);
+        }
+        const bool allRows = tileRows >= std::min<uint64_t>(want, MAX_TILE_ROWS);
+        if ((bestRank == 4 && allRows) || (bestRank >= 3 && cols < minCols) || cols <= VEC_ALIGN) {
             break;
         }
-        const uint64_t half = AlignUp(cols / 2, VEC_ALIGN);
-        if (half >= cols) {
-            return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one tile";
-        }
-        cols = half;
+    }
+    if (bestElems == 0) {
+        return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one " + (t.flat ? "region" : "tile");
     }
     t.rowBlocks = CeilDiv(uint64_t(outer), t.tileRows);
     t.colBlocks = CeilDiv(span, t.tileCols);

@@ -31,7 +31,12 @@ enum ElemType : uint32_t { ELEM_FLOAT32 = 0, ELEM_FLOAT16 = 1, ELEM_BFLOAT16 = 2
 constexpr uint32_t BLOCK_BYTES = 32;
 constexpr uint32_t QUEUE_DEPTH = 2;        // double-buffered GM<->UB queues
 constexpr uint32_t TILE_QUEUES = 3;        // grad_out in, input in, grad_input out
-constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input
+constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPad: grad_input queue buffers (its
+                                              // stores land while the input tiles are computed in place; no
+                                              // float tiles between). Atlas training / inference: QUEUE_DEPTH
+                                              // (the real TPipe has fewer event ids there)
+constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
+                                           // float32 computes in place in the input queues' buffers)
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
 constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
 constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
@@ -79,6 +84,11 @@ struct BatchNormBackwardTilingData {
     uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
     uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
+    uint32_t spSlabRows;   // single pass: rows of the sub-group per vector instruction (the float slabs hold that
+                           // many rows; row n sums into accumulator row n mod spSlabRows)
+    uint32_t spBuffers;    // single pass: resident sub-group buffers (2: the next sub-group loads while this one
+                           // is reduced, applied and stored)
+    uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
     float eps;
@@ -88,6 +98,7 @@ struct BatchNormBackwardTilingData {
 // UB bytes of each buffer the kernel allocates, from the tiling.
 struct UbPlan {
     uint32_t tileBytes;    // one queue buffer (grad_out dtype)
+    uint32_t outBuffers;   // buffers of the grad_input queue
     uint32_t floatTileBytes;
     uint32_t rowVecBytes;
     uint32_t channelVecBytes;
@@ -95,19 +106,27 @@ struct UbPlan {
     uint32_t tailBytes;    // one block of scratch for backtracked tails
     BNB_FN uint64_t Total() const
     {
-        return uint64_t(TILE_QUEUES) * QUEUE_DEPTH * tileBytes + uint64_t(FLOAT_TILES) * floatTileBytes +
-               uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + tailBytes;
+        return (uint64_t(TILE_QUEUES - 1) * QUEUE_DEPTH + outBuffers) * tileBytes +
+               uint64_t(FLOAT_TILES) * floatTileBytes + uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + tailBytes;
     }
 };
 
 BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == ELEM_FLOAT32 ? 4 : 2; }
 
-BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype)
+// Buffers of the grad_input queue: three for float32 (computed in place) where the SoC has DataCopyPad.
+BNB_FN uint32_t OutBuffers(uint32_t dtype, bool hasDataCopyPad)
+{
+    return dtype == ELEM_FLOAT32 && hasDataCopyPad ? OUT_BUFFERS_IN_PLACE : QUEUE_DEPTH;
+}
+
+BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype,
+                         uint32_t outBuffers)
 {
     UbPlan p;
     const uint32_t tileElems = tileRows * rowStride;
     p.tileBytes = tileElems * DtypeBytes(dtype);
-    p.floatTileBytes = tileElems * sizeof(float);
+    p.floatTileBytes = dtype == ELEM_FLOAT32 ? 0 : tileElems * uint32_t(sizeof(float));
+    p.outBuffers = outBuffers;
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
     p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? PART_HALVES * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS : 2 * rowStride) *
@@ -120,28 +139,35 @@ BNB_FN uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1
 BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 
 // ---- single pass (STRATEGY_SINGLE_PASS): UB beyond the small two-pass plan ----
-constexpr uint32_t SP_SLABS = 8;           // float slabs of one row of the sub-group: mean, invstd, a, k, b, 2 sums, product
+constexpr uint32_t SP_SLABS = 6;           // float slabs of the sub-group's rows: mean, invstd, a, 2 sums (then k, b), product
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
-constexpr uint32_t SP_MAX_CHUNKS = 4;      // pipelined chunks of rows (one event id each)
+constexpr uint32_t SP_MAX_CHUNKS = 4;      // pipelined chunks of rows over all resident buffers (one event id each)
+constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
+constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
+constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...
+constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions span at least this many elements
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
 
 // UB bytes of the single-pass buffers for `channels` resident channels.
 struct SinglePassPlan {
-    uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride
-    uint32_t slabBytes;      // one float row of the sub-group: channels x rowStride floats
+    uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride, per buffer
+    uint32_t buffers;        // resident buffers (tiling spBuffers)
+    uint32_t slabBytes;      // slabRows float rows of the sub-group: slabRows x channels x rowStride floats
     uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets
     uint32_t castSlabs;
     BNB_FN uint64_t Total() const
     {
-        return 2ull * residentBytes + uint64_t(SP_SLABS + castSlabs) * slabBytes + slotBytes;
+        return 2ull * buffers * residentBytes + uint64_t(SP_SLABS + castSlabs) * slabBytes + slotBytes;
     }
 };
 
-BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype)
+BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
+                                         uint32_t buffers, uint32_t slabRows)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
-    p.slabBytes = channels * rowStride * uint32_t(sizeof(float));
+    p.buffers = buffers;
+    p.slabBytes = slabRows * channels * rowStride * uint32_t(sizeof(float));
     p.slotBytes = 2u * channels * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
     return p;

@@ -53,18 +53,22 @@ __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool sc
     }
 }
 
-// dyF = a * dy (+ k * xhat + b in training).
+// dst = a * dy (+ k * xhat + b in training); dst is dyF, or (float32) the
+// grad_input tile, which only the last step writes.
 // (The coefficients were computed by LoadCoefs, which ends on a full barrier.)
-__aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training)
+__aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training,
+                                  const LocalTensor<float> &dst)
 {
     const float a = ub.v.coefA.GetValue(r.groupLane);
-    AscendC::Muls(ub.dyF, ub.dyF, a, n);
-    if (training) {
-        const float k = ub.v.coefK.GetValue(r.groupLane), b = ub.v.coefB.GetValue(r.groupLane);
-        AscendC::Muls(ub.xF, ub.xF, k, n);
-        AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);
-        AscendC::Adds(ub.dyF, ub.dyF, b, n);
+    if (!training) {
+        AscendC::Muls(dst, ub.dyF, a, n);
+        return;
     }
+    const float k = ub.v.coefK.GetValue(r.groupLane), b = ub.v.coefB.GetValue(r.groupLane);
+    AscendC::Muls(ub.dyF, ub.dyF, a, n);
+    AscendC::Muls(ub.xF, ub.xF, k, n);
+    AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);
+    AscendC::Adds(dst, ub.dyF, b, n);
 }
 
 // The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats).
@@ -75,25 +79,35 @@ __aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slo
 }
 
 // totDy / totDyx lane j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
+// The channels' partials are contiguous in the workspace: they come in copies
+// of up to the whole UB batch (PART_HALVES x SLOTS_PER_LOAD units), across
+// channel boundaries, so a core's share of small channels takes one round trip.
 __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &part,
                                        const BatchNormBackwardTilingData &t, int64_t c0, uint32_t n)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
-    for (uint32_t j = 0; j < n; ++j) {
-        const uint64_t base = uint64_t(c0 + j) * perChannel;
-        float sumDy = 0.0f, sumDyx = 0.0f;
-        for (uint64_t s0 = 0; s0 < perChannel; s0 += SLOTS_PER_LOAD) {
-            const uint32_t k = uint32_t(Min(SLOTS_PER_LOAD, perChannel - s0));
-            AscendC::DataCopy(ub.partUb, part[(base + s0) * UNIT_SLOT_FLOATS], k * UNIT_SLOT_FLOATS);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            for (uint32_t s = 0; s < k; ++s) {
-                sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
-                sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+    const uint64_t first = uint64_t(c0) * perChannel, last = first + uint64_t(n) * perChannel;
+    const uint64_t batch = uint64_t(PART_HALVES) * SLOTS_PER_LOAD;
+    uint32_t j = 0;
+    uint64_t channelEnd = first + perChannel;
+    float sumDy = 0.0f, sumDyx = 0.0f;
+    for (uint64_t s0 = first; s0 < last; s0 += batch) {
+        const uint32_t k = uint32_t(Min(batch, last - s0));
+        AscendC::DataCopy(ub.partUb, part[s0 * UNIT_SLOT_FLOATS], k * UNIT_SLOT_FLOATS);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t s = 0; s < k; ++s) {
+            sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
+            sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+            if (s0 + s + 1 == channelEnd) {
+                ub.v.totDy.SetValue(j, sumDy);
+                ub.v.totDyx.SetValue(j, sumDyx);
+                ++j;
+                channelEnd += perChannel;
+                sumDy = 0.0f;
+                sumDyx = 0.0f;
             }
-            AscendC::PipeBarrier<PIPE_ALL>();
         }
-        ub.v.totDy.SetValue(j, sumDy);
-        ub.v.totDyx.SetValue(j, sumDyx);
+        AscendC::PipeBarrier<PIPE_ALL>();
     }
 }
 

@@ -107,10 +107,12 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
 }
 
 // Per-channel output `which` (OUT_GRAD_WEIGHT, OUT_GRAD_BIAS, SUM_DY, SUM_DY_XMU)
-// of channels [c0, c0 + n) from src.
+// of channels [c0, c0 + n) from src. `batched`: a float store is left in
+// flight (the caller's next write ends on the full barrier for both, and src
+// is not written before it).
 template <typename T>
 __aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int64_t c0, uint32_t n,
-                                         const LocalTensor<float> &src)
+                                         const LocalTensor<float> &src, bool batched = false)
 {
     if constexpr (!IsSame<T, float>::value) {
         if (which >= SUM_DY ? !SumFloat32(k) : !k.t.gradParamFloat32) {
@@ -123,7 +125,9 @@ __aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int6
         }
     }
     k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    if (!batched) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
 }
 
 // The same for the channels of group g.

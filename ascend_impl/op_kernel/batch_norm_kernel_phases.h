@@ -58,18 +58,49 @@ __aicore__ inline void IssueLoad(KernelState<T> &k, const TileRows &r, bool with
     }
 }
 
-// n elements of the oldest issued tile into the float tiles.
+// n elements of the oldest issued tile into the float tiles: float32 computes
+// in place in the dequeued buffers (held until ReleaseTile, so the load two
+// units ahead waits for this unit's compute), other types are cast into dyF / xF.
 template <typename T>
 __aicore__ inline void TakeTile(KernelState<T> &k, bool withX, uint32_t n)
 {
     KernelUb &ub = k.ub;
-    LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
-    ToFloat(ub.dyF, dyT, n);
-    ub.inDy.FreeTensor(dyT);
-    if (withX) {
-        LocalTensor<T> xT = ub.inX.template DeQue<T>();
-        ToFloat(ub.xF, xT, n);
-        ub.inX.FreeTensor(xT);
+    if constexpr (IsSame<T, float>::value) {
+        (void)n;
+        ub.dyF = ub.inDy.template DeQue<float>();
+        ub.dyHeld = true;
+        if (withX) {
+            ub.xF = ub.inX.template DeQue<float>();
+            ub.xHeld = true;
+        }
+    } else {
+        LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
+        ToFloat(ub.dyF, dyT, n);
+        ub.inDy.FreeTensor(dyT);
+        if (withX) {
+            LocalTensor<T> xT = ub.inX.template DeQue<T>();
+            ToFloat(ub.xF, xT, n);
+            ub.inX.FreeTensor(xT);
+        }
+    }
+}
+
+// float32: the tile's queue buffers back to the loads, once the unit's compute no longer reads them.
+template <typename T>
+__aicore__ inline void ReleaseTile(KernelState<T> &k)
+{
+    if constexpr (IsSame<T, float>::value) {
+        KernelUb &ub = k.ub;
+        if (ub.dyHeld) {
+            ub.inDy.FreeTensor(ub.dyF);
+            ub.dyHeld = false;
+        }
+        if (ub.xHeld) {
+            ub.inX.FreeTensor(ub.xF);
+            ub.xHeld = false;
+        }
+    } else {
+        (void)k;
     }
 }
 
@@ -81,13 +112,38 @@ __aicore__ inline void LoadTile(KernelState<T> &k, const TileRows &r, bool withX
     TakeTile(k, withX, n);
 }
 
-// n floats of dyF as grad_input of the tile (flat: one contiguous region).
+// The grad_input tile of the unit (its buffer's previous store has left UB: the queue's hand-over).
 template <typename T>
-__aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, uint32_t n, bool flat)
+__aicore__ inline LocalTensor<T> OutTile(KernelState<T> &k)
+{
+    return k.ub.outGi.template AllocTensor<T>();
+}
+
+// grad_input zeros (masked) into `out`: float32 straight, other types through dyF (returns `out` is written).
+template <typename T>
+__aicore__ inline bool ZeroTile(KernelState<T> &k, const LocalTensor<T> &out, uint32_t n)
+{
+    if constexpr (IsSame<T, float>::value) {
+        AscendC::Duplicate(out, 0.0f, n);
+        return true;
+    } else {
+        (void)out;
+        AscendC::Duplicate(k.ub.dyF, 0.0f, n);
+        return false;
+    }
+}
+
+// The tile's grad_input `out` to GM (flat: one contiguous region): n floats of
+// dyF converted into it first unless `written`; the input tiles released.
+template <typename T>
+__aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, LocalTensor<T> &out, uint32_t n,
+                                      bool flat, bool written)
 {
     KernelUb &ub = k.ub;
-    LocalTensor<T> out = ub.outGi.template AllocTensor<T>();
-    FromFloat(out, ub.dyF, n);
+    if (!written) {
+        FromFloat(out, ub.dyF, n);
+    }
+    ReleaseTile(k);
     ub.outGi.EnQue(out);
     LocalTensor<T> ready = ub.outGi.template DeQue<T>();
     if (r.overlapsPrev) {
@@ -133,6 +189,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
         AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
         AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
     }
+    ReleaseTile(k);
     if (ChannelFirst(k.t)) {
         channel_first::StorePartials(ub, k.PartialSlot(u), r.cols);
         k.StoreBatch(!next);
@@ -230,8 +287,8 @@ __aicore__ inline void WriteParamRange(KernelState<T> &k, int64_t c0, uint32_t n
         AscendC::PipeBarrier<PIPE_ALL>();
         k.coefGroup = -1;
     }
-    WriteChannelRange(k, OUT_GRAD_WEIGHT, c0, n, wantW ? v.totDyx : v.coefA);
-    WriteChannelRange(k, OUT_GRAD_BIAS, c0, n, wantB ? v.totDy : v.coefA);
+    WriteChannelRange(k, OUT_GRAD_WEIGHT, c0, n, wantW ? v.totDyx : v.coefA, true);  // both stores in flight,
+    WriteChannelRange(k, OUT_GRAD_BIAS, c0, n, wantB ? v.totDy : v.coefA);          // one barrier
 }
 
 // grad_weight / grad_bias of group g; `reduced`: phase 1 ran, so the totals
@@ -282,8 +339,11 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
 {
     const TileRows r = UnitRows(k.t, u, true);
     const uint32_t n = r.rows * k.t.rowStride;
+    LocalTensor<T> out;
+    bool written = false;
     if (!want) {
-        AscendC::Duplicate(k.ub.dyF, 0.0f, n);
+        out = OutTile(k);
+        written = ZeroTile(k, out, n);
     } else {
         LoadCoefs<MODE>(k, r.group);
         if (next) {
@@ -293,13 +353,20 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
         if (k.t.training) {
             Xhat<MODE>(k, r, n);
         }
-        if (ChannelFirst(k.t)) {
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training);
-        } else {
+        if (!ChannelFirst(k.t)) {
             channel_last::ApplyCoefs(k.ub, r, k.t.rowStride, k.t.training);
+        } else if constexpr (IsSame<T, float>::value) {
+            out = OutTile(k);
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out);  // its last step writes out
+            written = true;
+        } else {
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF);
+        }
+        if (!written) {
+            out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile
         }
     }
-    StoreGradInput(k, r, n, false);
+    StoreGradInput(k, r, out, n, false, written);
 }
 
 // ---- phase 2, rows shorter than one block: grad_input of one contiguous region ----
@@ -320,16 +387,20 @@ __aicore__ inline void FlatRegionGradInput(KernelState<T> &k, uint64_t f, bool w
     r.group = region.group;
     r.groupLane = 0;
     const uint32_t n = uint32_t(AlignUp(region.len, VEC_ALIGN));
+    LocalTensor<T> out;
+    bool written = false;
     if (!want) {
-        AscendC::Duplicate(k.ub.dyF, 0.0f, n);
+        out = OutTile(k);
+        written = ZeroTile(k, out, n);
     } else {
         LoadTile(k, r, k.t.training, n);
         LoadCoefs<MODE>(k, region.group);
         AscendC::PipeBarrier<PIPE_ALL>();
         flat::Apply(k.ub, k.t, region);
         AscendC::PipeBarrier<PIPE_ALL>();
+        out = OutTile(k);
     }
-    StoreGradInput(k, r, n, true);
+    StoreGradInput(k, r, out, n, true, written);
 }
 
 }  // namespace bnb

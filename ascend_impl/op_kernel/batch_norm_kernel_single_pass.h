@@ -19,6 +19,10 @@
 //            with per-element slabs of a, k, b; each chunk handed to MTE3 with
 //            its own V_MTE3 event, so stores overlap the next chunk's compute;
 //   release  V_MTE2 and MTE3_MTE2 before the next sub-group's loads reuse UB.
+// With two resident buffers (tiling spBuffers 2: a group of several channels
+// whose two sub-groups fit) the sub-groups alternate between them and the
+// loads of sub-group i + 1 are issued right after the reduce of sub-group i,
+// so MTE2 streams while V and MTE3 finish sub-group i.
 // grad_weight / grad_bias of the group are written once after its last
 // sub-group (WriteParamGrads). The arithmetic per element is that of the
 // two-pass strategy (Xhat, ApplyCoefs); the sums are over whole channels in a
@@ -32,33 +36,52 @@ namespace single_pass {
 
 using AscendC::HardEvent;
 
-// Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS).
+// Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS). The
+// slabs of k and b are those of the two sums: they are broadcast after the
+// sums are taken (Totals) and read before the next sub-group's sums begin (the
+// vector unit runs in order).
 enum Slab : uint32_t {
-    SLAB_MEAN, SLAB_INVSTD, SLAB_A, SLAB_K, SLAB_B, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
+    SLAB_MEAN, SLAB_INVSTD, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
+constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
 template <typename T>
 struct Buffers {
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, slotBuf;
     AscendC::TBuf<AscendC::TPosition::VECCALC> slabBuf[SLAB_COUNT];
-    LocalTensor<T> dy, x;            // resident sub-group: [row][channel][spRowStride]
+    LocalTensor<T> dyAll, xAll;      // spBuffers resident sub-groups, one after the other
+    LocalTensor<T> dy, x;            // the one in use (Use): [row][channel][spRowStride]
     LocalTensor<float> slab[SLAB_COUNT];
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
+    uint32_t residentElems = 0;
+    // A sub-group of one channel takes its per-channel values as scalar operands, not slabs (no
+    // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
+    bool scalar = false;
+    float value[SLAB_PROD] = {};  // by Slab: mean, invstd, a, k, b
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
-        const SinglePassPlan p = MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype);
-        pipe.InitBuffer(dyBuf, p.residentBytes);
-        pipe.InitBuffer(xBuf, p.residentBytes);
+        const SinglePassPlan p =
+            MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows);
+        pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
+        pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
         for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
             pipe.InitBuffer(slabBuf[i], p.slabBytes);
             slab[i] = slabBuf[i].template Get<float>();
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
-        dy = dyBuf.template Get<T>();
-        x = xBuf.template Get<T>();
+        dyAll = dyBuf.template Get<T>();
+        xAll = xBuf.template Get<T>();
+        residentElems = p.residentBytes / uint32_t(sizeof(T));
+        Use(0);
         slotDy = slotBuf.template Get<float>();
         slotDyx = slotDy[t.spChannels * SLOT_FLOATS];
+    }
+
+    __aicore__ inline void Use(uint32_t buf)
+    {
+        dy = dyAll[buf * residentElems];
+        x = xAll[buf * residentElems];
     }
 };
 
@@ -68,6 +91,7 @@ struct SubGroup {
     uint32_t cnt;
     uint32_t lane0;
     uint32_t len;  // elements of one row of the sub-group in UB: cnt * spRowStride
+    uint32_t buf;  // its resident buffer (Buffers::Use)
 };
 
 // Row n of the sub-group between GM and UB: cnt slices of `inner` elements,
@@ -78,6 +102,17 @@ __aicore__ inline uint64_t RowOffset(const BatchNormBackwardTilingData &t, const
     return (n * uint64_t(t.channels) + uint64_t(s.cs)) * uint64_t(t.inner);
 }
 
+#if BNB_SOC_HAS_DATA_COPY_PAD
+// DataCopyPad of one row of the sub-group: cnt slices of `inner` elements,
+// contiguous in GM, each starting on a block in UB.
+template <typename T>
+__aicore__ inline AscendC::DataCopyExtParams RowCopyParams(const KernelState<T> &k, const SubGroup &s)
+{
+    return AscendC::DataCopyExtParams(Narrow<uint16_t>(s.cnt, "DataCopyPad blockCount"),
+                                      Narrow<uint32_t>(k.t.inner * sizeof(T), "DataCopyPad blockLen"), 0, 0, 0);
+}
+#endif
+
 template <typename T>
 __aicore__ inline void LoadRow(const KernelState<T> &k, const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                const SubGroup &s, uint64_t n)
@@ -85,10 +120,8 @@ __aicore__ inline void LoadRow(const KernelState<T> &k, const LocalTensor<T> &ds
     const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
-        AscendC::DataCopyExtParams p(Narrow<uint16_t>(s.cnt, "DataCopyPad blockCount"),
-                                     Narrow<uint32_t>(k.t.inner * sizeof(T), "DataCopyPad blockLen"), 0, 0, 0);
         AscendC::DataCopyPadExtParams<T> pad(false, 0, 0, static_cast<T>(0));
-        AscendC::DataCopyPad(dst, src[off], p, pad);
+        AscendC::DataCopyPad(dst, src[off], RowCopyParams(k, s), pad);
         return;
     }
 #endif
@@ -103,23 +136,33 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     const uint64_t off = RowOffset(k.t, s, n);
 #if BNB_SOC_HAS_DATA_COPY_PAD
     if (k.t.usePad) {
-        AscendC::DataCopyExtParams p(Narrow<uint16_t>(s.cnt, "DataCopyPad blockCount"),
-                                     Narrow<uint32_t>(k.t.inner * sizeof(T), "DataCopyPad blockLen"), 0, 0, 0);
-        AscendC::DataCopyPad(dst[off], src, p);
+        AscendC::DataCopyPad(dst[off], src, RowCopyParams(k, s));
         return;
     }
 #endif
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
-// slab[which] lane block j = the group vector's lane (lane0 + j), for the sub-group's channels.
+// slab[which] lane block j = the group vector's lane (lane0 + j), for the
+// sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
+// Duplicate, the others copied from it, doubling); one channel: the scalar.
 template <typename T>
-__aicore__ inline void Broadcast(const KernelState<T> &k, const Buffers<T> &b, uint32_t which,
+__aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_t which,
                                  const LocalTensor<float> &vec, const SubGroup &s)
 {
+    b.scalar = s.cnt == 1;
+    if (b.scalar) {
+        b.value[which] = vec.GetValue(s.lane0);
+        return;
+    }
     const uint32_t rs = k.t.spRowStride;
     for (uint32_t j = 0; j < s.cnt; ++j) {
         AscendC::Duplicate(b.slab[which][j * rs], vec.GetValue(s.lane0 + j), Narrow<int32_t>(rs, "Duplicate count"));
+    }
+    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+        AscendC::DataCopy(b.slab[which][filled * s.len], b.slab[which], m * s.len);
+        filled += m;
     }
 }
 
@@ -139,27 +182,67 @@ __aicore__ inline LocalTensor<float> FloatRow(const Buffers<T> &b, const LocalTe
     }
 }
 
+// v = v * (MUL) or + the per-channel value `which` over len elements: its slab, or the scalar
+// (Buffers::scalar).
+template <bool MUL, typename T>
+__aicore__ inline void WithValue(const Buffers<T> &b, const LocalTensor<float> &v, uint32_t which, uint32_t len)
+{
+    const int32_t n = Narrow<int32_t>(len, "vector count");
+    if (b.scalar) {
+        if constexpr (MUL) {
+            AscendC::Muls(v, v, b.value[which], n);
+        } else {
+            AscendC::Adds(v, v, b.value[which], n);
+        }
+    } else if constexpr (MUL) {
+        AscendC::Mul(v, v, b.slab[which], n);
+    } else {
+        AscendC::Add(v, v, b.slab[which], n);
+    }
+}
+
 // xhat of row n in float (float32: in place over x, kept for apply).
 template <typename T>
 __aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
     const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
-    AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], Narrow<int32_t>(len, "Sub count"));
-    AscendC::Mul(xr, xr, b.slab[SLAB_INVSTD], Narrow<int32_t>(len, "Mul count"));
+    if (b.scalar) {
+        AscendC::Adds(xr, xr, -b.value[SLAB_MEAN], Narrow<int32_t>(len, "Adds count"));
+    } else {
+        AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], Narrow<int32_t>(len, "Sub count"));
+    }
+    WithValue<true>(b, xr, SLAB_INVSTD, len);
     return xr;
 }
 
-// Row sums of chunk rows [r0, r1) into the two sum slabs.
+// Row sums of chunk rows [r0, r1) into the two sum slabs, spSlabRows rows
+// per instruction: row n adds into accumulator row n mod spSlabRows (chunks
+// start on a multiple of it), whatever the sub-group.
 template <typename T>
-__aicore__ inline void ReduceRows(const Buffers<T> &b, uint64_t r0, uint64_t r1, uint32_t len)
+__aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
+                                  uint32_t len)
 {
-    for (uint64_t n = r0; n < r1; ++n) {
+    for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+        const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
-        const LocalTensor<float> xh = XhatRow(b, off, len);
-        const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, len);
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(len, "Add count"));
-        AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(len, "Mul count"));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD], Narrow<int32_t>(len, "Add count"));
+        const LocalTensor<float> xh = XhatRow(b, off, elems);
+        const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
+        AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD],
+                     Narrow<int32_t>(elems, "Add count"));
+    }
+}
+
+// The accumulator rows of the two sum slabs added into row 0, in row order.
+template <typename T>
+__aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
+{
+    for (uint32_t j = 1; j < k.t.spSlabRows; ++j) {
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][j * len],
+                     Narrow<int32_t>(len, "Add count"));
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][j * len],
+                     Narrow<int32_t>(len, "Add count"));
     }
 }
 
@@ -175,12 +258,14 @@ __aicore__ inline LocalTensor<float> ApplyXhat(const Buffers<T> &b, uint64_t off
     }
 }
 
-// grad_input of chunk rows [r0, r1), in place over the resident dy (zeros when not wanted).
+// grad_input of chunk rows [r0, r1), in place over the resident dy (zeros when not wanted), spSlabRows rows
+// per instruction.
 template <typename T>
 __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                  uint32_t len, bool want)
 {
-    for (uint64_t n = r0; n < r1; ++n) {
+    for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+        const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
         LocalTensor<float> dr;
         if constexpr (IsSame<T, float>::value) {
@@ -188,22 +273,22 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         } else {
             dr = b.slab[SLAB_DY_F];
             if (want) {
-                AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, len);
+                AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
             }
         }
         if (!want) {
-            AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(len, "Duplicate count"));
+            AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
         } else {
-            AscendC::Mul(dr, dr, b.slab[SLAB_A], Narrow<int32_t>(len, "Mul count"));
+            WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
-                const LocalTensor<float> xh = ApplyXhat(b, off, len);
-                AscendC::Mul(xh, xh, b.slab[SLAB_K], Narrow<int32_t>(len, "Mul count"));
-                AscendC::Add(dr, dr, xh, Narrow<int32_t>(len, "Add count"));
-                AscendC::Add(dr, dr, b.slab[SLAB_B], Narrow<int32_t>(len, "Add count"));
+                const LocalTensor<float> xh = ApplyXhat(b, off, elems);
+                WithValue<true>(b, xh, SLAB_K, elems);
+                AscendC::Add(dr, dr, xh, Narrow<int32_t>(elems, "Add count"));
+                WithValue<false>(b, dr, SLAB_B, elems);
             }
         }
         if constexpr (!IsSame<T, float>::value) {
-            AscendC::Cast(b.dy[off], dr, NarrowRound<T>(), len);
+            AscendC::Cast(b.dy[off], dr, NarrowRound<T>(), elems);
         }
     }
 }
@@ -225,10 +310,11 @@ public:
     __aicore__ inline void Run(KernelState<T> &k)
     {
         b_.Init(k.pipe, k.t);
-        chunksReleased_ = Chunks(k.t);
+        chunks_ = Chunks(k.t);
         const uint32_t mask = k.t.outputMask;
         want_ = mask >> GRAD_INPUT & 1;
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
+        loads_ = reduce_ || want_;
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
             Group(k, int64_t(g));
@@ -237,19 +323,48 @@ public:
     }
 
 private:
+    // Sub-group i of group g, in buffer i mod spBuffers.
+    __aicore__ inline SubGroup Make(const KernelState<T> &k, int64_t g, uint32_t i) const
+    {
+        const uint32_t n = GroupCount(k.t, g), s0 = i * k.t.spChannels;
+        SubGroup s;
+        s.cs = GroupStart(k.t, g) + s0;
+        s.cnt = uint32_t(Min(k.t.spChannels, n - s0));
+        s.lane0 = s0;
+        s.len = s.cnt * k.t.spRowStride;
+        s.buf = i % k.t.spBuffers;
+        return s;
+    }
+
+    // The sub-groups are software-pipelined: the loads of sub-group i + 1 are
+    // issued after the reduce of sub-group i and before its totals (the scalar
+    // waits there), so with two buffers MTE2 streams on while V finishes i.
     __aicore__ inline void Group(KernelState<T> &k, int64_t g)
     {
         LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
         AscendC::Duplicate(k.ub.v.totDy, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
         AscendC::Duplicate(k.ub.v.totDyx, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
-        const uint32_t n = GroupCount(k.t, g);
-        for (uint32_t s0 = 0; s0 < n; s0 += k.t.spChannels) {
-            SubGroup s;
-            s.cs = GroupStart(k.t, g) + s0;
-            s.cnt = uint32_t(Min(k.t.spChannels, n - s0));
-            s.lane0 = s0;
-            s.len = s.cnt * k.t.spRowStride;
-            Sub(k, s);
+        if (want_) {
+            // a = weight * invstd does not depend on the sums: once per group, before any sub-group.
+            AscendC::Mul(k.ub.v.coefA, k.ub.v.weight, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            AscendC::SetFlag<HardEvent::V_S>(0);
+            AscendC::WaitFlag<HardEvent::V_S>(0);
+        }
+        const uint32_t subs = uint32_t(CeilDiv(GroupCount(k.t, g), k.t.spChannels));
+        if (subs > 0) {
+            Load(k, Make(k, g, 0));
+        }
+        const bool twoBuffers = k.t.spBuffers > 1;
+        for (uint32_t i = 0; i < subs; ++i) {
+            const SubGroup s = Make(k, g, i);
+            Reduce(k, s);
+            if (twoBuffers && i + 1 < subs) {
+                Load(k, Make(k, g, i + 1));  // into the other buffer
+            }
+            Finish(k, s);
+            if (!twoBuffers && i + 1 < subs) {
+                Load(k, Make(k, g, i + 1));  // into the same buffer, chunk by chunk as it is released
+            }
         }
         Release();
         AscendC::PipeBarrier<PIPE_ALL>();  // scalar-written totals before their copies (once per group)
@@ -257,55 +372,81 @@ private:
         WriteParamGrads<MODE_FULL>(k, g, false);
     }
 
-    __aicore__ inline void Sub(KernelState<T> &k, const SubGroup &s)
+    // Event id of chunk c of buffer buf.
+    __aicore__ inline int32_t Id(uint32_t buf, uint32_t c) const { return int32_t(buf * chunks_ + c); }
+
+    // MTE2: the sub-group's rows into its buffer, chunk by chunk, each chunk signalled to V.
+    __aicore__ inline void Load(KernelState<T> &k, const SubGroup &s)
     {
-        const uint32_t chunks = Chunks(k.t);
-        if (reduce_ || want_) {
-            for (uint32_t c = 0; c < chunks; ++c) {
-                ReleaseChunk(c);  // the last sub-group's rows of this chunk are applied and stored
-                for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                    LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
-                    if (reduce_) {
-                        LoadRow(k, b_.x[n * s.len], k.x, s, n);
-                    }
+        if (!loads_) {
+            return;
+        }
+        b_.Use(s.buf);
+        for (uint32_t c = 0; c < chunks_; ++c) {
+            ReleaseChunk(s.buf, c);  // the buffer's last sub-group's rows of this chunk are applied and stored
+            for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
+                if (reduce_) {
+                    LoadRow(k, b_.x[n * s.len], k.x, s, n);
                 }
-                AscendC::SetFlag<HardEvent::MTE2_V>(int32_t(c));
             }
+            AscendC::SetFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+        }
+    }
+
+    // V: xhat and the row sums, chunk by chunk as the rows land.
+    __aicore__ inline void Reduce(KernelState<T> &k, const SubGroup &s)
+    {
+        if (!reduce_) {
+            return;
+        }
+        b_.Use(s.buf);
+        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
+        Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
+        const uint32_t slab = k.t.spSlabRows * s.len;
+        AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
+        AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
+        for (uint32_t c = 0; c < chunks_; ++c) {
+            AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+            ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+        }
+        FoldSums(k, b_, s.len);
+    }
+
+    // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
+    // overlapping the next chunk's compute, and the chunk released for the buffer's next loads.
+    __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s)
+    {
+        b_.Use(s.buf);
+        if (want_) {
+            Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
         }
         if (reduce_) {
-            Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
-            Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
-            AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(s.len, "Duplicate count"));
-            AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(s.len, "Duplicate count"));
-            for (uint32_t c = 0; c < chunks; ++c) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(c));
-                ReduceRows(b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
-            }
             BNB_PERF_COMBINE_BEGIN();
             Totals(k, s);
         } else if (want_) {
-            for (uint32_t c = 0; c < chunks; ++c) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(c));
+            for (uint32_t c = 0; c < chunks_; ++c) {
+                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
             }
         }
         Coefs(k, s);
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
-        for (uint32_t c = 0; c < chunks; ++c) {
+        for (uint32_t c = 0; c < chunks_; ++c) {
             ApplyRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
-            AscendC::SetFlag<HardEvent::V_MTE3>(int32_t(c));
-            AscendC::WaitFlag<HardEvent::V_MTE3>(int32_t(c));
+            AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
+            AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                 StoreRow(k, k.gi, b_.dy[n * s.len], s, n);
             }
-            if (reduce_ || want_) {
-                AscendC::SetFlag<HardEvent::V_MTE2>(int32_t(c));     // the next loads into this chunk wait for
-                AscendC::SetFlag<HardEvent::MTE3_MTE2>(int32_t(c));  // its compute and its stores
+            if (loads_) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));     // the next loads into this chunk wait for
+                AscendC::SetFlag<HardEvent::MTE3_MTE2>(Id(s.buf, c));  // its compute and its stores
             }
         }
-        if (reduce_ || want_) {
-            pending_ = true;
+        if (loads_) {
+            pending_[s.buf] = true;
         } else {
             // Nothing loaded (all outputs masked): the next zeros wait for these stores.
             AscendC::SetFlag<HardEvent::MTE3_V>(0);
@@ -333,55 +474,54 @@ private:
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
-    // a = weight * invstd; training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n
-    // (the two-pass LoadCoefs), then the sub-group's slabs of a, k, b.
+    // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
+    // LoadCoefs; a = weight * invstd is computed once per group), then the
+    // sub-group's slabs of k and b (over the sum slabs, whose sums Totals has
+    // taken; that of a: Finish, before the combine).
     __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
     {
-        if (!want_) {
+        if (!want_ || !k.t.training) {
             return;
         }
         ChannelVecs &v = k.ub.v;
-        AscendC::Mul(v.coefA, v.weight, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        if (k.t.training) {
-            AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
-            AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-            AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        }
+        AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
+        AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
-        Broadcast(k, b_, SLAB_A, v.coefA, s);
-        if (k.t.training) {
-            Broadcast(k, b_, SLAB_K, v.coefK, s);
-            Broadcast(k, b_, SLAB_B, v.coefB, s);
-        }
+        Broadcast(k, b_, SLAB_K, v.coefK, s);
+        Broadcast(k, b_, SLAB_B, v.coefB, s);
     }
 
-    // Chunk c of the previous sub-group's UB is free once its compute (V) and
-    // stores (MTE3) are done: the next sub-group's loads into chunk c overlap
-    // the apply and stores of the chunks after it (a next sub-group of no more
-    // channels puts chunk c's rows no later in UB than this one did).
-    __aicore__ inline void ReleaseChunk(uint32_t c)
+    // Chunk c of buffer buf's previous sub-group is free once its compute (V)
+    // and stores (MTE3) are done: the next loads into chunk c overlap the apply
+    // and stores of the chunks after it (a next sub-group of no more channels
+    // puts chunk c's rows no later in UB than this one did).
+    __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c)
     {
-        if (pending_) {
-            AscendC::WaitFlag<HardEvent::V_MTE2>(int32_t(c));
-            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(int32_t(c));
+        if (pending_[buf]) {
+            AscendC::WaitFlag<HardEvent::V_MTE2>(Id(buf, c));
+            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(Id(buf, c));
         }
-        if (c + 1 == chunksReleased_) {
-            pending_ = false;
+        if (c + 1 == chunks_) {
+            pending_[buf] = false;
         }
     }
 
-    // All of the previous sub-group's UB (the end of a group or of the launch).
+    // All of the previous sub-groups' UB (the end of a group or of the launch).
     __aicore__ inline void Release()
     {
-        for (uint32_t c = 0; pending_ && c < chunksReleased_; ++c) {
-            ReleaseChunk(c);
+        for (uint32_t buf = 0; buf < SP_MAX_BUFFERS; ++buf) {
+            for (uint32_t c = 0; pending_[buf] && c < chunks_; ++c) {
+                ReleaseChunk(buf, c);
+            }
         }
     }
 
     Buffers<T> b_;
-    bool want_ = false, reduce_ = false, pending_ = false;
-    uint32_t chunksReleased_ = 1;  // chunks per sub-group (their events are set together)
+    bool want_ = false, reduce_ = false, loads_ = false;
+    bool pending_[SP_MAX_BUFFERS] = {};
+    uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };
 
 }  // namespace single_pass

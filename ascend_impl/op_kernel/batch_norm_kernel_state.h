@@ -33,7 +33,8 @@ struct KernelUb {
     AscendC::TQue<AscendC::QuePosition::VECOUT, QUEUE_DEPTH> outGi;
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, accDyBuf, accDyxBuf, reduceTmpBuf, partBuf;
     AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS];
-    LocalTensor<float> dyF, xF;               // float tiles of grad_out and input
+    LocalTensor<float> dyF, xF;               // float tiles of grad_out and input (float32: the dequeued tiles)
+    bool dyHeld = false, xHeld = false;       // float32: dyF / xF are queue buffers not yet freed (ReleaseTile)
     LocalTensor<float> accDy, accDyx;         // per-row accumulators of a unit
     LocalTensor<float> reduceTmp;             // ReduceSum scratch
     LocalTensor<float> partUb;                // partial sums on their way to / from the workspace
@@ -44,9 +45,13 @@ struct KernelUb {
     {
         pipe.InitBuffer(inDy, QUEUE_DEPTH, plan.tileBytes);
         pipe.InitBuffer(inX, QUEUE_DEPTH, plan.tileBytes);
-        pipe.InitBuffer(outGi, QUEUE_DEPTH, plan.tileBytes);
-        pipe.InitBuffer(dyBuf, plan.floatTileBytes);
-        pipe.InitBuffer(xBuf, plan.floatTileBytes);
+        pipe.InitBuffer(outGi, plan.outBuffers, plan.tileBytes);
+        if (plan.floatTileBytes > 0) {  // float32: dyF / xF are the input queues' buffers (TakeTile)
+            pipe.InitBuffer(dyBuf, plan.floatTileBytes);
+            pipe.InitBuffer(xBuf, plan.floatTileBytes);
+            dyF = dyBuf.Get<float>();
+            xF = xBuf.Get<float>();
+        }
         pipe.InitBuffer(accDyBuf, plan.rowVecBytes);
         pipe.InitBuffer(accDyxBuf, plan.rowVecBytes);
         pipe.InitBuffer(reduceTmpBuf, plan.rowVecBytes);
@@ -55,8 +60,6 @@ struct KernelUb {
         }
         pipe.InitBuffer(partBuf, plan.partBytes);
 
-        dyF = dyBuf.Get<float>();
-        xF = xBuf.Get<float>();
         accDy = accDyBuf.Get<float>();
         accDyx = accDyxBuf.Get<float>();
         reduceTmp = reduceTmpBuf.Get<float>();
@@ -130,7 +133,7 @@ struct KernelState {
                                    2 * TotalsStride(t));
         }
 
-        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype);
+        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());

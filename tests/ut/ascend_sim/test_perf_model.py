@@ -182,7 +182,6 @@ OVER_TIME = {
     ((32, 128, 56, 56), 'float16'),
     ((32, 128, 56, 56), 'float32'),
     ((32, 256, 14, 14), 'float16'),
-    ((32, 256, 14, 14), 'float32'),
     ((32, 256, 28, 28), 'float16'),
     ((32, 256, 28, 28), 'float32'),
     ((32, 256, 56, 56), 'float16'),
@@ -190,12 +189,10 @@ OVER_TIME = {
     ((32, 512, 7, 7), 'float16'),
     ((32, 512, 7, 7), 'float32'),
     ((32, 512, 14, 14), 'float16'),
-    ((32, 512, 14, 14), 'float32'),
     ((32, 512, 28, 28), 'float16'),
     ((32, 512, 28, 28), 'float32'),
     ((32, 1024, 14, 14), 'float16'),
     ((32, 2048, 7, 7), 'float16'),
-    ((32, 2048, 7, 7), 'float32'),
 }
 OVER_COMBINE = {
     ((32, 64, 56, 56), 'float16'),
@@ -208,13 +205,15 @@ OVER_COMBINE = {
     ((32, 256, 28, 28), 'float32'),
     ((32, 256, 56, 56), 'float16'),
     ((32, 256, 56, 56), 'float32'),
+    ((32, 512, 7, 7), 'float16'),
     ((32, 512, 7, 7), 'float32'),
     ((32, 512, 28, 28), 'float32'),
     ((32, 2048, 7, 7), 'float16'),
     ((32, 2048, 7, 7), 'float32'),
 }
-TIME_REASON = ("two passes: a pipeline fill and two SyncAlls per L2 round, the combine's wait; single pass: the "
-               "vector unit's per-instruction cost on rows of one sub-group, copy latency between sub-groups")
+TIME_REASON = ("two passes: the two SyncAlls and the combine of each L2 round, the phases of a round in series; "
+               "single pass, 16-bit: the vector unit (casts, the per-instruction issue cost); 7x7 fp32: the "
+               "combine and fill of few sub-groups per core")
 
 
 def _row(rows, shape, dtype):
@@ -251,6 +250,7 @@ def test_combine_is_timed_and_within_5_percent(rows):
 @pytest.mark.slow
 @pytest.mark.parametrize("shape,dtype", sorted(OVER_COMBINE))
 @pytest.mark.xfail(strict=True, reason="two passes: the combine's span holds two SyncAlls and the wait for the "
-                                       "slowest core; 7x7 single pass: a ReduceSum per channel of 49 elements")
+                                       "slowest core; 7x7 single pass: a ReduceSum per channel of 49 elements and "
+                                       "the broadcasts of k and b, against a modeled time that shrank")
 def test_combine_not_within_5_percent_yet(resnet910b, shape, dtype):
     assert _row(resnet910b, shape, dtype)["combine_share"] <= 0.05
