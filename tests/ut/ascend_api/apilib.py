@@ -7,6 +7,7 @@ metadef / ge headers, and links one launcher per SoC whose intrinsics the
 project's stand-ins model. It is cached by a hash of the sources and the
 header locations. Without the headers every test skips with SKIP_REASON.
 """
+import fcntl
 import hashlib
 import os
 import struct
@@ -195,12 +196,18 @@ def build_probe(source, soc="ascend910b"):
     scripts/check_ascend_api.sh --probe; returns its path. Cached like build()."""
     h = hashlib.sha256(_digest().encode())
     h.update(Path(source).read_bytes())
+    # the source's path too: a probe reports its hazards at file:line, which the tests compare, so a
+    # binary built from another checkout of the same sources would name that checkout's file
+    h.update(str(Path(source).resolve()).encode())
     build_dir = Path(tempfile.gettempdir()) / "bnb_ascend_api_probe" / h.hexdigest()[:16]
     exe = build_dir / soc / f"probe_{Path(source).stem}"
-    if not exe.exists():
-        proc = subprocess.run(["bash", str(SCRIPT), "--soc", soc, "--build-dir", str(build_dir), "--probe",
-                               str(source)], capture_output=True, text=True, timeout=3600)
-        if proc.returncode != 0:
-            log = build_dir / soc / f"probe_{Path(source).stem}.log"
-            raise RuntimeError(proc.stdout + (log.read_text()[-4000:] if log.exists() else ""))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / f".{soc}.lock", "w") as lock:  # pytest-xdist workers: one builds, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            proc = subprocess.run(["bash", str(SCRIPT), "--soc", soc, "--build-dir", str(build_dir), "--probe",
+                                   str(source)], capture_output=True, text=True, timeout=3600)
+            if proc.returncode != 0:
+                log = build_dir / soc / f"probe_{Path(source).stem}.log"
+                raise RuntimeError(proc.stdout + (log.read_text()[-4000:] if log.exists() else ""))
     return exe
