@@ -94,12 +94,19 @@ class KernelError:
 class MindSporePrimitive:
     """MindSpore's own primitive with an operator's semantics, as its CPU op plugin hands it over."""
     name: str
-    arguments: Tuple[Tuple[str, str], ...]   # (our entry, MindSpore's name), in MindSpore's order
+    arguments: Tuple[Tuple[Optional[str], str], ...]  # (our entry or None, MindSpore's name), in its order
     outputs_from: int                        # arguments before this index are inputs
+    carries_variance: Tuple[str, ...] = ()   # MindSpore's names of arguments that hold a variance where
+                                             # ours holds save_invstd (`as: variance`)
+    in_inference: Tuple[Tuple[str, str], ...] = ()  # (MindSpore's name, our entry it holds in inference)
 
     @property
-    def ours(self) -> List[str]:
+    def ours(self) -> List[Optional[str]]:
         return [o for o, _ in self.arguments]
+
+    @property
+    def theirs(self) -> List[str]:
+        return [t for _, t in self.arguments]
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,7 @@ class OpDef:
     kernel_errors: Tuple[KernelError, ...] = ()
     single_output: bool = False
     mindspore_primitive: Optional[MindSporePrimitive] = None
+    mindspore_legacy_primitive: Optional[MindSporePrimitive] = None
 
     def input(self, name) -> TensorArg:
         return next(a for a in self.inputs if a.name == name)
@@ -220,19 +228,28 @@ def load_opdef(filename: str = BACKWARD_YAML) -> OpDef:
                  description=" ".join(raw["description"].split()), support=raw.get("support"),
                  mask_attrs=tuple(raw.get("mask_attrs", ())),
                  kernel_errors=tuple(KernelError(**e) for e in raw.get("kernel_errors", ())),
-                 single_output=len(outputs) == 1, mindspore_primitive=_mindspore_primitive(raw, filename))
+                 single_output=len(outputs) == 1,
+                 mindspore_primitive=_mindspore_primitive(raw, filename, "mindspore_primitive"),
+                 mindspore_legacy_primitive=_mindspore_primitive(raw, filename, "mindspore_legacy_primitive"))
 
 
-def _mindspore_primitive(raw, filename):
-    mp = raw.get("mindspore_primitive")
+def _mindspore_primitive(raw, filename, key):
+    mp = raw.get(key)
     if mp is None:
         return None
     known = {a["name"] for a in raw["inputs"]} | {a["name"] for a in raw["attrs"]} | {o["name"] for o in raw["outputs"]}
-    args = tuple((a["ours"], a["theirs"]) for a in mp["arguments"])
-    unknown = [o for o, _ in args if o not in known]
+    args = tuple((a.get("ours"), a["theirs"]) for a in mp["arguments"])
+    inference = tuple((a["theirs"], a["in_inference"]) for a in mp["arguments"] if "in_inference" in a)
+    unknown = [o for o, _ in args if o is not None and o not in known] + [o for _, o in inference if o not in known]
     if unknown:
-        raise ValueError(f"{filename}: mindspore_primitive names {unknown}, not entries of the prototype")
-    return MindSporePrimitive(name=mp["name"], arguments=args, outputs_from=int(mp["outputs_from"]))
+        raise ValueError(f"{filename}: {key} names {unknown}, not entries of the prototype")
+    bad = [a for a in mp["arguments"] if a.get("as", "variance") != "variance" or set(a) - {"ours", "theirs", "as",
+                                                                                           "in_inference"}]
+    if bad:
+        raise ValueError(f"{filename}: {key} entries {bad}: only ours, theirs, in_inference and as: variance")
+    return MindSporePrimitive(name=mp["name"], arguments=args, outputs_from=int(mp["outputs_from"]),
+                              carries_variance=tuple(a["theirs"] for a in mp["arguments"] if "as" in a),
+                              in_inference=inference)
 
 
 def kernel_errors() -> Dict[int, str]:

@@ -340,6 +340,7 @@ def _op_namespace(filename):
                 out.append(f'  {{"{d}", CountDType::k{d.capitalize()}, DType::kNone}},')
         out += ["};"]
     out += _mindspore_primitive(opdef)
+    out += _mindspore_legacy_primitive(opdef)
     out += ["", f"}}  // namespace {ns}", ""]
     return out
 
@@ -359,6 +360,29 @@ def _mindspore_primitive(opdef):
             "constexpr int kArgOfSlot[NUM_SLOTS] = {"]
     out += [f"  {mp.ours.index(n) if n in mp.ours else -1},  // {n}" for n in slots]
     out += ["};", "}  // namespace mindspore_primitive"]
+    return out
+
+
+def _mindspore_legacy_primitive(opdef):
+    """MindSpore's legacy primitive of this operator (ops.BatchNorm / BatchNormGrad), as its CPU kernel
+    factory hands its arguments to csrc/factory_kernels.cpp: named by MindSpore's names, since some
+    carry another quantity than our entry (a variance for save_invstd, the running statistics in
+    inference)."""
+    mp = opdef.mindspore_legacy_primitive
+    if mp is None:
+        return []
+    out = ["", f"// MindSpore's legacy {mp.name} (mindspore_legacy_primitive): its arguments in the order its",
+           "// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name.",
+           "namespace mindspore_legacy_primitive {", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
+    inference = dict(mp.in_inference)
+
+    def note(ours, theirs):
+        if ours is None:
+            return "not ours"
+        text = f"ours: {ours}" + (" as a variance" if theirs in mp.carries_variance else "")
+        return text + (f"; in inference {inference[theirs]}" if theirs in inference else "")
+    out += [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)]
+    out += [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};", "}  // namespace mindspore_legacy_primitive"]
     return out
 
 

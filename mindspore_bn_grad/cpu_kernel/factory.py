@@ -48,6 +48,8 @@ class _State:
     reason: str = ""                # why not, when they are not
     library: Optional[str] = None   # the loaded factory library
     checked: Optional[bool] = None  # the self-test's verdict (None: not run yet)
+    legacy: bool = False            # our kernels stand in for MindSpore's CPU BatchNorm / BatchNormGrad
+    legacy_reason: str = ""         # why not, when they do not
     warned: bool = False
 
 
@@ -173,6 +175,10 @@ _REGISTER_RESULTS = {
     1: "MindSpore already has a CPU kernel named BatchNormExt or BatchNormGradExt",
     2: "MindSpore's kernel factory refused the registration",
 }
+_LEGACY_RESULTS = {
+    1: "MindSpore has no CPU kernel named BatchNorm or BatchNormGrad to stand in for",
+    2: "MindSpore's kernel factory refused the registration",
+}
 
 
 def _load() -> None:
@@ -195,6 +201,11 @@ def _load() -> None:
         _STATE.reason = _REGISTER_RESULTS.get(rc, f"registration returned {rc}")
         return
     _STATE.registered = True
+    rc = handle.MsBnGradFactoryRegisterLegacy()
+    if rc != 0:
+        _STATE.legacy_reason = _LEGACY_RESULTS.get(rc, f"registration returned {rc}")
+        return
+    _STATE.legacy = True
 
 
 def _launch_count() -> int:
@@ -233,3 +244,52 @@ def status() -> bool:
 
 def state() -> _State:
     return _STATE
+
+
+# ------------------------------------------------------------------------------------------ legacy kernels
+
+def legacy_launches(mindspore: bool = False) -> int:
+    """Launches of our BatchNorm / BatchNormGrad kernels in this process (MindSpore's own under
+    ``use_mindspore_kernels`` with ``mindspore=True``); 0 when the library is not loaded."""
+    if not _HANDLE:
+        return 0
+    fn = _HANDLE[0].MsBnGradFactoryLegacyLaunches
+    fn.restype = ctypes.c_int64
+    return int(fn(1 if mindspore else 0))
+
+
+class use_mindspore_kernels:  # pylint: disable=invalid-name  # used as a context manager, like a function
+    """``with use_mindspore_kernels():`` MindSpore's legacy BatchNorm / BatchNormGrad run MindSpore's own
+    CPU kernels again (each of ours keeps MindSpore's): benchmarks and tests compare the two in one
+    process. PYNATIVE's queue is drained on entry and exit, so every launch runs the kernel chosen
+    when it was queued.
+
+    MindSpore's kernel is prepared only in kernels created after the first use of this in the process:
+    call ``arm_mindspore_kernels()`` before building the networks; a launch of an older kernel inside
+    the block fails (never silently runs ours)."""
+
+    def __init__(self, on: bool = True):
+        self.on = bool(on)
+
+    def __enter__(self):
+        _switch(self.on)
+        return self
+
+    def __exit__(self, *exc):
+        _switch(False)
+        return False
+
+
+def arm_mindspore_kernels() -> None:
+    """Has every BatchNorm / BatchNormGrad kernel created from now on prepare MindSpore's own too
+    (``use_mindspore_kernels``); our kernels keep running."""
+    _switch(False)
+
+
+def _switch(on: bool) -> None:
+    if not (_HANDLE and _STATE.legacy):
+        raise RuntimeError("mindspore_bn_grad: our kernels do not stand in for MindSpore's BatchNorm here "
+                           f"({_STATE.legacy_reason or _STATE.reason or 'the kernel-factory route is not loaded'})")
+    from .. import ms_compat
+    ms_compat.pynative_sync()
+    _HANDLE[0].MsBnGradFactoryUseMindSporeKernels(1 if on else 0)

@@ -5,11 +5,11 @@
 //
 // Per channel c over the n = outer * inner elements of [outer, C, inner]:
 //   training:  mean = sum(x) / n, var = sum((x - mean)^2) / n (biased),
-//              save_mean = mean, save_invstd = 1 / sqrt(var + eps),
+//              save_mean = mean, save_invstd = 1 / sqrt(var + eps), save_var = var,
 //              running_mean_out = (1 - momentum) * running_mean + momentum * mean,
 //              running_var_out  = (1 - momentum) * running_var + momentum * var * n / (n - 1)
 //   inference: mean = running_mean (absent: 0), var = running_var (absent: 1);
-//              save_mean = mean, save_invstd = 1 / sqrt(var + eps) (the statistics used);
+//              save_mean = mean, save_invstd = 1 / sqrt(var + eps), save_var = var (the statistics used);
 //              running_*_out = running_* (copied unless they alias)
 //   output = (x - mean) * save_invstd * weight + bias (absent weight 1, bias 0)
 // n == 1: the unbiased variance is 0 / 0 = NaN, as in PyTorch and MindSpore's
@@ -31,6 +31,7 @@ struct BnForwardArgs : Geometry {             // [outer, channels, inner] (tenso
   ConstTensor running_mean, running_var;      // (C,) or absent: inference uses 0 and 1
   MutTensor output;                           // [outer, C, inner], input's dtype
   MutTensor save_mean, save_invstd;           // (C,), any float dtype (see above)
+  MutTensor save_var;                         // (C,) or absent: the var above (MindSpore's legacy BatchNorm)
   MutTensor running_mean_out, running_var_out;  // (C,) or absent; may alias running_mean/var
   bool training = false;
   double momentum = 0.1;

@@ -44,6 +44,7 @@ NormCoef<double> FinishChannel(const BnForwardArgs &a, int64_t c, const Moments 
   const double invstd = 1.0 / std::sqrt(var + a.eps);
   if (a.save_mean.data != nullptr) StoreAny(a.save_mean.data, a.save_mean.dtype, c, mean);
   if (a.save_invstd.data != nullptr) StoreAny(a.save_invstd.data, a.save_invstd.dtype, c, invstd);
+  if (a.save_var.data != nullptr) StoreAny(a.save_var.data, a.save_var.dtype, c, var);
   // Read before written: the outputs may alias the inputs (in place).
   const bool update = a.training && m.n > 0;
   if (a.running_mean_out.data != nullptr) {

@@ -182,6 +182,28 @@ constexpr int kArgOfSlot[NUM_SLOTS] = {
 };
 }  // namespace mindspore_primitive
 
+// MindSpore's legacy BatchNormGrad (mindspore_legacy_primitive): its arguments in the order its
+// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name.
+namespace mindspore_legacy_primitive {
+constexpr const char *kName = "BatchNormGrad";
+enum Arg : int {
+  DOUT = 0,  // ours: grad_out
+  X = 1,  // ours: input
+  SCALE = 2,  // ours: weight
+  SAVED_MEAN = 3,  // ours: save_mean; in inference running_mean
+  SAVED_VARIANCE = 4,  // ours: save_invstd as a variance; in inference running_var
+  RESERVE = 5,  // not ours
+  IS_TRAINING = 6,  // ours: training
+  EPSILON = 7,  // ours: eps
+  DATA_FORMAT = 8,  // not ours
+  DX = 9,  // ours: grad_input
+  DSCALE = 10,  // ours: grad_weight
+  DBIAS = 11,  // ours: grad_bias
+  NUM_ARGS = 12,
+};
+constexpr int kNumInputs = 9;
+}  // namespace mindspore_legacy_primitive
+
 }  // namespace batch_norm_backward
 
 // BatchNormReduceBackward (op_def/batch_norm_reduce_backward.yaml).
@@ -501,6 +523,30 @@ constexpr int kArgOfSlot[NUM_SLOTS] = {
   -1,  // running_var_out
 };
 }  // namespace mindspore_primitive
+
+// MindSpore's legacy BatchNorm (mindspore_legacy_primitive): its arguments in the order its
+// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name.
+namespace mindspore_legacy_primitive {
+constexpr const char *kName = "BatchNorm";
+enum Arg : int {
+  X = 0,  // ours: input
+  SCALE = 1,  // ours: weight
+  BIAS = 2,  // ours: bias
+  MEAN = 3,  // ours: running_mean
+  VARIANCE = 4,  // ours: running_var
+  IS_TRAINING = 5,  // ours: training
+  EPSILON = 6,  // ours: eps
+  MOMENTUM = 7,  // ours: momentum
+  DATA_FORMAT = 8,  // not ours
+  Y = 9,  // ours: output
+  BATCH_MEAN = 10,  // not ours
+  BATCH_VARIANCE = 11,  // not ours
+  RESERVE_SPACE_1 = 12,  // ours: save_mean
+  RESERVE_SPACE_2 = 13,  // ours: save_invstd as a variance
+  NUM_ARGS = 14,
+};
+constexpr int kNumInputs = 9;
+}  // namespace mindspore_legacy_primitive
 
 }  // namespace batch_norm_forward
 

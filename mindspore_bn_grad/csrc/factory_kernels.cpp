@@ -23,8 +23,13 @@
 // passes it as one tuple: both are read as the one argument.
 // Launches run on MindSpore's device thread (PYNATIVE) or its kernel actors
 // (GRAPH); the compute uses the kernel library's persistent pool.
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,7 +117,9 @@ class FactoryArgs final : public primitive::PrimitiveArgs {
       for (size_t i = arg; i < inputs_.size(); ++i) v.push_back(inputs_[i]->GetValueWithCheck<int64_t>());
       return v;
     }
-    return At(arg)->GetValueWithCheck<std::vector<int64_t>>();
+    KernelTensor *t = At(arg);
+    if (t->type_id() == mindspore::kObjectTypeNumber) return {t->GetValueWithCheck<int64_t>()};  // one int
+    return t->GetValueWithCheck<std::vector<int64_t>>();
   }
   std::optional<primitive::TensorLayout> Layout(int) const override { return std::nullopt; }
 
@@ -153,6 +160,131 @@ class BnKernelMod : public NativeCpuKernelMod {
   }
 };
 
+// ---- MindSpore's legacy BatchNorm / BatchNormGrad (what nn.BatchNorm* cells call) -------------
+//
+// MindSpore has CPU kernels of these; ours take their place in the factory, and each of ours holds
+// MindSpore's own kernel of the same node, which runs instead while UseMindSporeKernels(1) is set
+// (benchmarks and tests compare the two in one process). MindSpore's kernel is only prepared
+// (Init, Resize) once that switch was used in the process; a launch that asks for it when it was
+// not prepared fails rather than silently run ours. Its Resize (oneDNN descriptors) runs once per
+// shape, not per launch (PYNATIVE resizes BatchNormGrad on every launch).
+std::atomic<int64_t> g_legacy_launches{0};    // ours
+std::atomic<int64_t> g_mindspore_launches{0};  // MindSpore's, under the switch
+std::atomic<bool> g_use_mindspore{false};
+std::atomic<bool> g_mindspore_wanted{false};
+
+namespace legacy_fwd = spec::batch_norm_forward::mindspore_legacy_primitive;
+namespace legacy_bwd = spec::batch_norm_backward::mindspore_legacy_primitive;
+constexpr size_t kMindSporeMaxRank = 4;  // MindSpore's CPU kernels pad the shape to 4-D (NCHW only)
+
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, int kFormatArg>
+class LegacyKernelMod : public NativeCpuKernelMod {
+ public:
+  explicit LegacyKernelMod(std::shared_ptr<NativeCpuKernelMod> theirs) : theirs_(std::move(theirs)) {}
+
+  std::vector<KernelAttr> GetOpSupport() override { return theirs_->GetOpSupport(); }  // the same selection
+
+  bool Init(const TensorList &inputs, const TensorList &outputs) override {
+    theirs_init_ = false;
+    if (g_mindspore_wanted.load()) PrepareTheirs(inputs, outputs, /*resize=*/false);
+    return true;
+  }
+
+  int Resize(const TensorList &inputs, const TensorList &outputs) override {
+    const int ret = KernelMod::Resize(inputs, outputs);
+    if (ret != 0) return ret;
+    workspace_size_list_.clear();
+    theirs_ready_ = g_mindspore_wanted.load() && PrepareTheirs(inputs, outputs, /*resize=*/true);
+    if (theirs_ready_) workspace_size_list_ = theirs_->GetWorkspaceSizeList();
+    return 0;
+  }
+
+  bool Launch(const TensorList &inputs, const TensorList &workspace, const TensorList &outputs) override {
+    if (g_use_mindspore.load()) {
+      if (!theirs_ready_) {
+        MS_LOG(ERROR) << "For '" << kernel_name_ << "', MindSpore's own kernel was asked for "
+                      << "(mindspore_bn_grad's use_mindspore_kernels) but not prepared for this launch";
+        return false;
+      }
+      g_mindspore_launches.fetch_add(1, std::memory_order_relaxed);
+      return theirs_->Launch(inputs, workspace, outputs);
+    }
+    g_legacy_launches.fetch_add(1, std::memory_order_relaxed);
+    try {
+      FactoryArgs args(inputs, outputs, kNumInputs);
+      const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
+      if (rc != 0) {
+        MS_LOG(ERROR) << "For '" << kernel_name_ << "' (mindspore_bn_grad's kernel), the arguments were "
+                      << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
+      }
+      return rc == 0;
+    } catch (...) {
+      return false;
+    }
+  }
+
+ private:
+  // MindSpore's kernel takes what it was written for: NCHW, ranks up to 4.
+  static bool TheirsFit(const TensorList &inputs) {
+    if (inputs.size() < static_cast<size_t>(kNumInputs) || inputs[0] == nullptr) return false;
+    if (inputs[0]->GetShapeVector().size() > kMindSporeMaxRank) return false;
+    KernelTensor *f = inputs[kFormatArg];
+    return f != nullptr && f->GetValueWithCheck<int64_t>() == 0;
+  }
+
+  // A scalar input's value, as bits (the signature of a Resize).
+  static int64_t ScalarBits(KernelTensor *t) {
+    switch (t->dtype_id()) {
+      case mindspore::kNumberTypeBool: return t->GetValueWithCheck<bool>() ? 1 : 0;
+      case mindspore::kNumberTypeInt64: return t->GetValueWithCheck<int64_t>();
+      case mindspore::kNumberTypeFloat32: {
+        const float f = t->GetValueWithCheck<float>();
+        int32_t bits = 0;
+        std::memcpy(&bits, &f, sizeof(bits));
+        return bits;
+      }
+      default: return INT64_MIN;  // never equal to itself: MindSpore resizes every time
+    }
+  }
+
+  // Init (once) and Resize (when a shape or scalar changed) of MindSpore's kernel; false when it cannot run.
+  bool PrepareTheirs(const TensorList &inputs, const TensorList &outputs, bool resize) {
+    try {
+      if (!TheirsFit(inputs)) return false;
+      if (!theirs_init_) {
+        theirs_init_ = theirs_->Init(primitive_, inputs, outputs);
+        theirs_sig_.clear();
+      }
+      if (!theirs_init_ || !resize) return theirs_init_;
+      std::vector<int64_t> sig;
+      for (size_t i = 0; i < static_cast<size_t>(kNumInputs); ++i) {
+        KernelTensor *t = inputs[i];
+        if (t == nullptr) { sig.push_back(-1); continue; }
+        const auto &shape = t->GetShapeVector();
+        sig.push_back(static_cast<int64_t>(shape.size()));
+        sig.insert(sig.end(), shape.begin(), shape.end());
+        if (t->type_id() == mindspore::kObjectTypeNumber) sig.push_back(ScalarBits(t));
+      }
+      if (sig == theirs_sig_ && std::find(sig.begin(), sig.end(), INT64_MIN) == sig.end()) return true;
+      if (theirs_->Resize(inputs, outputs) != 0) return false;
+      theirs_sig_ = sig;
+      return true;
+    } catch (...) {  // MindSpore's checks throw
+      theirs_sig_.clear();
+      return false;
+    }
+  }
+
+  std::shared_ptr<NativeCpuKernelMod> theirs_;
+  bool theirs_init_ = false;
+  bool theirs_ready_ = false;
+  std::vector<int64_t> theirs_sig_;
+};
+
+using BatchNormKernel = LegacyKernelMod<primitive::RunBatchNorm, legacy_fwd::kNumInputs, legacy_fwd::DATA_FORMAT>;
+using BatchNormGradKernel =
+    LegacyKernelMod<primitive::RunBatchNormGrad, legacy_bwd::kNumInputs, legacy_bwd::DATA_FORMAT>;
+
 using BatchNormExtKernel = BnKernelMod<primitive::RunBatchNormExt, ext::kNumInputs>;
 using BatchNormGradExtKernel = BnKernelMod<primitive::RunBatchNormGradExt, grad_ext::kNumInputs>;
 
@@ -174,6 +306,34 @@ int Register() {
   return 0;
 }
 
+// The factory keeps its creators private; its public interface can only erase one (UnRegister), which
+// would lose MindSpore's kernel. An explicit instantiation may name a private member (the standard's one
+// way to), so this reaches the creator map to wrap MindSpore's creator in ours.
+using CreatorMap = std::map<std::string, std::function<std::shared_ptr<NativeCpuKernelMod>()>>;
+struct CreatorsTag {
+  using type = CreatorMap Factory::*;
+  friend type Creators(CreatorsTag);
+};
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type Creators(Tag) { return Member; }
+};
+template struct Expose<CreatorsTag, &Factory::kernel_mod_creators_>;
+
+// 0: both wrapped now or by an earlier call; 1: MindSpore has no CPU kernel of one of these names.
+int RegisterLegacy() {
+  static std::atomic<bool> done{false};
+  if (done.load()) return 0;
+  CreatorMap &creators = Factory::Instance().*Creators(CreatorsTag{});
+  auto fwd = creators.find(legacy_fwd::kName), bwd = creators.find(legacy_bwd::kName);
+  if (fwd == creators.end() || bwd == creators.end()) return 1;
+  auto theirs_fwd = fwd->second, theirs_bwd = bwd->second;
+  fwd->second = [theirs_fwd] { return std::make_shared<BatchNormKernel>(theirs_fwd()); };
+  bwd->second = [theirs_bwd] { return std::make_shared<BatchNormGradKernel>(theirs_bwd()); };
+  done.store(true);
+  return 0;
+}
+
 }  // namespace
 }  // namespace factory
 }  // namespace bn_grad
@@ -188,6 +348,28 @@ int MsBnGradFactoryRegister() {
   } catch (...) {
     return 2;
   }
+}
+
+// Puts our kernels in place of MindSpore's CPU BatchNorm / BatchNormGrad (each keeping MindSpore's own):
+// 0 done, 1 MindSpore has no such kernel, 2 MindSpore refused.
+int MsBnGradFactoryRegisterLegacy() {
+  try {
+    return bn_grad::factory::RegisterLegacy();
+  } catch (...) {
+    return 2;
+  }
+}
+
+// on != 0: BatchNorm / BatchNormGrad launches run MindSpore's own kernels (tests and benchmarks); the
+// first call also has every kernel created or resized afterwards prepare MindSpore's.
+void MsBnGradFactoryUseMindSporeKernels(int on) {
+  bn_grad::factory::g_mindspore_wanted.store(true);
+  bn_grad::factory::g_use_mindspore.store(on != 0);
+}
+
+// Launches of our legacy kernels (which = 0) and of MindSpore's under the switch (which = 1).
+int64_t MsBnGradFactoryLegacyLaunches(int which) {
+  return which == 0 ? bn_grad::factory::g_legacy_launches.load() : bn_grad::factory::g_mindspore_launches.load();
 }
 
 // How many times MindSpore launched one of the kernels above in this process

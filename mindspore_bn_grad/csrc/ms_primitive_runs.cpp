@@ -1,10 +1,12 @@
-// MindSpore's BatchNormExt / BatchNormGradExt arguments mapped onto our
-// BatchNormForward / BatchNormBackward (ms_primitive_runs.h says who calls).
+// MindSpore's BatchNormExt / BatchNormGradExt (and legacy BatchNorm /
+// BatchNormGrad) arguments mapped onto our BatchNormForward / BatchNormBackward (ms_primitive_runs.h says who calls).
 #include "ms_primitive_runs.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "bn_forward.h"
+#include "element_io.h"
 #include "entry_runs.h"
 
 namespace bn_grad {
@@ -163,7 +165,150 @@ int RunBackward(Call call, const PrimitiveArgs &args) {
   return RunBatchNormBackward(Call{bnb::NUM_SLOTS, params, ndims, shapes, dtypes}, attrs);
 }
 
+namespace legacy_fwd = spec::batch_norm_forward::mindspore_legacy_primitive;
+namespace legacy_bwd = spec::batch_norm_backward::mindspore_legacy_primitive;
+
+// MindSpore's data_format enum (its str_to_enum): NCHW 0, NHWC 1.
+constexpr int64_t kFormatNHWC = 1;
+
+Error ReadLayout(const PrimitiveArgs &args, int arg, bool *channel_last) {
+  const std::vector<int64_t> v = args.IntVec(arg);
+  if (v.size() != 1 || v[0] < 0 || v[0] > kFormatNHWC) return kBadParamCount;
+  *channel_last = v[0] == kFormatNHWC;
+  return kOk;
+}
+
+int RunLegacyForward(Call call, const PrimitiveArgs &args) {
+  using namespace legacy_fwd;  // NOLINT
+  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
+  for (int s : {IS_TRAINING, EPSILON, MOMENTUM, DATA_FORMAT}) {
+    if (!args.IsScalar(s)) return kBadParamCount;
+  }
+  bool channel_last = false;
+  Error rc = ReadLayout(args, DATA_FORMAT, &channel_last);
+  if (rc != kOk) return rc;
+  DenseInputs dense;  // as BatchNormExt: the running statistics, updated in place, must be dense
+  std::vector<void *> params;
+  void *running[2] = {call.params[MEAN], call.params[VARIANCE]};
+  if ((rc = GatherInputs(args, &call, X, VARIANCE, &dense, &params)) != kOk) return rc;
+  if (call.params[MEAN] != running[0] || call.params[VARIANCE] != running[1]) return kBadShape;
+  BnForwardArgs a;
+  DType dt = DType::kNone;
+  int64_t numel = 0;
+  if ((rc = ParseActivations(call, NUM_ARGS, {X, Y}, channel_last, &a, &dt, &numel)) != kOk) return rc;
+  a.input = ConstTensor{call.params[X], dt};
+  a.output = MutTensor{call.params[Y], dt};
+  ConstTensor stats[4];  // scale, bias, mean, variance: all required
+  const int slots[4] = {SCALE, BIAS, MEAN, VARIANCE};
+  for (int i = 0; i < 4; ++i) {
+    if ((rc = ParseChannelInput(call, slots[i], a.channels, /*optional=*/false, /*empty_ok=*/false, &stats[i])) !=
+        kOk) {
+      return rc;
+    }
+  }
+  a.weight = stats[0];
+  a.bias = stats[1];
+  a.running_mean = stats[2];
+  a.running_var = stats[3];
+  MutTensor batch[2];
+  if ((rc = ParseChannelOutput(call, RESERVE_SPACE_1, a.channels, &a.save_mean)) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, RESERVE_SPACE_2, a.channels, &a.save_var)) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, BATCH_MEAN, a.channels, &batch[0])) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, BATCH_VARIANCE, a.channels, &batch[1])) != kOk) return rc;
+  a.training = args.Bool(IS_TRAINING);
+  a.momentum = args.Float(MOMENTUM);  // the batch's weight, as BatchNormExt's
+  a.eps = args.Float(EPSILON);
+  if (a.training) {  // the moving statistics are updated in place
+    a.running_mean_out = MutTensor{const_cast<void *>(a.running_mean.data), a.running_mean.dtype};
+    a.running_var_out = MutTensor{const_cast<void *>(a.running_var.data), a.running_var.dtype};
+  }
+  if ((rc = static_cast<Error>(BnForward(a))) != kOk) return rc;
+  // batch_mean / batch_variance: the same statistics as the reserve spaces.
+  const MutTensor *saved[2] = {&a.save_mean, &a.save_var};
+  for (int i = 0; i < 2; ++i) {
+    for (int64_t c = 0; c < a.channels; ++c) {
+      StoreAny(batch[i].data, batch[i].dtype, c, LoadAny(saved[i]->data, saved[i]->dtype, c));
+    }
+  }
+  return kOk;
+}
+
+int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
+  using namespace legacy_bwd;  // NOLINT
+  namespace bnb = spec::batch_norm_backward;
+  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
+  for (int s : {IS_TRAINING, EPSILON, DATA_FORMAT}) {
+    if (!args.IsScalar(s)) return kBadParamCount;
+  }
+  bnb::Attrs attrs;
+  Error rc = ReadLayout(args, DATA_FORMAT, &attrs.channel_last);
+  if (rc != kOk) return rc;
+  DenseInputs dense;
+  std::vector<void *> gathered;
+  if ((rc = GatherInputs(args, &call, DOUT, SAVED_VARIANCE, &dense, &gathered)) != kOk) return rc;
+  attrs.training = args.Bool(IS_TRAINING);
+  attrs.eps = args.Float(EPSILON);
+  for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = true;
+
+  // Our slots: in training the saved statistics are save_mean and (as a variance)
+  // save_invstd; in inference MindSpore's bprop passes the running statistics there.
+  void *params[bnb::NUM_SLOTS] = {};
+  int ndims[bnb::NUM_SLOTS] = {};
+  int64_t *shapes[bnb::NUM_SLOTS] = {};
+  const char *dtypes[bnb::NUM_SLOTS];
+  for (int i = 0; i < bnb::NUM_SLOTS; ++i) dtypes[i] = "none";
+  auto take = [&](int slot, int arg) {
+    params[slot] = call.params[arg];
+    ndims[slot] = call.ndims[arg];
+    shapes[slot] = call.shapes[arg];
+    dtypes[slot] = call.dtypes[arg];
+  };
+  take(bnb::GRAD_OUT, DOUT);
+  take(bnb::INPUT, X);
+  take(bnb::WEIGHT, SCALE);
+  take(bnb::GRAD_INPUT, DX);
+  take(bnb::GRAD_WEIGHT, DSCALE);
+  take(bnb::GRAD_BIAS, DBIAS);
+  std::vector<char> invstd;
+  if (!attrs.training) {
+    take(bnb::RUNNING_MEAN, SAVED_MEAN);
+    take(bnb::RUNNING_VAR, SAVED_VARIANCE);
+  } else {
+    take(bnb::SAVE_MEAN, SAVED_MEAN);
+    take(bnb::SAVE_INVSTD, SAVED_VARIANCE);
+    // save_invstd = 1 / sqrt(saved_variance + eps), in the variance's dtype, once checked.
+    ConstTensor var;
+    if (call.ndims[SAVED_VARIANCE] != 1 || call.shapes[SAVED_VARIANCE] == nullptr) return kBadShape;
+    const int64_t c = call.shapes[SAVED_VARIANCE][0];
+    if ((rc = ParseChannelInput(call, SAVED_VARIANCE, c, /*optional=*/false, /*empty_ok=*/false, &var)) != kOk) {
+      return rc;
+    }
+    invstd.resize(static_cast<size_t>(c) * ElemSize(var.dtype));
+    for (int64_t i = 0; i < c; ++i) {
+      StoreAny(invstd.data(), var.dtype, i, 1.0 / std::sqrt(LoadAny(var.data, var.dtype, i) + attrs.eps));
+    }
+    params[bnb::SAVE_INVSTD] = invstd.data();
+  }
+  return RunBatchNormBackward(Call{bnb::NUM_SLOTS, params, ndims, shapes, dtypes}, attrs);
+}
+
 }  // namespace
+
+int RunBatchNorm(aot::Call call, const PrimitiveArgs &args) {
+  try {
+    return RunLegacyForward(call, args);
+  } catch (...) {
+    return spec::kKernelFailed;
+  }
+}
+
+int RunBatchNormGrad(aot::Call call, const PrimitiveArgs &args) {
+  try {
+    return RunLegacyBackward(call, args);
+  } catch (...) {
+    return spec::kKernelFailed;
+  }
+}
 
 int RunBatchNormExt(aot::Call call, const PrimitiveArgs &args) {
   try {

@@ -1,5 +1,5 @@
-// MindSpore's own BatchNormExt and BatchNormGradExt on our kernels, for every
-// route by which MindSpore launches them: its CPU op plugin (op_plugin.cpp,
+// MindSpore's own BatchNormExt and BatchNormGradExt (and its legacy BatchNorm /
+// BatchNormGrad) on our kernels, for every route by which MindSpore launches them: its CPU op plugin (op_plugin.cpp,
 // the C ABI) and its CPU kernel factory (factory_kernels.cpp, a separate
 // library built against the installed MindSpore's C++ headers, which calls
 // these from this library). Each route only says what its arguments are
@@ -45,6 +45,13 @@ class PrimitiveArgs {
 // spec::Error code; never throws.
 int RunBatchNormExt(aot::Call call, const PrimitiveArgs &args);
 int RunBatchNormGradExt(aot::Call call, const PrimitiveArgs &args);
+
+// MindSpore's legacy BatchNorm / BatchNormGrad (what nn.BatchNorm* cells call; the
+// kernel factory route provides their CPU kernels): the prototypes'
+// mindspore_legacy_primitive entries. Their reserve spaces carry the batch mean
+// and its biased variance, which MindSpore's own BatchNormGradGrad reads too.
+int RunBatchNorm(aot::Call call, const PrimitiveArgs &args);
+int RunBatchNormGrad(aot::Call call, const PrimitiveArgs &args);
 
 }  // namespace primitive
 }  // namespace bn_grad
