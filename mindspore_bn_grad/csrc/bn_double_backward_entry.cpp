@@ -15,6 +15,7 @@
 #include "aot_args.h"
 #include "aot_attrs.h"
 #include "bn_double_backward.h"
+#include "entry_runs.h"
 #include "ms_aot_compat.h"
 
 namespace bn_grad {
@@ -68,6 +69,11 @@ int Run(const Call &call, const Attrs &at) {
 
 }  // namespace
 }  // namespace dbl
+
+int RunBatchNormDoubleBackward(const aot::Call &call, const spec::batch_norm_double_backward::Attrs &attrs) {
+  return dbl::Run(call, attrs);
+}
+
 }  // namespace bn_grad
 
 extern "C" {

@@ -422,6 +422,30 @@ constexpr double kAbsentWeight = 1.0;
 constexpr double kAbsentRunningMean = 0.0;
 constexpr double kAbsentRunningVar = 1.0;
 
+// MindSpore's legacy BatchNormGradGrad (mindspore_legacy_primitive): its arguments in the order its
+// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name.
+namespace mindspore_legacy_primitive {
+constexpr const char *kName = "BatchNormGradGrad";
+enum Arg : int {
+  X = 0,  // ours: input
+  DY = 1,  // ours: grad_out
+  SCALE = 2,  // ours: weight
+  SAVED_MEAN = 3,  // ours: save_mean; in inference running_mean
+  SAVED_VARIANCE = 4,  // ours: save_invstd as a variance; in inference running_var
+  DOUT_DX = 5,  // ours: grad_grad_input
+  DOUT_DSCALE = 6,  // ours: grad_grad_weight
+  DOUT_DBIAS = 7,  // ours: grad_grad_bias
+  IS_TRAINING = 8,  // ours: training
+  EPSILON = 9,  // ours: eps
+  DATA_FORMAT = 10,  // not ours
+  DX = 11,  // ours: grad_input
+  DDY = 12,  // ours: grad_grad_out
+  DSCALE = 13,  // ours: grad_weight
+  NUM_ARGS = 14,
+};
+constexpr int kNumInputs = 11;
+}  // namespace mindspore_legacy_primitive
+
 }  // namespace batch_norm_double_backward
 
 // BatchNormForward (op_def/batch_norm_forward.yaml).

@@ -15,6 +15,9 @@ namespace bn_grad {
 // outputs; a spec::Error code, never an exception.
 int RunBatchNormBackward(const aot::Call &call, const spec::batch_norm_backward::Attrs &attrs);
 
+// The same for BatchNormDoubleBackward (the slots of spec::batch_norm_double_backward).
+int RunBatchNormDoubleBackward(const aot::Call &call, const spec::batch_norm_double_backward::Attrs &attrs);
+
 }  // namespace bn_grad
 
 #endif  // MS_BN_GRAD_ENTRY_RUNS_H_

@@ -160,21 +160,21 @@ class BnKernelMod : public NativeCpuKernelMod {
   }
 };
 
-// ---- MindSpore's legacy BatchNorm / BatchNormGrad (what nn.BatchNorm* cells call) -------------
+// ---- MindSpore's legacy BatchNorm / BatchNormGrad / BatchNormGradGrad (nn.BatchNorm* and its bprops) -
 //
 // MindSpore has CPU kernels of these; ours take their place in the factory, and each of ours holds
 // MindSpore's own kernel of the same node, which runs instead while UseMindSporeKernels(1) is set
-// (benchmarks and tests compare the two in one process). MindSpore's kernel is only prepared
-// (Init, Resize) once that switch was used in the process; a launch that asks for it when it was
-// not prepared fails rather than silently run ours. Its Resize (oneDNN descriptors) runs once per
-// shape, not per launch (PYNATIVE resizes BatchNormGrad on every launch).
+// (benchmarks and tests compare the two in one process). MindSpore's kernel is prepared beside ours
+// (Init; Resize once per shape, not per launch: PYNATIVE resizes BatchNormGrad on every launch)
+// wherever it can run (NCHW, ranks up to 4); a launch that asks for it where it cannot fails rather
+// than silently run ours.
 std::atomic<int64_t> g_legacy_launches{0};    // ours
 std::atomic<int64_t> g_mindspore_launches{0};  // MindSpore's, under the switch
 std::atomic<bool> g_use_mindspore{false};
-std::atomic<bool> g_mindspore_wanted{false};
 
 namespace legacy_fwd = spec::batch_norm_forward::mindspore_legacy_primitive;
 namespace legacy_bwd = spec::batch_norm_backward::mindspore_legacy_primitive;
+namespace legacy_dbl = spec::batch_norm_double_backward::mindspore_legacy_primitive;
 constexpr size_t kMindSporeMaxRank = 4;  // MindSpore's CPU kernels pad the shape to 4-D (NCHW only)
 
 template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, int kFormatArg>
@@ -186,7 +186,7 @@ class LegacyKernelMod : public NativeCpuKernelMod {
 
   bool Init(const TensorList &inputs, const TensorList &outputs) override {
     theirs_init_ = false;
-    if (g_mindspore_wanted.load()) PrepareTheirs(inputs, outputs, /*resize=*/false);
+    PrepareTheirs(inputs, outputs, /*resize=*/false);
     return true;
   }
 
@@ -194,7 +194,7 @@ class LegacyKernelMod : public NativeCpuKernelMod {
     const int ret = KernelMod::Resize(inputs, outputs);
     if (ret != 0) return ret;
     workspace_size_list_.clear();
-    theirs_ready_ = g_mindspore_wanted.load() && PrepareTheirs(inputs, outputs, /*resize=*/true);
+    theirs_ready_ = PrepareTheirs(inputs, outputs, /*resize=*/true);
     if (theirs_ready_) workspace_size_list_ = theirs_->GetWorkspaceSizeList();
     return 0;
   }
@@ -203,7 +203,7 @@ class LegacyKernelMod : public NativeCpuKernelMod {
     if (g_use_mindspore.load()) {
       if (!theirs_ready_) {
         MS_LOG(ERROR) << "For '" << kernel_name_ << "', MindSpore's own kernel was asked for "
-                      << "(mindspore_bn_grad's use_mindspore_kernels) but not prepared for this launch";
+                      << "(mindspore_bn_grad's use_mindspore_kernels), which cannot run this launch";
         return false;
       }
       g_mindspore_launches.fetch_add(1, std::memory_order_relaxed);
@@ -284,6 +284,8 @@ class LegacyKernelMod : public NativeCpuKernelMod {
 using BatchNormKernel = LegacyKernelMod<primitive::RunBatchNorm, legacy_fwd::kNumInputs, legacy_fwd::DATA_FORMAT>;
 using BatchNormGradKernel =
     LegacyKernelMod<primitive::RunBatchNormGrad, legacy_bwd::kNumInputs, legacy_bwd::DATA_FORMAT>;
+using BatchNormGradGradKernel =
+    LegacyKernelMod<primitive::RunBatchNormGradGrad, legacy_dbl::kNumInputs, legacy_dbl::DATA_FORMAT>;
 
 using BatchNormExtKernel = BnKernelMod<primitive::RunBatchNormExt, ext::kNumInputs>;
 using BatchNormGradExtKernel = BnKernelMod<primitive::RunBatchNormGradExt, grad_ext::kNumInputs>;
@@ -320,16 +322,23 @@ struct Expose {
 };
 template struct Expose<CreatorsTag, &Factory::kernel_mod_creators_>;
 
-// 0: both wrapped now or by an earlier call; 1: MindSpore has no CPU kernel of one of these names.
+template <class Ours>
+void Wrap(CreatorMap::iterator it) {
+  auto theirs = it->second;
+  it->second = [theirs] { return std::make_shared<Ours>(theirs()); };
+}
+
+// 0: all three wrapped now or by an earlier call; 1: MindSpore has no CPU kernel of one of these names.
 int RegisterLegacy() {
   static std::atomic<bool> done{false};
   if (done.load()) return 0;
   CreatorMap &creators = Factory::Instance().*Creators(CreatorsTag{});
   auto fwd = creators.find(legacy_fwd::kName), bwd = creators.find(legacy_bwd::kName);
-  if (fwd == creators.end() || bwd == creators.end()) return 1;
-  auto theirs_fwd = fwd->second, theirs_bwd = bwd->second;
-  fwd->second = [theirs_fwd] { return std::make_shared<BatchNormKernel>(theirs_fwd()); };
-  bwd->second = [theirs_bwd] { return std::make_shared<BatchNormGradKernel>(theirs_bwd()); };
+  auto dbl = creators.find(legacy_dbl::kName);
+  if (fwd == creators.end() || bwd == creators.end() || dbl == creators.end()) return 1;
+  Wrap<BatchNormKernel>(fwd);
+  Wrap<BatchNormGradKernel>(bwd);
+  Wrap<BatchNormGradGradKernel>(dbl);
   done.store(true);
   return 0;
 }
@@ -350,7 +359,8 @@ int MsBnGradFactoryRegister() {
   }
 }
 
-// Puts our kernels in place of MindSpore's CPU BatchNorm / BatchNormGrad (each keeping MindSpore's own):
+// Puts our kernels in place of MindSpore's CPU BatchNorm / BatchNormGrad / BatchNormGradGrad (each keeping
+// MindSpore's own):
 // 0 done, 1 MindSpore has no such kernel, 2 MindSpore refused.
 int MsBnGradFactoryRegisterLegacy() {
   try {
@@ -360,12 +370,8 @@ int MsBnGradFactoryRegisterLegacy() {
   }
 }
 
-// on != 0: BatchNorm / BatchNormGrad launches run MindSpore's own kernels (tests and benchmarks); the
-// first call also has every kernel created or resized afterwards prepare MindSpore's.
-void MsBnGradFactoryUseMindSporeKernels(int on) {
-  bn_grad::factory::g_mindspore_wanted.store(true);
-  bn_grad::factory::g_use_mindspore.store(on != 0);
-}
+// on != 0: BatchNorm / BatchNormGrad launches run MindSpore's own kernels (tests and benchmarks).
+void MsBnGradFactoryUseMindSporeKernels(int on) { bn_grad::factory::g_use_mindspore.store(on != 0); }
 
 // Launches of our legacy kernels (which = 0) and of MindSpore's under the switch (which = 1).
 int64_t MsBnGradFactoryLegacyLaunches(int which) {

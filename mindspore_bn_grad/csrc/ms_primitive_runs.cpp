@@ -167,6 +167,7 @@ int RunBackward(Call call, const PrimitiveArgs &args) {
 
 namespace legacy_fwd = spec::batch_norm_forward::mindspore_legacy_primitive;
 namespace legacy_bwd = spec::batch_norm_backward::mindspore_legacy_primitive;
+namespace legacy_dbl = spec::batch_norm_double_backward::mindspore_legacy_primitive;
 
 // MindSpore's data_format enum (its str_to_enum): NCHW 0, NHWC 1.
 constexpr int64_t kFormatNHWC = 1;
@@ -233,6 +234,52 @@ int RunLegacyForward(Call call, const PrimitiveArgs &args) {
   return kOk;
 }
 
+// Our operator's tensor slots, filled argument by argument from a MindSpore call.
+template <int N>
+struct Slots {
+  void *params[N] = {};
+  int ndims[N] = {};
+  int64_t *shapes[N] = {};
+  const char *dtypes[N];
+  std::vector<char> invstd;  // save_invstd computed from a saved variance
+
+  Slots() {
+    for (int i = 0; i < N; ++i) dtypes[i] = "none";
+  }
+  void Take(int slot, const Call &call, int arg) {
+    params[slot] = call.params[arg];
+    ndims[slot] = call.ndims[arg];
+    shapes[slot] = call.shapes[arg];
+    dtypes[slot] = call.dtypes[arg];
+  }
+  Call AsCall() { return Call{N, params, ndims, shapes, dtypes}; }
+
+  // MindSpore's legacy saved statistics: in training the batch mean and its biased variance, which
+  // become save_mean and save_invstd = 1 / sqrt(variance + eps) (in the variance's dtype); in
+  // inference the running statistics, which MindSpore's bprop passes there.
+  template <class S>
+  Error SavedStats(const Call &call, int mean_arg, int var_arg, bool training, double eps) {
+    if (!training) {
+      Take(S::RUNNING_MEAN, call, mean_arg);
+      Take(S::RUNNING_VAR, call, var_arg);
+      return kOk;
+    }
+    Take(S::SAVE_MEAN, call, mean_arg);
+    Take(S::SAVE_INVSTD, call, var_arg);
+    if (call.ndims[var_arg] != 1 || call.shapes[var_arg] == nullptr) return kBadShape;
+    const int64_t c = call.shapes[var_arg][0];
+    ConstTensor var;
+    const Error rc = ParseChannelInput(call, var_arg, c, /*optional=*/false, /*empty_ok=*/false, &var);
+    if (rc != kOk) return rc;
+    invstd.resize(static_cast<size_t>(c) * ElemSize(var.dtype));
+    for (int64_t i = 0; i < c; ++i) {
+      StoreAny(invstd.data(), var.dtype, i, 1.0 / std::sqrt(LoadAny(var.data, var.dtype, i) + eps));
+    }
+    params[S::SAVE_INVSTD] = invstd.data();
+    return kOk;
+  }
+};
+
 int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
   using namespace legacy_bwd;  // NOLINT
   namespace bnb = spec::batch_norm_backward;
@@ -249,47 +296,48 @@ int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
   attrs.training = args.Bool(IS_TRAINING);
   attrs.eps = args.Float(EPSILON);
   for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = true;
-
-  // Our slots: in training the saved statistics are save_mean and (as a variance)
-  // save_invstd; in inference MindSpore's bprop passes the running statistics there.
-  void *params[bnb::NUM_SLOTS] = {};
-  int ndims[bnb::NUM_SLOTS] = {};
-  int64_t *shapes[bnb::NUM_SLOTS] = {};
-  const char *dtypes[bnb::NUM_SLOTS];
-  for (int i = 0; i < bnb::NUM_SLOTS; ++i) dtypes[i] = "none";
-  auto take = [&](int slot, int arg) {
-    params[slot] = call.params[arg];
-    ndims[slot] = call.ndims[arg];
-    shapes[slot] = call.shapes[arg];
-    dtypes[slot] = call.dtypes[arg];
-  };
-  take(bnb::GRAD_OUT, DOUT);
-  take(bnb::INPUT, X);
-  take(bnb::WEIGHT, SCALE);
-  take(bnb::GRAD_INPUT, DX);
-  take(bnb::GRAD_WEIGHT, DSCALE);
-  take(bnb::GRAD_BIAS, DBIAS);
-  std::vector<char> invstd;
-  if (!attrs.training) {
-    take(bnb::RUNNING_MEAN, SAVED_MEAN);
-    take(bnb::RUNNING_VAR, SAVED_VARIANCE);
-  } else {
-    take(bnb::SAVE_MEAN, SAVED_MEAN);
-    take(bnb::SAVE_INVSTD, SAVED_VARIANCE);
-    // save_invstd = 1 / sqrt(saved_variance + eps), in the variance's dtype, once checked.
-    ConstTensor var;
-    if (call.ndims[SAVED_VARIANCE] != 1 || call.shapes[SAVED_VARIANCE] == nullptr) return kBadShape;
-    const int64_t c = call.shapes[SAVED_VARIANCE][0];
-    if ((rc = ParseChannelInput(call, SAVED_VARIANCE, c, /*optional=*/false, /*empty_ok=*/false, &var)) != kOk) {
-      return rc;
-    }
-    invstd.resize(static_cast<size_t>(c) * ElemSize(var.dtype));
-    for (int64_t i = 0; i < c; ++i) {
-      StoreAny(invstd.data(), var.dtype, i, 1.0 / std::sqrt(LoadAny(var.data, var.dtype, i) + attrs.eps));
-    }
-    params[bnb::SAVE_INVSTD] = invstd.data();
+  Slots<bnb::NUM_SLOTS> slots;
+  slots.Take(bnb::GRAD_OUT, call, DOUT);
+  slots.Take(bnb::INPUT, call, X);
+  slots.Take(bnb::WEIGHT, call, SCALE);
+  slots.Take(bnb::GRAD_INPUT, call, DX);
+  slots.Take(bnb::GRAD_WEIGHT, call, DSCALE);
+  slots.Take(bnb::GRAD_BIAS, call, DBIAS);
+  if ((rc = slots.SavedStats<bnb::Slot>(call, SAVED_MEAN, SAVED_VARIANCE, attrs.training, attrs.eps)) != kOk) {
+    return rc;
   }
-  return RunBatchNormBackward(Call{bnb::NUM_SLOTS, params, ndims, shapes, dtypes}, attrs);
+  return RunBatchNormBackward(slots.AsCall(), attrs);
+}
+
+int RunLegacyDoubleBackward(Call call, const PrimitiveArgs &args) {
+  using namespace legacy_dbl;  // NOLINT
+  namespace dbl = spec::batch_norm_double_backward;
+  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
+  for (int s : {IS_TRAINING, EPSILON, DATA_FORMAT}) {
+    if (!args.IsScalar(s)) return kBadParamCount;
+  }
+  dbl::Attrs attrs;
+  Error rc = ReadLayout(args, DATA_FORMAT, &attrs.channel_last);
+  if (rc != kOk) return rc;
+  DenseInputs dense;
+  std::vector<void *> gathered;
+  if ((rc = GatherInputs(args, &call, X, DOUT_DBIAS, &dense, &gathered)) != kOk) return rc;
+  attrs.training = args.Bool(IS_TRAINING);
+  attrs.eps = args.Float(EPSILON);
+  Slots<dbl::NUM_SLOTS> slots;
+  slots.Take(dbl::INPUT, call, X);
+  slots.Take(dbl::GRAD_OUT, call, DY);
+  slots.Take(dbl::WEIGHT, call, SCALE);
+  slots.Take(dbl::GRAD_GRAD_INPUT, call, DOUT_DX);
+  slots.Take(dbl::GRAD_GRAD_WEIGHT, call, DOUT_DSCALE);
+  slots.Take(dbl::GRAD_GRAD_BIAS, call, DOUT_DBIAS);
+  slots.Take(dbl::GRAD_INPUT, call, DX);
+  slots.Take(dbl::GRAD_GRAD_OUT, call, DDY);
+  slots.Take(dbl::GRAD_WEIGHT, call, DSCALE);
+  if ((rc = slots.SavedStats<dbl::Slot>(call, SAVED_MEAN, SAVED_VARIANCE, attrs.training, attrs.eps)) != kOk) {
+    return rc;
+  }
+  return RunBatchNormDoubleBackward(slots.AsCall(), attrs);
 }
 
 }  // namespace
@@ -305,6 +353,14 @@ int RunBatchNorm(aot::Call call, const PrimitiveArgs &args) {
 int RunBatchNormGrad(aot::Call call, const PrimitiveArgs &args) {
   try {
     return RunLegacyBackward(call, args);
+  } catch (...) {
+    return spec::kKernelFailed;
+  }
+}
+
+int RunBatchNormGradGrad(aot::Call call, const PrimitiveArgs &args) {
+  try {
+    return RunLegacyDoubleBackward(call, args);
   } catch (...) {
     return spec::kKernelFailed;
   }

@@ -46,12 +46,13 @@ class PrimitiveArgs {
 int RunBatchNormExt(aot::Call call, const PrimitiveArgs &args);
 int RunBatchNormGradExt(aot::Call call, const PrimitiveArgs &args);
 
-// MindSpore's legacy BatchNorm / BatchNormGrad (what nn.BatchNorm* cells call; the
+// MindSpore's legacy BatchNorm / BatchNormGrad / BatchNormGradGrad (what nn.BatchNorm* cells call; the
 // kernel factory route provides their CPU kernels): the prototypes'
 // mindspore_legacy_primitive entries. Their reserve spaces carry the batch mean
 // and its biased variance, which MindSpore's own BatchNormGradGrad reads too.
 int RunBatchNorm(aot::Call call, const PrimitiveArgs &args);
 int RunBatchNormGrad(aot::Call call, const PrimitiveArgs &args);
+int RunBatchNormGradGrad(aot::Call call, const PrimitiveArgs &args);
 
 }  // namespace primitive
 }  // namespace bn_grad
