@@ -38,8 +38,9 @@ from .build import (CSRC, FACTORY_INCLUDE, FACTORY_SOURCE, KernelBuildError, LIB
                     _compile, _private_dir, _remove_stale_temps, _verified, cache_dir, find_compiler, flags)
 
 SWITCH = "MS_BN_GRAD_NATIVE_KERNELS"
-VALUE = "factory"
-WHY_OFF = f"{SWITCH} is not set ({SWITCH}={VALUE} enables MindSpore's CPU kernel factory route)"
+VALUE = "factory"  # at import
+OFF = "off"        # never: converted networks take the Cell route
+WHY_OFF = f"{SWITCH}={OFF}"
 
 
 @dataclass
@@ -50,6 +51,7 @@ class _State:
     checked: Optional[bool] = None  # the self-test's verdict (None: not run yet)
     legacy: bool = False            # our kernels stand in for MindSpore's CPU BatchNorm / BatchNormGrad
     legacy_reason: str = ""         # why not, when they do not
+    legacy_checked: Optional[bool] = None  # the legacy self-test's verdict
     warned: bool = False
 
 
@@ -59,8 +61,18 @@ _HANDLE = []  # the loaded library: kept for the process's lifetime (MindSpore h
 
 
 def requested() -> bool:
-    """Whether this process asked for the kernel-factory route (MS_BN_GRAD_NATIVE_KERNELS set)."""
-    return bool(os.environ.get(SWITCH, "").strip())
+    """Whether this process may use the kernel-factory route: MS_BN_GRAD_NATIVE_KERNELS unset (the
+    default: loaded when the first BatchNorm is converted) or ``factory`` (loaded at import)."""
+    return os.environ.get(SWITCH, "").strip() != OFF
+
+
+def ensure_loaded() -> bool:
+    """Loads the route if it may be used and is not yet (the default's first conversion); never raises.
+    True when our kernels are registered."""
+    with _LOCK:
+        if not _STATE.registered and not _STATE.reason and requested():
+            _try_load()
+        return _STATE.registered
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -158,12 +170,15 @@ def library_path() -> Path:
 def enable_at_import() -> None:
     """With MS_BN_GRAD_NATIVE_KERNELS=factory: builds (once), loads and registers our kernels. Never raises."""
     value = os.environ.get(SWITCH, "").strip()
-    if not value:
+    if value == OFF:
         _STATE.reason = WHY_OFF
-        return
-    if value != VALUE:
-        _STATE.reason = f"{SWITCH} expected {VALUE!r} or unset, got {value!r}"
-        return
+    elif value and value != VALUE:
+        _STATE.reason = f"{SWITCH} expected {VALUE!r}, {OFF!r} or unset, got {value!r}"
+    elif value == VALUE:
+        _try_load()
+
+
+def _try_load() -> None:
     try:
         _load()
     except Exception as e:  # pylint: disable=broad-except  # import must never fail on this
@@ -220,6 +235,7 @@ def status() -> bool:
     Runs the self-test once (a MindSpore CPU launch) when asked for; on False, warns once why (not
     when the route was simply not asked for)."""
     from .plugin import self_test
+    ensure_loaded()
     with _LOCK:
         if _STATE.checked is None:
             if not requested():
@@ -238,8 +254,51 @@ def status() -> bool:
             _STATE.warned = True
             warnings.warn(f"mindspore_bn_grad: MindSpore's CPU kernel factory route is not active "
                           f"({_STATE.reason}); converted BatchNorm layers use the Cell route (a Python bprop) "
-                          "and mint.nn.BatchNorm* has no CPU kernel.", RuntimeWarning, stacklevel=3)
+                          f"and mint.nn.BatchNorm* has no CPU kernel. {SWITCH}={OFF} chooses that without "
+                          "this warning.", RuntimeWarning, stacklevel=3)
         return _STATE.checked
+
+
+def legacy_status() -> bool:
+    """True when MindSpore's CPU BatchNorm / BatchNormGrad (nn.BatchNorm*'s primitives) run our kernels:
+    ``status()`` (the route is active), and one ops.BatchNorm launch on a tiny tensor ran ours (the
+    library's launch counter) and gave the float64 reference's numbers. Runs that once; never raises."""
+    if not ensure_loaded():
+        return False
+    with _LOCK:
+        if _STATE.legacy_checked is None:
+            why = _STATE.legacy_reason if not _STATE.legacy else _legacy_self_test()
+            _STATE.legacy_checked = not why
+            if why:
+                _STATE.legacy_reason = why
+                warnings.warn(f"mindspore_bn_grad: our kernels do not stand in for MindSpore's CPU BatchNorm "
+                              f"({why}); converted nn.BatchNorm* layers take the route through BatchNormExt, "
+                              "whose second-order gradients MindSpore gets wrong (docs/native_route.md).",
+                              RuntimeWarning, stacklevel=3)
+        return _STATE.legacy_checked
+
+
+def _legacy_self_test() -> str:
+    import numpy as np
+    import mindspore as ms
+    from mindspore import ops
+    before = legacy_launches()
+    xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
+    try:
+        mean = ms.Parameter(ms.Tensor(np.zeros(2, np.float32)), name="mindspore_bn_grad_self_test_mean")
+        var = ms.Parameter(ms.Tensor(np.ones(2, np.float32)), name="mindspore_bn_grad_self_test_var")
+        one = ms.Tensor(np.ones(2, np.float32))
+        got = ops.BatchNorm(is_training=True)(ms.Tensor(xs.astype(np.float32)), one, one * 0, mean, var)[0]
+        got = got.asnumpy()
+    except Exception as e:  # pylint: disable=broad-except
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"MindSpore could not launch BatchNorm through the kernel factory ({first})"
+    if legacy_launches() <= before:
+        return "MindSpore ran its own BatchNorm, not ours"
+    want = (xs - xs.mean(axis=(0, 2), keepdims=True)) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
+    if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+        return "the kernel factory's BatchNorm returned wrong values"
+    return ""
 
 
 def state() -> _State:
@@ -260,33 +319,25 @@ def legacy_launches(mindspore: bool = False) -> int:
 
 class use_mindspore_kernels:  # pylint: disable=invalid-name  # used as a context manager, like a function
     """``with use_mindspore_kernels():`` MindSpore's legacy BatchNorm / BatchNormGrad run MindSpore's own
-    CPU kernels again (each of ours keeps MindSpore's): benchmarks and tests compare the two in one
-    process. PYNATIVE's queue is drained on entry and exit, so every launch runs the kernel chosen
-    when it was queued.
-
-    MindSpore's kernel is prepared only in kernels created after the first use of this in the process:
-    call ``arm_mindspore_kernels()`` before building the networks; a launch of an older kernel inside
-    the block fails (never silently runs ours)."""
+    CPU kernels again (each of ours keeps MindSpore's, prepared beside it): benchmarks and tests compare
+    the two in one process. PYNATIVE's queue is drained on entry and exit, so every launch runs the
+    kernel chosen when it was queued. Where MindSpore's kernel cannot run (channel-last, rank above 4)
+    a launch inside the block fails rather than run ours."""
 
     def __init__(self, on: bool = True):
         self.on = bool(on)
 
     def __enter__(self):
-        _switch(self.on)
+        set_mindspore_kernels(self.on)
         return self
 
     def __exit__(self, *exc):
-        _switch(False)
+        set_mindspore_kernels(False)
         return False
 
 
-def arm_mindspore_kernels() -> None:
-    """Has every BatchNorm / BatchNormGrad kernel created from now on prepare MindSpore's own too
-    (``use_mindspore_kernels``); our kernels keep running."""
-    _switch(False)
-
-
-def _switch(on: bool) -> None:
+def set_mindspore_kernels(on: bool) -> None:
+    """``use_mindspore_kernels`` without the block (the benchmark's interleaved rounds switch per contestant)."""
     if not (_HANDLE and _STATE.legacy):
         raise RuntimeError("mindspore_bn_grad: our kernels do not stand in for MindSpore's BatchNorm here "
                            f"({_STATE.legacy_reason or _STATE.reason or 'the kernel-factory route is not loaded'})")

@@ -194,6 +194,7 @@ def install(bn_cell, data_format=None):
     bn_cell.format = fmt
     for name in ("bn_train", "bn_infer"):  # drop the primitives from the cell's registry too
         ms_compat.drop_primitive(bn_cell, name)
+    bn_cell.bn_native = ""  # not (or no longer) on the native route
     bn_cell.bn_train = BatchNormTrainCell(bn_cell.eps, bn_cell.momentum, fmt, owner=bn_cell)
     bn_cell.bn_infer = BatchNormInferCell(bn_cell.eps, fmt, owner=bn_cell)
     return bn_cell

@@ -40,15 +40,26 @@ def cell_route_reason(data_format):
         return f"the device target is {device} (the native route is MindSpore's CPU op plugin)"
     if is_channel_last(data_format):
         return f"data_format {data_format!r} (MindSpore's BatchNormExt is channel-first only)"
-    from ..cpu_kernel import factory, plugin
-    if plugin.requested() and plugin.status():  # MindSpore prefers an op plugin to its kernel factory
+    if native_mechanism():
         return ""
-    if factory.requested():  # MS_BN_GRAD_NATIVE_KERNELS=factory: our kernels in MindSpore's kernel factory
-        if factory.status():
-            return ""
-        return f"MindSpore's CPU kernel factory does not run our kernels ({factory.state().reason})"
-    if not plugin.status():
-        return f"MindSpore's CPU op plugin is not active ({plugin.state().reason})"
+    from ..cpu_kernel import factory, plugin
+    if not factory.requested():
+        return f"MindSpore's CPU kernel factory route is off ({factory.WHY_OFF})"
+    reason = factory.state().legacy_reason or factory.state().reason
+    if plugin.requested():
+        reason += f"; MindSpore's CPU op plugin is not active ({plugin.state().reason})"
+    return f"MindSpore's CPU kernel factory does not run our kernels ({reason})"
+
+
+def native_mechanism():
+    """How MindSpore runs our kernels for a converted nn.BatchNorm* here: 'legacy' (its own ops.BatchNorm /
+    BatchNormGrad on our kernels, from its CPU kernel factory: the default), 'ext' (BatchNormExt cells:
+    the op plugin, or the factory without the legacy kernels), '' (neither: the Cell route)."""
+    from ..cpu_kernel import factory, plugin
+    if factory.requested() and factory.legacy_status():
+        return "legacy"
+    if (plugin.requested() and plugin.status()) or (factory.requested() and factory.status()) or plugin.status():
+        return "ext"
     return ""
 
 
@@ -97,15 +108,25 @@ class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
 
 
 def install_native(bn_cell):
-    """Points a BatchNorm cell's ``bn_train`` / ``bn_infer`` at BatchNormExt (the native route)."""
+    """Puts a BatchNorm cell on the native route: ``bn_train`` / ``bn_infer`` become MindSpore's own
+    ops.BatchNorm primitives, as MindSpore's ``_BatchNorm`` makes them, where our kernels stand in for
+    MindSpore's (mechanism 'legacy'), else cells calling BatchNormExt ('ext')."""
+    from mindspore import ops
     for name in ("bn_train", "bn_infer"):
         ms_compat.drop_primitive(bn_cell, name)
-    bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)
-    bn_cell.bn_infer = NativeBatchNormCell(False, bn_cell.eps, bn_cell.momentum)
+    if native_mechanism() == "legacy":
+        fmt = bn_cell.format
+        bn_cell.bn_train = ops.BatchNorm(is_training=True, epsilon=bn_cell.eps, momentum=bn_cell.momentum,
+                                         data_format=fmt)
+        bn_cell.bn_infer = ops.BatchNorm(is_training=False, epsilon=bn_cell.eps, data_format=fmt)
+        bn_cell.bn_native = "legacy"
+    else:
+        bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)
+        bn_cell.bn_infer = NativeBatchNormCell(False, bn_cell.eps, bn_cell.momentum)
+        bn_cell.bn_native = "ext"
     return bn_cell
 
 
 def is_native(bn_cell):
-    return isinstance(getattr(bn_cell, "bn_train", None), NativeBatchNormCell)
-
-
+    return getattr(bn_cell, "bn_native", "") in ("legacy", "ext") or isinstance(
+        getattr(bn_cell, "bn_train", None), NativeBatchNormCell)

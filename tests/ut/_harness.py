@@ -34,6 +34,22 @@ def ms_tensor(a, dtype):
     return t.astype(getattr(ms, dtype)) if dtype not in ("float32", "float64") else t
 
 
+def builtin_kernels(net=None):
+    """A context in which MindSpore's own BatchNorm / BatchNormGrad CPU kernels run: once the default
+    route has put ours in their place (cpu_kernel/factory.py), a network of MindSpore's own BatchNorm
+    cells would otherwise run our kernels too, and a comparison with "the built-in" would compare ours
+    with ours. With ``net``: only when it holds none of our cells (a converted network runs as it is)."""
+    import contextlib
+    from mindspore_bn_grad.cpu_kernel import factory
+    if not factory.state().legacy:
+        return contextlib.nullcontext()
+    if net is not None:
+        from mindspore_bn_grad.nn._layers import OurBatchNorm
+        if any(isinstance(c, OurBatchNorm) or getattr(c, "bn_native", "") for _, c in net.cells_and_names()):
+            return contextlib.nullcontext()
+    return factory.use_mindspore_kernels()
+
+
 def copy_parameter_values(src, dst):
     """dst's Parameters take src's values, in order (the names must match).
 

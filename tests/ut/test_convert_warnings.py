@@ -9,6 +9,8 @@ from mindspore import nn, ops
 import mindspore_bn_grad as mbg
 from mindspore_bn_grad.nn import ConversionWarning
 from mindspore_bn_grad.nn import _cells
+from mindspore_bn_grad.cpu_kernel import factory
+from mindspore_bn_grad.nn._native import is_native
 
 from _harness import record_backward_ops
 
@@ -51,7 +53,8 @@ def test_mindspore_sync_batchnorm_is_named_with_what_to_use():
     assert msg == ("convert_batchnorm: 1 (mindspore.nn.layer.normalization.SyncBatchNorm) is not converted: "
                    "use mindspore_bn_grad.nn.SyncBatchNorm in its place (same arguments) for "
                    "BatchNormBackward across devices")
-    assert not _cells.is_installed(net[1]) and _cells.is_installed(net[2])
+    assert not _cells.is_installed(net[1]) and not is_native(net[1])
+    assert _cells.is_installed(net[2]) or is_native(net[2])
 
 
 @pytest.mark.parametrize("cell, what", [(Functional, "calls ops.batch_norm in construct"),
@@ -75,15 +78,23 @@ def test_converting_after_graph_compile_warns_and_a_new_train_cell_uses_ours(mon
         def train_cell():
             return nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params()))
 
+        loaded_before = factory.state().legacy  # our kernels already stand in for MindSpore's everywhere
         old = train_cell()
         old(x, y)
         handed_out = record_backward_ops(monkeypatch, _cells)
         (msg,) = _convert(net)
         assert msg.startswith("convert_batchnorm: SequentialCell was already compiled into a GRAPH-mode "
                               "graph ('train."), msg
+        legacy = net[1].bn_native == "legacy"  # the native route: MindSpore's primitives on our kernels
+        before = factory.legacy_launches()
         old(x, y)
-        assert handed_out == []  # the compiled graph kept MindSpore's backward, as the warning says
+        # the compiled graph kept MindSpore's backward (on MindSpore's kernels unless ours were loaded
+        # before it compiled), as the warning says
+        assert handed_out == [] and (factory.legacy_launches() > before) == loaded_before
         train_cell()(x, y)
-        assert handed_out, "a new training cell compiles with our backward"
+        if legacy:
+            assert factory.legacy_launches() >= before + 2, "a new training cell compiles with our kernels"
+        else:
+            assert handed_out, "a new training cell compiles with our backward"
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)

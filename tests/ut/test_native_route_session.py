@@ -1,5 +1,5 @@
 """The native-route session: every test marked ``native_route``, in a pytest process of its own
-with MindSpore's CPU op plugin enabled (MS_BN_GRAD_OP_PLUGIN=1).
+with MindSpore's CPU op plugin enabled (MS_BN_GRAD_OP_PLUGIN=1) and the kernel-factory route off.
 
 MindSpore reads its op plugin once per process, and the package leaves it off by default
 (docs/native_route.md), so these tests cannot run in the default session; this test runs them
@@ -27,6 +27,7 @@ def _files_with_native_route_tests():
 def test_native_route_session_passes(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MS_OP_PLUGIN_PATH",)}
     env["MS_BN_GRAD_OP_PLUGIN"] = "1"
+    env["MS_BN_GRAD_NATIVE_KERNELS"] = "off"  # the op plugin's session: converted cells take its route
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "native_route", "-q", "-p", "no:cacheprovider",
                            "-o", "addopts=", "-rfEs", *_files_with_native_route_tests()],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3000)

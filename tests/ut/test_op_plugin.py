@@ -145,7 +145,11 @@ def test_registered_primitives_match_mindspore_signatures():
 # ------------------------------------------------------------------ enabling, in fresh processes
 
 def run_python(code, env_extra=None, drop=("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN")):
+    """Runs `code` in a fresh process with the kernel-factory route off (MS_BN_GRAD_NATIVE_KERNELS=off,
+    unless env_extra says otherwise): these cases are the op plugin's, and with the factory route on,
+    converted nn.BatchNorm* cells take it (test_legacy_kernels.py)."""
     env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["MS_BN_GRAD_NATIVE_KERNELS"] = "off"
     env.update(env_extra or {})
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=env, timeout=600)

@@ -1,0 +1,251 @@
+"""Our kernels as MindSpore's CPU BatchNorm / BatchNormGrad (the kernel-factory route, the default).
+
+MindSpore's nn.BatchNorm* cells call its legacy ``ops.BatchNorm``, whose C++ bprop is
+``BatchNormGrad`` and whose second order is MindSpore's own ``BatchNormGradGrad``. The
+kernel-factory library puts our kernels in place of MindSpore's CPU kernels of the first two
+(csrc/factory_kernels.cpp), each keeping MindSpore's own, which ``use_mindspore_kernels()``
+runs instead. Every case runs in a fresh process (the registration lasts for the process),
+compares with the float64 references of tests/reference.py and proves through the library's
+launch counters which kernel ran.
+"""
+import pytest
+
+from test_factory_route import NEEDS_FACTORY, ON, run_python
+from mindspore_bn_grad.cpu_kernel import factory
+
+DEFAULT = {}  # MS_BN_GRAD_NATIVE_KERNELS unset: the route loads at the first conversion
+
+CASES = """
+import mindspore as ms
+from mindspore import nn
+from mindspore_bn_grad.cpu_kernel import factory
+from reference import batch_norm_train_ref
+
+def one_step(cls, shape, c, seed, momentum=0.9, eps=1e-5):
+    '''One training step of MindSpore's own cell: output, input and weight gradients, moving
+    statistics (float32 numpy), then eval: output and input gradient.'''
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(c).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    bn = cls(c, eps=eps, momentum=momentum, gamma_init=ms.Tensor(g), beta_init=ms.Tensor(b))
+
+    class Loss(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.bn = bn
+            self.dy = ms.Tensor(dy)
+
+        def construct(self, t):
+            return (self.bn(t) * self.dy).sum()
+
+    bn.set_train(True)
+    f = ms.value_and_grad(Loss(), grad_position=0, weights=bn.trainable_params())
+    _, (gx, (gg, gb)) = f(ms.Tensor(x))
+    stats = getattr(bn, "bn2d", bn)  # BatchNorm3d keeps them in its BatchNorm2d
+    train = [gx.asnumpy(), gg.asnumpy(), gb.asnumpy(), stats.moving_mean.asnumpy().copy(),
+             stats.moving_variance.asnumpy().copy()]
+    bn.set_train(False)
+    y_eval = bn(ms.Tensor(x)).asnumpy()
+    gx_eval = ms.grad(Loss(), grad_position=0)(ms.Tensor(x)).asnumpy()
+    return x, dy, g, b, train, y_eval, gx_eval
+
+def check(shape, train, y_eval, gx_eval, x, dy, g, b, momentum=0.9, eps=1e-5, tol=5e-5):
+    _, rgx, rgg, rgb, rmm, rmv = batch_norm_train_ref(x, dy, g, b, eps=eps, momentum=momentum)
+    for name, got, want in zip(["dx", "dgamma", "dbeta", "moving_mean", "moving_variance"], train,
+                               [rgx, rgg, rgb, rmm, rmv]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{shape} {name}")
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    bshape = [1] * x.ndim
+    bshape[1] = -1
+    invstd = 1 / np.sqrt(rmv.astype(np.float64) + eps)
+    y_ref = (x - rmm.reshape(bshape)) * (invstd * g).reshape(bshape) + b.reshape(bshape)
+    np.testing.assert_allclose(y_eval, y_ref, rtol=tol, atol=tol, err_msg=f"{shape} eval output")
+    np.testing.assert_allclose(gx_eval, dy * (invstd * g).reshape(bshape), rtol=tol, atol=tol,
+                               err_msg=f"{shape} eval dx")
+
+SHAPES = [(nn.BatchNorm2d, (4, 3, 5, 5), 3), (nn.BatchNorm1d, (8, 6), 6), (nn.BatchNorm1d, (4, 3, 7), 3),
+          (nn.BatchNorm3d, (2, 3, 2, 3, 4), 3), (nn.BatchNorm2d, (16, 32, 1, 1), 32)]
+"""
+
+
+@NEEDS_FACTORY
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_mindspores_own_cells_run_our_kernels(mode):
+    """MindSpore's nn.BatchNorm1d/2d/3d (training step, then eval) on our kernels: gradients, moving
+    statistics, eval output and gradient against float64; then the same steps on MindSpore's own kernels
+    (use_mindspore_kernels) against the same reference: each counter proves which kernel ran."""
+    run_python(CASES + f"""
+import mindspore_bn_grad
+ms.set_context(mode=ms.{'GRAPH' if mode == 'graph' else 'PYNATIVE'}_MODE)
+assert factory.legacy_status(), factory.state().legacy_reason
+for k, (cls, shape, c) in enumerate(SHAPES):
+    ours, theirs = factory.legacy_launches(), factory.legacy_launches(mindspore=True)
+    x, dy, g, b, train, y_eval, gx_eval = one_step(cls, shape, c, seed=k)
+    check(shape, train, y_eval, gx_eval, x, dy, g, b)
+    assert factory.legacy_launches() >= ours + 4 and factory.legacy_launches(mindspore=True) == theirs
+    with factory.use_mindspore_kernels():
+        got = one_step(cls, shape, c, seed=k)
+    check(shape, *got[4:], *got[:4], tol=1e-4)
+    assert factory.legacy_launches(mindspore=True) >= theirs + 4
+print("OK")
+""")
+
+
+@NEEDS_FACTORY
+def test_default_route_loads_at_the_first_conversion():
+    """MS_BN_GRAD_NATIVE_KERNELS unset: importing the package loads nothing; the first conversion loads
+    the route, the converted cells call MindSpore's own ops.BatchNorm and train on our kernels (float64),
+    without a warning."""
+    run_python(CASES + """
+warnings.simplefilter("error")
+import mindspore_bn_grad as mbg
+ms.set_context(mode=ms.PYNATIVE_MODE)
+assert factory.state().library is None and not factory.state().registered
+net = nn.SequentialCell([nn.BatchNorm2d(3)])
+mbg.convert_batchnorm(net)
+bn = net[0]
+assert isinstance(bn, mbg.nn.BatchNorm2d) and bn.bn_route == "native" and bn.bn_native == "legacy"
+assert type(bn.bn_train).__name__ == "BatchNorm" and bn.bn_train.is_training and not bn.bn_infer.is_training
+from _native_cases import converted_layer_trains
+before = factory.legacy_launches()
+converted_layer_trains(net)
+assert factory.legacy_launches() >= before + 2
+print("OK")
+""", env_extra=DEFAULT)
+
+
+@NEEDS_FACTORY
+def test_off_keeps_the_cell_route():
+    """MS_BN_GRAD_NATIVE_KERNELS=off: no library is loaded, conversion takes the Cell route, no warning."""
+    run_python(CASES + """
+warnings.simplefilter("error")
+import mindspore_bn_grad as mbg
+ms.set_context(mode=ms.PYNATIVE_MODE)
+net = nn.SequentialCell([nn.BatchNorm2d(3)])
+mbg.convert_batchnorm(net)
+assert net[0].bn_route == "cell" and factory.state().library is None
+from _native_cases import converted_layer_trains
+converted_layer_trains(net)
+print("OK")
+""", env_extra={factory.SWITCH: factory.OFF})
+
+
+@NEEDS_FACTORY
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_second_order_on_the_default_route(mode):
+    """A gradient penalty through a converted Conv-BatchNorm2d on the default (native) route: MindSpore's
+    bprops BatchNorm -> BatchNormGrad -> BatchNormGradGrad, all three on our kernels. Against float64
+    central differences of the penalty, the Cell route (our BatchNormDoubleBackward through a Python
+    bprop) and, in GRAPH mode, MindSpore's own three kernels."""
+    run_python(f"""
+import mindspore_bn_grad as mbg
+import mindspore as ms
+from mindspore import nn
+from mindspore_bn_grad.cpu_kernel import factory
+ms.set_context(mode=ms.{'GRAPH' if mode == 'graph' else 'PYNATIVE'}_MODE)
+rng = np.random.default_rng(5)
+x = rng.standard_normal((4, 2, 3, 3))
+w = rng.standard_normal((2, 2, 1, 1)).astype(np.float32)
+g = (rng.standard_normal(2) + 1.5).astype(np.float32)
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1, weight_init=ms.Tensor(w), has_bias=False)
+        self.bn = nn.BatchNorm2d(2, gamma_init=ms.Tensor(g))
+
+    def construct(self, t):
+        return (self.bn(self.conv(t)) ** 3).sum()
+
+def penalty_grad(route):
+    net = mbg.convert_batchnorm(Net(), route=route)
+    net.set_train()
+    grad_x = ms.grad(net, grad_position=0)
+
+    class Penalty(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def construct(self, t):
+            d = grad_x(t)
+            return 0.5 * (d * d).sum()
+
+    pen = Penalty()
+    return pen, ms.grad(pen, grad_position=0)(ms.Tensor(x.astype(np.float32))).asnumpy().astype(np.float64)
+
+before = factory.legacy_launches()
+pen, got = penalty_grad("auto")
+assert pen.net.bn.bn_native == "legacy" and factory.legacy_launches() > before
+_, cell = penalty_grad("cell")
+np.testing.assert_allclose(got, cell, rtol=1e-3, atol=1e-3)
+if {mode == 'graph'}:  # MindSpore's own three kernels (its BatchNormGradGrad fails now and then in PYNATIVE)
+    theirs = factory.legacy_launches(mindspore=True)
+    with factory.use_mindspore_kernels():
+        _, builtin = penalty_grad("auto")
+    assert factory.legacy_launches(mindspore=True) >= theirs + 3
+    np.testing.assert_allclose(got, builtin, rtol=1e-3, atol=1e-3)
+# central differences of the penalty (float32 network, so a coarse step and tolerance)
+h, fd = 1e-2, np.zeros_like(x)
+for i in [(0, 0, 0, 0), (1, 1, 2, 1), (3, 0, 1, 2), (2, 1, 0, 0)]:
+    for s in (1, -1):
+        xp = x.copy(); xp[i] += s * h
+        fd[i] += s * float(pen(ms.Tensor(xp.astype(np.float32))).asnumpy()) / (2 * h)
+    np.testing.assert_allclose(got[i], fd[i], rtol=2e-2, atol=2e-2, err_msg=str(i))
+print("OK")
+""", env_extra=DEFAULT)
+
+
+@NEEDS_FACTORY
+def test_mindspores_kernel_refuses_what_it_cannot_run():
+    """use_mindspore_kernels() around a launch MindSpore's own kernel was not written for (rank 5, which
+    nn.BatchNorm3d never passes it): the launch fails, it never silently runs ours."""
+    run_python("""
+import mindspore_bn_grad
+import mindspore as ms
+from mindspore import ops
+from mindspore_bn_grad.cpu_kernel import factory
+ms.set_context(mode=ms.PYNATIVE_MODE)
+assert factory.legacy_status(), factory.state().legacy_reason
+x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 3, 2, 2, 2)).astype(np.float32))
+one = ms.Tensor(np.ones(3, np.float32))
+mean = ms.Parameter(ms.Tensor(np.zeros(3, np.float32)), name="m")
+var = ms.Parameter(ms.Tensor(np.ones(3, np.float32)), name="v")
+bn = ops.BatchNorm(is_training=True)
+try:
+    y = bn(x, one, one * 0, mean, var)[0].asnumpy()  # ours: rank 5 is fine
+except (RuntimeError, ValueError) as e:
+    print("MindSpore refuses rank 5 before any kernel:", str(e).splitlines()[0])
+    print("OK")
+    raise SystemExit
+want = batch_norm_forward_ref(x.asnumpy(), training=True)[0]
+np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5)
+before = factory.legacy_launches(mindspore=True)
+failed = False
+try:
+    with factory.use_mindspore_kernels():
+        bn(x, one, one * 0, mean, var)[0].asnumpy()
+except RuntimeError:
+    failed = True
+assert failed and factory.legacy_launches(mindspore=True) == before
+print("OK")
+""")
+
+
+@NEEDS_FACTORY
+def test_op_plugin_too_late_still_takes_the_native_route():
+    """MS_BN_GRAD_OP_PLUGIN=1 after a CPU kernel ran (too late for the op plugin, test_op_plugin.py):
+    converted nn cells take the kernel-factory route, which can be loaded late: our kernels, float64."""
+    run_python(CASES + """
+(ms.Tensor(np.ones(3, np.float32)) + ms.Tensor(np.ones(3, np.float32))).asnumpy()  # a CPU kernel first
+import mindspore_bn_grad as mbg
+net = mbg.convert_batchnorm(nn.SequentialCell([nn.BatchNorm2d(3)]))
+assert net[0].bn_route == "native" and net[0].bn_native == "legacy"
+from _native_cases import converted_layer_trains
+before = factory.legacy_launches()
+converted_layer_trains(net)
+assert factory.legacy_launches() >= before + 2
+print("OK")
+""", env_extra={"MS_BN_GRAD_OP_PLUGIN": "1"})
