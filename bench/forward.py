@@ -21,7 +21,8 @@ import sys
 
 import numpy as np
 
-from .kernel import Case, Timed, _ms_sync, interleaved_medians, log, ratio, torch_activation
+from .kernel import (Case, Timed, _ms_sync, interleaved_medians, legacy_kernels_active, log, ratio, select_kernels,
+                     torch_activation)
 
 # (shape in NC... order, layout)
 CASES = [((32, 64, 56, 56), "NCHW"), ((32, 256, 14, 14), "NCHW"), ((256, 1024), "NCHW"),
@@ -71,22 +72,27 @@ def torch_contestant(case, threads):
                  setup=lambda: torch.set_num_threads(threads))
 
 
-def ms_builtin_contestant(case):
-    """MindSpore's CPU ops.BatchNorm(is_training=True), PYNATIVE; None where it does not run."""
+def ms_builtin_contestant(case, kernels="mindspore"):
+    """MindSpore's CPU ops.BatchNorm(is_training=True), PYNATIVE; None where it does not run. kernels="ours":
+    the same primitive on our kernel where it stands in for MindSpore's (the nn cells' native route)."""
     import mindspore as ms
     from mindspore import ops
+    if kernels == "ours" and (case.channel_last or not legacy_kernels_active()):
+        return None
     x, p = case.arrays()
     args = (ms.Tensor(x), ms.Tensor(p["weight"]), ms.Tensor(p["bias"]),
             ms.Parameter(ms.Tensor(p["running_mean"]), name="fwd_bench_rm"),
             ms.Parameter(ms.Tensor(p["running_var"]), name="fwd_bench_rv"))
     op = ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1, data_format=case.layout)
-    timed = Timed(lambda: op(*args), _ms_sync, lambda: ms.set_context(mode=ms.PYNATIVE_MODE))
+    timed = Timed(lambda: op(*args), _ms_sync, lambda: ms.set_context(mode=ms.PYNATIVE_MODE), kernels=kernels)
     try:
-        timed.setup()
+        timed.prepare()
         timed.run_once()
     except (RuntimeError, TypeError, ValueError) as e:
-        log(f"    built-in: {str(e).strip().splitlines()[0][:100]}")
+        log(f"    built-in ({kernels}' kernel): {str(e).strip().splitlines()[0][:100]}")
         return None
+    finally:
+        select_kernels("ours")
     return timed
 
 
@@ -100,18 +106,18 @@ def _graph(fn):
     return lambda *args: net(*args)
 
 
-def ms_builtin_graph_contestant(case):
-    """ops.BatchNorm(is_training=True) inside a GRAPH-mode cell."""
+def ms_builtin_graph_contestant(case, kernels="mindspore"):
+    """ops.BatchNorm(is_training=True) inside a GRAPH-mode cell (kernels: as ms_builtin_contestant)."""
     import mindspore as ms
     from mindspore import ops
-    if case.channel_last:
+    if case.channel_last or (kernels == "ours" and not legacy_kernels_active()):
         return None
     x, p = case.arrays()
     args = (ms.Tensor(x), ms.Tensor(p["weight"]), ms.Tensor(p["bias"]),
             ms.Parameter(ms.Tensor(p["running_mean"]), name="fwd_bench_grm"),
             ms.Parameter(ms.Tensor(p["running_var"]), name="fwd_bench_grv"))
     net = _graph(ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1))
-    return Timed(lambda: net(*args), _ms_sync, lambda: ms.set_context(mode=ms.GRAPH_MODE))
+    return Timed(lambda: net(*args), _ms_sync, lambda: ms.set_context(mode=ms.GRAPH_MODE), kernels=kernels)
 
 
 def ms_native_contestant(case, mode):
@@ -175,7 +181,9 @@ def mindspore_pass(cases, rows, reps):
         con = {"direct": direct_contestant(case), "builtin": ms_builtin_contestant(case),
                "ours_pynative": ms_ours_contestant(case), "builtin_graph": ms_builtin_graph_contestant(case),
                "native_pynative": ms_native_contestant(case, "PYNATIVE"),
-               "native_graph": ms_native_contestant(case, "GRAPH")}
+               "native_graph": ms_native_contestant(case, "GRAPH"),
+               "legacy_pynative": ms_builtin_contestant(case, kernels="ours"),
+               "legacy_graph": ms_builtin_graph_contestant(case, kernels="ours")}
         med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
         t = {k: (med[k] * 1e3 if k in med else None) for k in con}
         r["ms_round_direct_ms"] = t["direct"]
@@ -188,6 +196,10 @@ def mindspore_pass(cases, rows, reps):
         r["native_graph_ms"] = t["native_graph"]
         r["native_pynative_speedup_vs_builtin"] = ratio(t["builtin"], t["native_pynative"])
         r["native_graph_speedup_vs_builtin"] = ratio(t["builtin_graph"], t["native_graph"])
+        r["legacy_pynative_ms"] = t["legacy_pynative"]
+        r["legacy_graph_ms"] = t["legacy_graph"]
+        r["legacy_pynative_speedup_vs_builtin"] = ratio(t["builtin"], t["legacy_pynative"])
+        r["legacy_graph_speedup_vs_builtin"] = ratio(t["builtin_graph"], t["legacy_graph"])
         del con
         gc.collect()
         log("    " + ", ".join(f"{k}={r[k]:.3g}" for k in r if k.startswith(("ms_", "builtin", "ours", "speedup_vs_b",
@@ -202,8 +214,10 @@ def _f(v, fmt="{:.2f}"):
 def table(rows):
     lines = ["| shape | layout | MB | direct ms | GB/s | copy (same bytes) GB/s | % copy | torch ms | x torch | "
              "ops.BatchNorm ms | direct ms (same rounds) | x ops.BatchNorm | ours PYNATIVE ms | x (PYNATIVE) | "
-             "native PYNATIVE ms | x | ops.BatchNorm GRAPH ms | native GRAPH ms | x |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "native PYNATIVE ms | x | ops.BatchNorm GRAPH ms | native GRAPH ms | x | nn route PYNATIVE ms | x | "
+             "nn route GRAPH ms | x |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+             "---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {tuple(r['shape'])} | {r['layout']} | {r['tensor_mb']:.1f} | {_f(r['direct_ms'], '{:.3f}')} | "
@@ -213,9 +227,13 @@ def table(rows):
             f"{_f(r.get('speedup_vs_builtin'))} | {_f(r.get('ours_pynative_ms'), '{:.3f}')} | "
             f"{_f(r.get('pynative_speedup_vs_builtin'))} | {_f(r.get('native_pynative_ms'), '{:.3f}')} | "
             f"{_f(r.get('native_pynative_speedup_vs_builtin'))} | {_f(r.get('builtin_graph_ms'), '{:.3f}')} | "
-            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_graph_speedup_vs_builtin'))} |")
+            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_graph_speedup_vs_builtin'))} | "
+            f"{_f(r.get('legacy_pynative_ms'), '{:.3f}')} | {_f(r.get('legacy_pynative_speedup_vs_builtin'))} | "
+            f"{_f(r.get('legacy_graph_ms'), '{:.3f}')} | {_f(r.get('legacy_graph_speedup_vs_builtin'))} |")
     return ("BatchNormForward (training, float32): our kernel vs MindSpore's ops.BatchNorm(is_training=True) "
-            "(PYNATIVE), PyTorch's F.batch_norm and a NumPy copy of the same bytes.\n\n" + "\n".join(lines) + "\n")
+            "(PYNATIVE), PyTorch's F.batch_norm and a NumPy copy of the same bytes. nn route: the same "
+            "ops.BatchNorm primitive on our kernel (the native route of nn cells), in the same rounds.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def cases_for(quick):

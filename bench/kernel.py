@@ -63,11 +63,19 @@ def log(msg):
 
 
 class Timed:
-    """One contestant: fn() runs it once, sync() waits for it, setup() before a batch."""
+    """One contestant: fn() runs it once, sync() waits for it, setup() before a batch. kernels:
+    "mindspore" for a contestant that times MindSpore's own BatchNorm kernels (its built-in
+    ops.BatchNorm / BatchNormGrad), which need switching back to once ours stand in for them."""
 
-    def __init__(self, fn, sync=None, setup=None):
+    def __init__(self, fn, sync=None, setup=None, kernels="ours"):
         self.fn, self.sync, self.setup = fn, sync, setup
+        self.kernels = kernels
         self.times = []
+
+    def prepare(self):
+        select_kernels(self.kernels)
+        if self.setup:
+            self.setup()
 
     def run_once(self):
         t0 = time.perf_counter()
@@ -75,6 +83,20 @@ class Timed:
         if self.sync:
             self.sync()
         return time.perf_counter() - t0
+
+
+def select_kernels(kernels):
+    """Where our kernels stand in for MindSpore's BatchNorm / BatchNormGrad (the kernel-factory route,
+    cpu_kernel/factory.py), switches between the two; elsewhere MindSpore's are the only ones."""
+    from mindspore_bn_grad.cpu_kernel import factory
+    if factory.state().legacy:
+        factory.set_mindspore_kernels(kernels == "mindspore")
+
+
+def legacy_kernels_active():
+    """Whether MindSpore's BatchNorm / BatchNormGrad run our kernels here (loads the default route)."""
+    from mindspore_bn_grad.cpu_kernel import factory
+    return factory.legacy_status()
 
 
 def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, settle=0.03, prime=2):
@@ -94,8 +116,7 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     times steady calls, as in a training loop.
     """
     for c in contestants.values():
-        if c.setup:
-            c.setup()
+        c.prepare()
         for _ in range(warmup):
             c.run_once()
     per_round = max(1, -(-reps // rounds))
@@ -105,8 +126,7 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     try:
         for _ in range(rounds):
             for c in contestants.values():
-                if c.setup:
-                    c.setup()
+                c.prepare()
                 time.sleep(settle)
                 for _ in range(prime):
                     c.run_once()
@@ -118,6 +138,7 @@ def interleaved_medians(contestants, reps, warmup=3, rounds=3, budget=60.0, sett
     finally:
         if was_enabled:
             gc.enable()
+        select_kernels("ours")
     return {k: statistics.median(c.times) for k, c in contestants.items()}
 
 
@@ -377,10 +398,14 @@ def native_graph_cells(case, momentum=0.1, eps=1e-5):
     return ForwardBackward(), Forward("f")
 
 
-def ms_builtin_contestant(case, mode):
-    """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC)."""
+def ms_builtin_contestant(case, mode, kernels="mindspore"):
+    """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC). kernels="ours":
+    the same primitive where our kernel stands in for MindSpore's (the native route of nn cells), None
+    where it does not."""
     from mindspore_bn_grad.ms_compat import builtin_batchnorm_grads
     if case.dtype == "bfloat16" or case.channel_last:
+        return None
+    if kernels == "ours" and not legacy_kernels_active():
         return None
     tx, tdy, tp = _ms_inputs(case)
     # (dout, x, scale, saved_mean, saved_variance, reserve)
@@ -396,12 +421,15 @@ def ms_builtin_contestant(case, mode):
 
         def fn():
             return net(*args)
-    timed = Timed(fn, _ms_sync, setup)
+    timed = Timed(fn, _ms_sync, setup, kernels=kernels)
     try:
+        timed.prepare()
         timed.run_once()
     except (RuntimeError, TypeError, ValueError) as e:
-        log(f"    built-in: {str(e).strip().splitlines()[0][:100]}")
+        log(f"    built-in ({kernels}' kernel): {str(e).strip().splitlines()[0][:100]}")
         return None
+    finally:
+        select_kernels("ours")
     return timed
 
 
@@ -508,6 +536,7 @@ def run(args):
                 con[f"ms_{mode.lower()}"] = ms_ours_contestant(case, mode)
                 con[f"native_{mode.lower()}"] = ms_native_contestant(case, mode)
                 con[f"builtin_{mode.lower()}"] = ms_builtin_contestant(case, mode)
+                con[f"legacy_{mode.lower()}"] = ms_builtin_contestant(case, mode, kernels="ours")
                 con[f"add_{mode.lower()}"] = ms_add_contestant(case, mode)
             con.update(ms_native_graph_contestants(case))
             med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
@@ -523,6 +552,8 @@ def run(args):
                 r[f"add_{key}_ms"] = ms_[f"add_{key}"]
                 r[f"speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"ms_{key}_ms"])
                 r[f"native_speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"native_{key}_ms"])
+                r[f"legacy_{key}_ms"] = ms_[f"legacy_{key}"]
+                r[f"legacy_speedup_vs_builtin_{key}"] = ratio(r[f"builtin_{key}_ms"], r[f"legacy_{key}_ms"])
             _ms_mode_setter("PYNATIVE")()
             del con
             gc.collect()
@@ -649,8 +680,9 @@ def table(result):
     lines = [
         "| shape | dtype | layout | MB | direct ms | GB/s | copy GB/s | % copy | mask FTT / full | torch ms | x torch"
         " | PYNATIVE ours / built-in ms | x | GRAPH ours / built-in ms | x"
-        " | native PYNATIVE ms | x | native GRAPH ms | x |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        " | native PYNATIVE ms | x | native GRAPH ms | x | nn route PYNATIVE ms | x | nn route GRAPH ms | x |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+        "|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {r['tensor_mb']:.1f} | "
@@ -662,7 +694,9 @@ def table(result):
             f"{_f(r.get('ms_graph_ms'), '{:.3f}')} / {_f(r.get('builtin_graph_ms'), '{:.3f}')} | "
             f"{_f(r.get('speedup_vs_builtin_graph'))} | "
             f"{_f(r.get('native_pynative_ms'), '{:.3f}')} | {_f(r.get('native_speedup_vs_builtin_pynative'))} | "
-            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_speedup_vs_builtin_graph'))} |")
+            f"{_f(r.get('native_graph_ms'), '{:.3f}')} | {_f(r.get('native_speedup_vs_builtin_graph'))} | "
+            f"{_f(r.get('legacy_pynative_ms'), '{:.3f}')} | {_f(r.get('legacy_speedup_vs_builtin_pynative'))} | "
+            f"{_f(r.get('legacy_graph_ms'), '{:.3f}')} | {_f(r.get('legacy_speedup_vs_builtin_graph'))} |")
     extra = [r for r in rows if "vs_float32_time" in r or "vs_channel_first_time" in r]
     if extra:
         lines += ["", "Twins timed in the row's own rounds: a half-precision case against float32 "
@@ -679,15 +713,15 @@ def table(result):
         lines += ["", "MindSpore's floor: its own elementwise Add of dy and x (the backward's activation "
                   "traffic), timed in the row's rounds; no operator launched through MindSpore in that "
                   "mode takes less. ours / Add: our backward through MindSpore against it.", "",
-                  "| shape | dtype | layout | Add PYNATIVE ms | ours / Add | native / Add | Add GRAPH ms "
-                  "| ours / Add | native / Add |",
-                  "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+                  "| shape | dtype | layout | Add PYNATIVE ms | ours / Add | native / Add | nn route / Add "
+                  "| Add GRAPH ms | ours / Add | native / Add | nn route / Add |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in floor:
             cells = []
             for key in ("pynative", "graph"):
                 add = r.get(f"add_{key}_ms")
                 cells += [_f(add, "{:.3f}"), _f(ratio(r.get(f"ms_{key}_ms"), add)),
-                          _f(ratio(r.get(f"native_{key}_ms"), add))]
+                          _f(ratio(r.get(f"native_{key}_ms"), add)), _f(ratio(r.get(f"legacy_{key}_ms"), add))]
             lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | " + " | ".join(cells) + " |")
     m = result["machine"]
     head = (f"Machine: {describe_machine(m)}; load average at the end {m['load_avg']}. Kernel threads "
@@ -697,6 +731,11 @@ def table(result):
         head += (f" Memory: transparent huge pages '{m['thp']}', NumPy madvise(hugepage) "
                  f"{m['numpy_madvise_hugepage']} (direct, torch and copy use NumPy memory); "
                  f"MindSpore's tensors on {mindspore_pages(m)}.")
+    if any(r.get("legacy_pynative_ms") is not None for r in rows):
+        head += (" nn route: MindSpore's own BatchNormGrad primitive (what nn.BatchNorm*'s bprop launches) "
+                 "on our kernel, which the kernel-factory route puts in place of MindSpore's; built-in: the "
+                 "same primitive on MindSpore's own kernel, switched back in its turn of the same rounds "
+                 "(legacy_*_ms in the JSON).")
     if any(r.get("native_graph_fwd_bwd_ms") is not None for r in rows):
         head += (" native GRAPH ms: MindSpore's GRAPH step of forward + backward through "
                  "mint.nn.functional.batch_norm minus its forward alone, both timed in the row's rounds "

@@ -16,7 +16,10 @@ of the original: the same initial parameters, the same batch).
    first two steps, then MindSpore's profiler (mindspore.profiler.profile,
    CPU activity, into a temporary directory) over a few steady steps: kernel
    time per op type. BatchNorm (forward and backward) is BatchNorm* in the original and
-   BatchNormExt* (native route) or BatchNorm and our Custom op (Cell route) converted.
+   BatchNorm* on our kernels (the native route: MindSpore's own primitives), BatchNormExt* (the native
+   route through BatchNormExt) or BatchNorm and our Custom op (Cell route) converted. Where our kernels
+   stand in for MindSpore's, the original's steps switch MindSpore's own back in (both variants run the
+   same primitives then).
 2. Steady state, in this one process with both variants built side by side:
    for each thread setting (our kernel's threads, mindspore_bn_grad.set_num_threads;
    MindSpore's own kernels are not affected), `rounds` rounds of k steps of each
@@ -244,6 +247,12 @@ def thread_settings(spec):
     return out
 
 
+def _select(variant):
+    """The original trains on MindSpore's own BatchNorm kernels: where ours stand in for them in this
+    process (the converted network's native route), they are switched back for its steps."""
+    bench.select_kernels("mindspore" if variant == "original" else "ours")
+
+
 def steady_rows(net_name, mode, settings, args):
     """One row per thread setting for (net, mode), both variants in this process."""
     from mindspore_bn_grad.cpu_kernel import native
@@ -255,6 +264,7 @@ def steady_rows(net_name, mode, settings, args):
     losses = {}
     for v in VARIANTS:
         log(f"[steady] {net_name} {mode} {v}: first steps" + (" (the graph compiles)" if mode == "GRAPH" else ""))
+        _select(v)
         l0 = _timed_step(steps[v])[1]
         l1 = _timed_step(steps[v])[1]
         losses[v] = [float(l0.asnumpy()), float(l1.asnumpy())]
@@ -271,6 +281,7 @@ def steady_row(net_name, mode, label, threads, steps, args):
     from mindspore_bn_grad.cpu_kernel import native
     native.set_num_threads(threads)
     for v in VARIANTS:  # one untimed step under this setting
+        _select(v)
         _timed_step(steps[v])
     times = {v: [] for v in VARIANTS}
     round_ratios = []
@@ -282,6 +293,7 @@ def steady_row(net_name, mode, label, threads, steps, args):
             order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
             this_round = {}
             for v in order:
+                _select(v)
                 this_round[v] = [_timed_step(steps[v])[0] * 1e3 for _ in range(args.steps)]
                 times[v] += this_round[v]
             rr = statistics.median(this_round["original"]) / statistics.median(this_round["converted"])
@@ -292,6 +304,7 @@ def steady_row(net_name, mode, label, threads, steps, args):
     finally:
         if was_enabled:
             gc.enable()
+        _select("converted")
     row = {"net": net_name, "mode": mode, "threads": label, "kernel_threads": threads,
            "original_times_ms": times["original"], "converted_times_ms": times["converted"],
            "round_ratios": round_ratios}
@@ -314,8 +327,10 @@ METHOD = (
     "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
     "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
     "as they do by default. BatchNorm kernel time (forward + backward) is from MindSpore's profiler (CPU activity, "
-    "{profile_steps} steps): BatchNorm* in the original; BatchNormExt* (the native route: our kernels "
-    "through MindSpore's op plugin) or BatchNorm and our Custom op (the Cell route) in the converted network "
+    "{profile_steps} steps): BatchNorm* in the original; in the converted network BatchNorm* on our kernels "
+    "(the native route: MindSpore's own primitives, with MindSpore's own kernels switched back in for the "
+    "original's steps in the one-process rounds), BatchNormExt* (the route through BatchNormExt) or BatchNorm "
+    "and our Custom op (the Cell route) "
     "(small ops around them not counted); share = that time / the wall time "
     "of the same profiled steps; bound = 1 / (1 - share * (1 - 1/s)) with s = original / converted "
     "BatchNorm time in the same network.")
