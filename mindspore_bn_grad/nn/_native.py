@@ -16,9 +16,10 @@ do, and so where conversion keeps the Cell route (``_cells.py``), is listed in
 ``cell_route_reason``.
 """
 from .. import ms_compat  # first: refuses an unsupported MindSpore release
-from mindspore import mint, nn
+from mindspore import mint, nn, ops
 
 from .. import target
+from ..launch import LOCK
 from ..spec import is_channel_last
 from ._amp import PRECISION_FLAGS, PrecisionNeutral, opaque_to_rewrite
 
@@ -107,18 +108,28 @@ class NativeBatchNormCell(PrecisionNeutral, nn.Cell):
                             self.eps),)
 
 
+class BatchNorm(ops.BatchNorm):  # MindSpore's primitive, by its own name (its bprop, kernels, vmap rule)
+    """MindSpore's ``ops.BatchNorm``, whose PYNATIVE launch runs under the package's launch lock
+    (launch.py): MindSpore 2.10's ``ops.BatchNorm`` launched from several Python threads at once loses
+    moving-statistics updates now and then (plain MindSpore too). A GRAPH graph compiles the primitive
+    and never calls this."""
+
+    def __call__(self, *args):
+        with LOCK:
+            return super().__call__(*args)
+
+
 def install_native(bn_cell):
     """Puts a BatchNorm cell on the native route: ``bn_train`` / ``bn_infer`` become MindSpore's own
     ops.BatchNorm primitives, as MindSpore's ``_BatchNorm`` makes them, where our kernels stand in for
     MindSpore's (mechanism 'legacy'), else cells calling BatchNormExt ('ext')."""
-    from mindspore import ops
     for name in ("bn_train", "bn_infer"):
         ms_compat.drop_primitive(bn_cell, name)
     if native_mechanism() == "legacy":
         fmt = bn_cell.format
-        bn_cell.bn_train = ops.BatchNorm(is_training=True, epsilon=bn_cell.eps, momentum=bn_cell.momentum,
-                                         data_format=fmt)
-        bn_cell.bn_infer = ops.BatchNorm(is_training=False, epsilon=bn_cell.eps, data_format=fmt)
+        bn_cell.bn_train = BatchNorm(is_training=True, epsilon=bn_cell.eps, momentum=bn_cell.momentum,
+                                     data_format=fmt)
+        bn_cell.bn_infer = BatchNorm(is_training=False, epsilon=bn_cell.eps, data_format=fmt)
         bn_cell.bn_native = "legacy"
     else:
         bn_cell.bn_train = NativeBatchNormCell(True, bn_cell.eps, bn_cell.momentum)

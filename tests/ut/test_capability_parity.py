@@ -25,6 +25,7 @@ import pytest
 from mindspore import Tensor, nn
 
 from reference import batch_norm_backward_ref
+from _harness import builtin_kernels
 
 LEVELS = ("O1", "O2", "O3")
 F16 = dict(rtol=2e-2)  # AMP runs in float16: values agree to its precision
@@ -395,15 +396,16 @@ def test_gpu_target_is_a_clear_error(monkeypatch):
 
 # ------------------------------------------------------------ second order
 
-def _penalty_grads(mode, converted):
+def _penalty_grads(mode, converted, route="cell"):
     """Gradient penalty 0.5 * |d loss / dx|^2 of the network above: its value, its gradient
     w.r.t. x and w.r.t. every trainable Parameter (a second-order gradient through every
-    BatchNorm), float64. Converted on the Cell route, the route for second order: MindSpore
-    2.10's own bprop of BatchNormGradExt, behind the native route, is broken on CPU
-    (docs/native_route.md; test_second_order_on_the_native_route_is_mindspores_bug)."""
+    BatchNorm), float64. Converted on `route`: the Cell route, or "auto" (by default the native
+    route on MindSpore's own BatchNorm primitives). Not through BatchNormExt: MindSpore 2.10's own
+    bprop of BatchNormGradExt is broken on CPU (docs/native_route.md;
+    test_second_order_on_the_native_route_is_mindspores_bug)."""
     import mindspore as ms
     _set_mode(mode)
-    net = _net(converted, route="cell")
+    net = _net(converted, route=route)
     x, _ = _data()
 
     def total(v):
@@ -415,13 +417,15 @@ def _penalty_grads(mode, converted):
         g = grad_x(v)
         return 0.5 * (g * g).sum()
 
-    value, (gx, gw) = ms.value_and_grad(penalty, grad_position=0, weights=net.trainable_params())(Tensor(x))
+    with builtin_kernels(net):  # the original: on MindSpore's own kernels
+        value, (gx, gw) = ms.value_and_grad(penalty, grad_position=0, weights=net.trainable_params())(Tensor(x))
     return (float(value.asnumpy()), gx.asnumpy().astype(np.float64),
             {p.name: g.asnumpy().astype(np.float64) for p, g in zip(net.trainable_params(), gw)})
 
 
+@pytest.mark.parametrize("route", ["auto", "cell"])
 @pytest.mark.parametrize("mode", ["graph", "pynative"])
-def test_second_order_gradients(mode):
+def test_second_order_gradients(mode, route):
     """Converted vs original, second-order gradients of the same network, against MindSpore's
     own BatchNorm differentiated twice in GRAPH mode. In PYNATIVE MindSpore 2.10 cannot give a
     reference for this network: its BatchNormGradGrad crashes now and then on CPU, and its
@@ -430,7 +434,7 @@ def test_second_order_gradients(mode):
     penalty itself; second-order gradients in PYNATIVE are compared with MindSpore and float64
     finite differences on Conv-BatchNorm networks in test_double_backward.py."""
     want_value, want_gx, want_gw = _penalty_grads("graph", False)
-    got_value, got_gx, got_gw = _penalty_grads(mode, True)
+    got_value, got_gx, got_gw = _penalty_grads(mode, True, route)
     assert np.isfinite(want_value) and want_value > 0
     np.testing.assert_allclose(got_value, want_value, rtol=1e-5)
     assert np.isfinite(got_gx).all() and all(np.isfinite(g).all() for g in got_gw.values())

@@ -68,7 +68,8 @@ def test_convert_keeps_parameters_and_names(route):
         else:
             assert getattr(c, "bn_route", "native") == "native", name
             if c.bn_native == "legacy":  # MindSpore's own primitives, on our kernels (the kernel factory)
-                assert type(c.bn_train) is ms.ops.BatchNorm and type(c.bn_infer) is ms.ops.BatchNorm
+                assert isinstance(c.bn_train, ms.ops.BatchNorm) and isinstance(c.bn_infer, ms.ops.BatchNorm)
+                assert c.bn_train.name == c.bn_infer.name == "BatchNorm"  # MindSpore's own primitive
                 assert c.bn_train.is_training and not c.bn_infer.is_training
                 assert c.bn_train.momentum == pytest.approx(c.momentum) and c.bn_train.epsilon == c.eps
             else:  # BatchNormExt cells (the op plugin)

@@ -21,7 +21,7 @@ import pytest
 from mindspore import nn, ops
 from mindspore.ops.operations import _grad_ops as G
 
-from _harness import copy_parameter_values, record_backward_ops
+from _harness import builtin_kernels, copy_parameter_values, record_backward_ops
 from mindspore_bn_grad import vmap as bn_vmap
 from mindspore_bn_grad.backward import BatchNormBackward
 from mindspore_bn_grad.double_backward import BatchNormDoubleBackward
@@ -372,12 +372,14 @@ def _loss(net):
     return loss
 
 
+@pytest.mark.parametrize("route", ["cell", "auto"])
 @pytest.mark.parametrize("graph", GRAPH)
-def test_converted_cell_route_training_raises_as_mindspore(graph):
+def test_converted_cell_route_training_raises_as_mindspore(graph, route):
     """MindSpore's BatchNorm refuses vmap in training (its scale/offset/statistics are Parameters
-    that the members would share); a cell on the Cell route keeps that error."""
+    that the members would share); a cell on the Cell route keeps that error, and so does one on
+    the default native route (MindSpore's own ops.BatchNorm on our kernels)."""
     errors = []
-    for net in _nets(True, "cell"):
+    for net in _nets(True, route):
         vm = ops.vmap(net, 0)
         with pytest.raises(ValueError, match="does not support Vmap during training") as info:
             (ms.jit(vm) if graph else vm)(_x(np.random.default_rng(8)))
@@ -429,14 +431,18 @@ def test_converted_native_route_training_runs_member_by_member():
     np.testing.assert_allclose(each.moving_mean.asnumpy(), want[0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("route,graph", [("cell", True), pytest.param("native", False, marks=NATIVE),
+@pytest.mark.parametrize("route,graph", [("cell", True), ("auto", False), ("auto", True),
+                                         pytest.param("native", False, marks=NATIVE),
                                          pytest.param("native", True, marks=NATIVE)])
 def test_converted_inference_forward_as_mindspore(route, graph):
+    """route "auto": by default the native route on MindSpore's own ops.BatchNorm (our kernels); the
+    original runs on MindSpore's own kernels."""
     x = _x(np.random.default_rng(10))
     outs = []
     for net in _nets(False, route):
         vm = ops.vmap(net, 0)
-        outs.append((ms.jit(vm) if graph else vm)(x).asnumpy())
+        with builtin_kernels(net):
+            outs.append((ms.jit(vm) if graph else vm)(x).asnumpy())
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6, atol=1e-6 * np.abs(outs[0]).max())
 
 
@@ -469,6 +475,20 @@ def test_converted_cell_route_inference_gradients_graph(monkeypatch, graph_mode)
     assert handed_out and all(isinstance(op, BatchNormBackward) for op in handed_out)
     for g in grads:
         check_members([g], 0, _inference_gradient_refs(nets[1], x), "Cell route inference gradient")
+
+
+@pytest.mark.parametrize("graph", GRAPH)
+def test_converted_default_route_inference_gradients(graph):
+    """Per-member input gradients under vmap on the default native route (MindSpore's own BatchNorm /
+    BatchNormGrad on our kernels) and on MindSpore's own kernels: each equal to the float64 reference."""
+    x = _x(np.random.default_rng(13))
+    nets = _nets(False, "auto")
+    assert nets[1].bn_native == "legacy"
+    for net in nets:
+        with builtin_kernels(net):
+            fn = ops.vmap(ops.grad(_loss(net)), 0)
+            g = (ms.jit(fn) if graph else fn)(x).asnumpy()
+        check_members([g], 0, _inference_gradient_refs(nets[1], x), "default route inference gradient")
 
 
 @NATIVE
