@@ -345,16 +345,23 @@ def _op_namespace(filename):
     return out
 
 
+def _primitive_namespace(key, mp, comment, enum):
+    """The opening of a MindSpore primitive's namespace: comment, name, the Arg enum (`enum`: its
+    entries), NUM_ARGS and kNumInputs."""
+    return (["", *comment, f"namespace {key} {{", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
+            + enum + [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};"])
+
+
 def _mindspore_primitive(opdef):
     """MindSpore's own primitive of this operator, as its CPU op plugin hands its arguments over."""
     mp = opdef.mindspore_primitive
     if mp is None:
         return []
-    out = ["", f"// MindSpore's own {mp.name} (mindspore_primitive): its arguments in the order its CPU op",
-           "// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries.",
-           "namespace mindspore_primitive {", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
-    out += [f"  {o.upper()} = {k}," for k, o in enumerate(mp.ours)]
-    out += [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};"]
+    out = _primitive_namespace(
+        "mindspore_primitive", mp,
+        [f"// MindSpore's own {mp.name} (mindspore_primitive): its arguments in the order its CPU op",
+         "// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries."],
+        [f"  {o.upper()} = {k}," for k, o in enumerate(mp.ours)])
     slots = opdef.input_names + opdef.output_names
     out += ["// The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).",
             "constexpr int kArgOfSlot[NUM_SLOTS] = {"]
@@ -364,16 +371,13 @@ def _mindspore_primitive(opdef):
 
 
 def _mindspore_legacy_primitive(opdef):
-    """MindSpore's legacy primitive of this operator (ops.BatchNorm / BatchNormGrad), as its CPU kernel
-    factory hands its arguments to csrc/factory_kernels.cpp: named by MindSpore's names, since some
-    carry another quantity than our entry (a variance for save_invstd, the running statistics in
-    inference)."""
+    """MindSpore's legacy primitive of this operator (ops.BatchNorm / BatchNormGrad / BatchNormGradGrad),
+    as its CPU kernel factory hands its arguments to csrc/factory_kernels.cpp: named by MindSpore's
+    names, since some carry another quantity than our entry (a variance for save_invstd, the running
+    statistics in inference)."""
     mp = opdef.mindspore_legacy_primitive
     if mp is None:
         return []
-    out = ["", f"// MindSpore's legacy {mp.name} (mindspore_legacy_primitive): its arguments in the order its",
-           "// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name.",
-           "namespace mindspore_legacy_primitive {", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
     inference = dict(mp.in_inference)
 
     def note(ours, theirs):
@@ -381,9 +385,12 @@ def _mindspore_legacy_primitive(opdef):
             return "not ours"
         text = f"ours: {ours}" + (" as a variance" if theirs in mp.carries_variance else "")
         return text + (f"; in inference {inference[theirs]}" if theirs in inference else "")
-    out += [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)]
-    out += [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};", "}  // namespace mindspore_legacy_primitive"]
-    return out
+    return _primitive_namespace(
+        "mindspore_legacy_primitive", mp,
+        [f"// MindSpore's legacy {mp.name} (mindspore_legacy_primitive): its arguments in the order its",
+         "// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name."],
+        [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)]) + [
+        "}  // namespace mindspore_legacy_primitive"]
 
 
 def _when(arg, key):

@@ -139,6 +139,23 @@ class FactoryArgs final : public primitive::PrimitiveArgs {
   bool strided_ = false;
 };
 
+// One launch of our kernel on MindSpore's KernelTensors; a refusal is logged and fails the launch.
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &)>
+bool LaunchOurs(const std::string &kernel_name, const TensorList &inputs, const TensorList &outputs,
+                size_t num_inputs) {
+  try {
+    FactoryArgs args(inputs, outputs, num_inputs);
+    const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
+    if (rc != 0) {
+      MS_LOG(ERROR) << "For '" << kernel_name << "' (mindspore_bn_grad's kernel), the arguments were "
+                    << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
+    }
+    return rc == 0;
+  } catch (...) {  // MindSpore's value readers throw on a malformed scalar: a failed launch, not a crash
+    return false;
+  }
+}
+
 template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs>
 class BnKernelMod : public NativeCpuKernelMod {
  public:
@@ -146,17 +163,7 @@ class BnKernelMod : public NativeCpuKernelMod {
   bool Init(const TensorList &, const TensorList &) override { return true; }
   bool Launch(const TensorList &inputs, const TensorList &, const TensorList &outputs) override {
     g_launches.fetch_add(1, std::memory_order_relaxed);
-    try {
-      FactoryArgs args(inputs, outputs, kNumInputs);
-      const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
-      if (rc != 0) {
-        MS_LOG(ERROR) << "For '" << kernel_name_ << "' (mindspore_bn_grad's kernel), the arguments were "
-                      << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
-      }
-      return rc == 0;
-    } catch (...) {  // MindSpore's value readers throw on a malformed scalar: a failed launch, not a crash
-      return false;
-    }
+    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs);
   }
 };
 
@@ -210,17 +217,7 @@ class LegacyKernelMod : public NativeCpuKernelMod {
       return theirs_->Launch(inputs, workspace, outputs);
     }
     g_legacy_launches.fetch_add(1, std::memory_order_relaxed);
-    try {
-      FactoryArgs args(inputs, outputs, kNumInputs);
-      const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
-      if (rc != 0) {
-        MS_LOG(ERROR) << "For '" << kernel_name_ << "' (mindspore_bn_grad's kernel), the arguments were "
-                      << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
-      }
-      return rc == 0;
-    } catch (...) {
-      return false;
-    }
+    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs);
   }
 
  private:

@@ -280,21 +280,38 @@ struct Slots {
   }
 };
 
+// Where a legacy backward's (BatchNormGrad, BatchNormGradGrad) count and scalars are.
+struct LegacyArgs {
+  int num_args, num_inputs, training, eps, format;
+};
+
+// The start of a legacy backward's run: the argument count, the three scalars (is_training, epsilon,
+// data_format) into `attrs`, dense copies of the tensor inputs in [first, last].
+template <class Attrs>
+Error LegacyBackwardStart(const PrimitiveArgs &args, const LegacyArgs &at, int first, int last, Call *call,
+                          Attrs *attrs, DenseInputs *dense, std::vector<void *> *gathered) {
+  if (call->Check(at.num_args) != kOk || args.NumInputs() != static_cast<size_t>(at.num_inputs)) {
+    return kBadParamCount;
+  }
+  for (int s : {at.training, at.eps, at.format}) {
+    if (!args.IsScalar(s)) return kBadParamCount;
+  }
+  const Error rc = ReadLayout(args, at.format, &attrs->channel_last);
+  if (rc != kOk) return rc;
+  attrs->training = args.Bool(at.training);
+  attrs->eps = args.Float(at.eps);
+  return GatherInputs(args, call, first, last, dense, gathered);
+}
+
 int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
   using namespace legacy_bwd;  // NOLINT
   namespace bnb = spec::batch_norm_backward;
-  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
-  for (int s : {IS_TRAINING, EPSILON, DATA_FORMAT}) {
-    if (!args.IsScalar(s)) return kBadParamCount;
-  }
   bnb::Attrs attrs;
-  Error rc = ReadLayout(args, DATA_FORMAT, &attrs.channel_last);
-  if (rc != kOk) return rc;
   DenseInputs dense;
   std::vector<void *> gathered;
-  if ((rc = GatherInputs(args, &call, DOUT, SAVED_VARIANCE, &dense, &gathered)) != kOk) return rc;
-  attrs.training = args.Bool(IS_TRAINING);
-  attrs.eps = args.Float(EPSILON);
+  Error rc = LegacyBackwardStart(args, {NUM_ARGS, kNumInputs, IS_TRAINING, EPSILON, DATA_FORMAT}, DOUT,
+                                 SAVED_VARIANCE, &call, &attrs, &dense, &gathered);
+  if (rc != kOk) return rc;
   for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = true;
   Slots<bnb::NUM_SLOTS> slots;
   slots.Take(bnb::GRAD_OUT, call, DOUT);
@@ -312,18 +329,12 @@ int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
 int RunLegacyDoubleBackward(Call call, const PrimitiveArgs &args) {
   using namespace legacy_dbl;  // NOLINT
   namespace dbl = spec::batch_norm_double_backward;
-  if (call.Check(NUM_ARGS) != kOk || args.NumInputs() != static_cast<size_t>(kNumInputs)) return kBadParamCount;
-  for (int s : {IS_TRAINING, EPSILON, DATA_FORMAT}) {
-    if (!args.IsScalar(s)) return kBadParamCount;
-  }
   dbl::Attrs attrs;
-  Error rc = ReadLayout(args, DATA_FORMAT, &attrs.channel_last);
-  if (rc != kOk) return rc;
   DenseInputs dense;
   std::vector<void *> gathered;
-  if ((rc = GatherInputs(args, &call, X, DOUT_DBIAS, &dense, &gathered)) != kOk) return rc;
-  attrs.training = args.Bool(IS_TRAINING);
-  attrs.eps = args.Float(EPSILON);
+  Error rc = LegacyBackwardStart(args, {NUM_ARGS, kNumInputs, IS_TRAINING, EPSILON, DATA_FORMAT}, X, DOUT_DBIAS,
+                                 &call, &attrs, &dense, &gathered);
+  if (rc != kOk) return rc;
   Slots<dbl::NUM_SLOTS> slots;
   slots.Take(dbl::INPUT, call, X);
   slots.Take(dbl::GRAD_OUT, call, DY);
