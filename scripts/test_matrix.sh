@@ -41,7 +41,8 @@ FAST_TESTS=(tests/ut/test_op_values.py tests/ut/test_nn_parity.py tests/ut/test_
 
 # The native route (PROFILES=native): its session, then the op plugin and kernel factory tests of the default session.
 NATIVE_SESSION=(-m native_route -o addopts= -rfEs tests/ut)
-PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_factory_route.py tests/ut/test_bench_native.py tests/ut/test_ms_compat.py)
+PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_factory_route.py tests/ut/test_legacy_kernels.py tests/ut/test_bench_native.py
+              tests/ut/test_ms_compat.py)
 PROFILES=${PROFILES:-fast}
 
 DIR=${MATRIX_DIR:-${TMPDIR:-/tmp}/ms_bn_grad_matrix}
@@ -96,7 +97,7 @@ print(h.relative_to('$ms/include/mindspore') if h else 'none')" 2>/dev/null)
 native_route() {
   local py=$1 log=$2 mech rc1 rc2
   mech=$(mechanism "$py")
-  env -u MS_OP_PLUGIN_PATH MS_BN_GRAD_OP_PLUGIN=1 "$py" -m pytest -p no:cacheprovider -o addopts=-ra -q "${NATIVE_SESSION[@]}" > "$log.native.log" 2>&1
+  env -u MS_OP_PLUGIN_PATH MS_BN_GRAD_OP_PLUGIN=1 MS_BN_GRAD_NATIVE_KERNELS=off "$py" -m pytest -p no:cacheprovider -o addopts=-ra -q "${NATIVE_SESSION[@]}" > "$log.native.log" 2>&1
   rc1=$?
   env -u MS_BN_GRAD_OP_PLUGIN -u MS_OP_PLUGIN_PATH "$py" -m pytest -p no:cacheprovider -o addopts=-ra -q -rfEs \
     "${PLUGIN_TESTS[@]}" > "$log.plugin.log" 2>&1

@@ -250,7 +250,7 @@ def status() -> bool:
             _STATE.checked = not why
             if why:
                 _STATE.reason = why
-        if not _STATE.checked and not _STATE.warned and requested():
+        if not _STATE.checked and not _STATE.warned and _worth_a_warning():
             _STATE.warned = True
             warnings.warn(f"mindspore_bn_grad: MindSpore's CPU kernel factory route is not active "
                           f"({_STATE.reason}); converted BatchNorm layers use the Cell route (a Python bprop) "
@@ -259,9 +259,19 @@ def status() -> bool:
         return _STATE.checked
 
 
+def _worth_a_warning() -> bool:
+    """A route that is not active says why once, unless it was simply not asked for: off, or the default
+    on a MindSpore release without it (2.7.0, docs/mindspore_versions.md), where the Cell route is the
+    route."""
+    if not requested():
+        return False
+    from .. import ms_compat
+    return os.environ.get(SWITCH, "").strip() == VALUE or ms_compat.CPU_KERNEL_FACTORY is not None
+
+
 def legacy_status() -> bool:
     """True when MindSpore's CPU BatchNorm / BatchNormGrad (nn.BatchNorm*'s primitives) run our kernels:
-    ``status()`` (the route is active), and one ops.BatchNorm launch on a tiny tensor ran ours (the
+    the route is loaded, and one ops.BatchNorm launch on a tiny tensor ran ours (the
     library's launch counter) and gave the float64 reference's numbers. Runs that once; never raises."""
     if not ensure_loaded():
         return False
@@ -271,6 +281,8 @@ def legacy_status() -> bool:
             _STATE.legacy_checked = not why
             if why:
                 _STATE.legacy_reason = why
+            if why and not _STATE.warned and _worth_a_warning():
+                _STATE.warned = True
                 warnings.warn(f"mindspore_bn_grad: our kernels do not stand in for MindSpore's CPU BatchNorm "
                               f"({why}); converted nn.BatchNorm* layers take the route through BatchNormExt, "
                               "whose second-order gradients MindSpore gets wrong (docs/native_route.md).",

@@ -68,23 +68,30 @@ def test_every_contestant_ran(result):
 
 
 def test_converted_runs_our_kernels_and_the_original_mindspores(result):
-    # from the profiles: the ops that did BatchNorm in each variant. Converted: the native route's
-    # BatchNormExt / BatchNormGradExt (ours through the op plugin) or the Cell route's Custom op.
+    # from the profiles: the ops that did BatchNorm in each variant. Converted: MindSpore's own
+    # BatchNorm / BatchNormGrad on our kernels (the native route's default: the library's launch counter
+    # says they were ours), its BatchNormExt / BatchNormGradExt, or the Cell route's Custom op.
     data, _, _ = result
     for r in data["isolated"]:
         o, c = r["original"]["profile_op_ms"], r["converted"]["profile_op_ms"]
         assert any(k.startswith("BatchNormGrad") and not k.startswith("BatchNormGradExt") for k in o), \
             (r["net"], r["mode"], sorted(o))
         assert "Custom" not in o and not any(k.startswith("BatchNormExt") for k in o)
-        native = any(k.startswith("BatchNormGradExt") for k in c)
-        assert native or "Custom" in c, (r["net"], r["mode"], sorted(c))
-        assert not any(k.startswith("BatchNormGrad") and not k.startswith("BatchNormGradExt") for k in c), \
-            (r["net"], r["mode"], sorted(c))
+        assert r["original"]["our_legacy_launches"] == 0  # MindSpore's own kernels
+        legacy = r["converted"]["our_legacy_launches"] > 0
+        ext = any(k.startswith("BatchNormGradExt") for k in c)
+        assert legacy or ext or "Custom" in c, (r["net"], r["mode"], sorted(c))
+        if not legacy:
+            assert not any(k.startswith("BatchNormGrad") and not k.startswith("BatchNormGradExt") for k in c), \
+                (r["net"], r["mode"], sorted(c))
         assert r["original"]["bn_ms"] > 0 and r["converted"]["bn_ms"] > 0
 
 
-def _same_loss(a, b):
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5)
+def _same_loss(a, b, step=0):
+    """Step 1's loss: the same network and batch (float32 kernels round differently: ours and MindSpore's
+    forward both run on the native route). Step 2's follows a training step, which amplifies that
+    rounding through a deep network (ResNet-18: 1.6e-4 relative measured), so a looser bound."""
+    return math.isclose(a, b, rel_tol=1e-5 if step == 0 else 1e-3, abs_tol=1e-5)
 
 
 def test_both_variants_do_the_same_work(result):
@@ -93,13 +100,14 @@ def test_both_variants_do_the_same_work(result):
     for r in data["steady"]:
         lo, lc = r["losses"]["original"], r["losses"]["converted"]
         assert len(lo) == len(lc) == 2 and all(math.isfinite(x) for x in lo + lc)
-        assert all(_same_loss(a, b) for a, b in zip(lo, lc)), (r["net"], r["mode"], lo, lc)
+        assert all(_same_loss(a, b, k) for k, (a, b) in enumerate(zip(lo, lc))), (r["net"], r["mode"], lo, lc)
         assert lo[0] != lo[1]  # the first step did train
     steady = {(r["net"], r["mode"]): r["losses"] for r in data["steady"]}
     for r in data["isolated"]:
         for v in VARIANTS:  # a fresh process builds the very same network and batch
             got, want = r[v]["losses"], steady[(r["net"], r["mode"])][v]
-            assert all(_same_loss(a, b) for a, b in zip(got, want)), (r["net"], r["mode"], v, got, want)
+            assert all(_same_loss(a, b, k) for k, (a, b) in enumerate(zip(got, want))), (r["net"], r["mode"], v, got,
+                                                                                         want)
 
 
 def test_steady_figures_come_from_their_row(result):

@@ -21,6 +21,7 @@ CONSUMERS = {
     "layouts_from": ("mindspore_bn_grad/spec.py", r'raw\["layouts_from"\]'),
     "inherits": ("mindspore_bn_grad/spec.py", r'raw\.get\("inherits"\)'),
     "mindspore_primitive": ("scripts/gen_ascend_op_def.py", r"opdef\.mindspore_primitive"),
+    "mindspore_legacy_primitive": ("scripts/gen_ascend_op_def.py", r"opdef\.mindspore_legacy_primitive"),
     "inputs": ("mindspore_bn_grad/infer.py", r"opdef\.inputs"),
     "inputs.name": ("mindspore_bn_grad/infer.py", r"arg\.name"),
     "inputs.aclnn": ("mindspore_bn_grad/cli/support.py", r"i\.aclnn"),
