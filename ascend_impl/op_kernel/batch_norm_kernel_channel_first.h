@@ -111,6 +111,23 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     }
 }
 
+// The same for the n channels of a group whose partials are still in UB:
+// `slots` holds its units' partials in unit order (KernelState keepPartials).
+__aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slots, const BatchNormBackwardTilingData &t,
+                                    uint32_t n)
+{
+    const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    for (uint32_t j = 0; j < n; ++j) {
+        float sumDy = 0.0f, sumDyx = 0.0f;
+        for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {
+            sumDy += slots.GetValue(s * UNIT_SLOT_FLOATS);
+            sumDyx += slots.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+        }
+        ub.v.totDy.SetValue(j, sumDy);
+        ub.v.totDyx.SetValue(j, sumDyx);
+    }
+}
+
 // The same for the channels of group g.
 __aicore__ inline void CombinePartials(KernelUb &ub, const GlobalTensor<float> &part,
                                        const BatchNormBackwardTilingData &t, int64_t g)

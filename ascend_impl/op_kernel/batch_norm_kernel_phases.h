@@ -213,7 +213,10 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (ChannelFirst(k.t)) {
+    if (ChannelFirst(k.t) && k.keepPartials) {
+        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t,
+                                    GroupCount(k.t, g));
+    } else if (ChannelFirst(k.t)) {
         channel_first::CombinePartials(k.ub, k.part, k.t, g);
     } else {
         channel_last::CombinePartials(k.ub, k.part, k.t, g);
@@ -235,8 +238,8 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
 template <typename T>
 __aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
-    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems);
-    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems);
+    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems, true);
+    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, true);
 }
 
 template <typename T>
@@ -245,15 +248,17 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
     const uint64_t limit = 2 * TotalsStride(k.t);
-    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit);
-    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit, true);
+    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit,
+              true);
     SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // a look-ahead tile may hold a queue's MTE2_V event
 }
 
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
+// `totalsInUb`: the group's totals were just combined into totDy / totDyx (WriteParamGrads).
 template <uint32_t MODE, typename T>
-__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
+__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
 {
     LoadStats(k, g);
     if (k.coefGroup == g) {
@@ -264,7 +269,7 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
     if (k.t.training) {
         if (SharedTotals<MODE>(k)) {
             LoadTotals(k, g);
-        } else {
+        } else if (!totalsInUb) {
             GroupTotals<MODE>(k, g);
         }
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);

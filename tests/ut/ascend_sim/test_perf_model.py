@@ -117,7 +117,7 @@ def test_two_pass_activation_bytes(lib, shape, dtype):
     assert r.gm_bytes_per_element < 3 * eb + 0.1
 
 
-@pytest.mark.parametrize("shape,dtype", [((32, 256, 56, 56), "float32"), ((32, 64, 112, 112), "float16")])
+@pytest.mark.parametrize("shape,dtype", [((32, 64, 112, 112), "float32"), ((32, 64, 112, 112), "float16")])
 def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
     """Larger than the L2 budget: both passes round by round, two SyncAlls per round, second reads in L2."""
     r = ascend_model.run(lib, "ascend910b", shape, dtype)
@@ -129,6 +129,25 @@ def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
     assert r.gm_bytes_per_element < 3 * eb + 0.05
     per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
     assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 3
+
+
+@pytest.mark.parametrize("shape,dtype", [((32, 128, 28, 28), "float32"), ((32, 256, 56, 56), "float32")])
+def test_whole_channels_per_core(lib, shape, dtype):
+    """Two passes whose channels split over the cores within 12.5% of even: every core takes whole
+    channels, no SyncAll; both passes group by group, as many groups per core as the tensor's x + dy
+    take thirds of L2, so the second reads are L2 hits without rounds."""
+    r = ascend_model.run(lib, "ascend910b", shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()["ascend910b"]
+    c = shape[1]
+    per_core = -(-2 * eb * r.elements // (caps["l2_bytes"] // 3))
+    assert r.strategy == "two_pass" and r.tiling.cross_core == 0 and r.tiling.l2_rounds == 0
+    assert r.tiling.used_cores == 48 and r.tiling.groups == 48 * per_core
+    assert all(k.sync_alls == 0 for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
+    # whole channels: each core's bytes are those of its channels (balanced groups, contiguous per core)
+    per_core_channels = _per_core_channels(c, 48)
+    assert [k.act_write_bytes for k in r.cores] == [n * eb * r.elements // c for n in per_core_channels]
 
 
 @pytest.mark.slow
