@@ -125,7 +125,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     }
     // Groups: one per core; without DataCopyPad each at least a block of
     // per-channel values (whole-block writes of grad_weight / grad_bias).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, BLOCK_BYTES / 2);
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, PARAM_CHUNK_NO_PAD);
     const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
     const uint64_t maxCount = CeilDiv(channels, groups);
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
