@@ -98,8 +98,8 @@ public:
             BNB_PERF_COMBINE_END();
             return;
         }
-        if (reduce && SharedTotals<MODE>(k_)) {
-            // The totals (CombineShare, or the owners' WriteParamGrads) are in the workspace for every core.
+        if (reduce && SharedTotals<MODE>(k_) && !OwnTotals<MODE>(k_)) {
+            // The owners' totals (WriteParamGrads) are in the workspace for every core.
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
@@ -166,6 +166,8 @@ private:
     // Phase 2 over units [b, e).
     __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want)
     {
+        k_.applyBegin = b;
+        k_.applyEnd = e;
         if (want && b < e) {
             IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
         }
@@ -176,8 +178,9 @@ private:
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
     // round's units shared by all cores, so its second read follows its first
-    // while it is still in L2; each group's owner combines and publishes its
-    // totals between the round's two SyncAlls.
+    // while it is still in L2; after the round's SyncAll its channels'
+    // grad_weight / grad_bias are combined over all cores (CombineShare) and
+    // every core combines the totals of the channels its own units touch.
     __aicore__ inline void L2Rounds()
     {
 #if BNB_SOC_HAS_SYNC_ALL
@@ -190,10 +193,8 @@ private:
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
             BNB_PERF_COMBINE_BEGIN();
-            // The round's channels combined once, spread over all cores, the totals published.
+            // The round's grad_weight / grad_bias, spread over all cores.
             CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            AscendC::SyncAll();
             BNB_PERF_COMBINE_END();
             ApplyUnits(b, e, true);
         }

@@ -235,6 +235,35 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
            (k.t.outputMask >> GRAD_INPUT & 1);
 }
 
+// Channel-first shared totals: no core publishes them (CombineShare writes only grad_weight / grad_bias);
+// each combines the few channels its own phase-2 units touch (CombineOwnChannels), so phase 1 is
+// followed by one SyncAll, not two.
+template <uint32_t MODE, typename T>
+__aicore__ inline bool OwnTotals(const KernelState<T> &k)
+{
+    return SharedTotals<MODE>(k) && ChannelFirst(k.t);
+}
+
+// The totals of the channels of group g that units [k.applyBegin, k.applyEnd) touch, from the partials in
+// GM (after the SyncAll that ended their phase 1) into their lanes: the arithmetic of GroupTotals, so the
+// same bits on any core.
+template <typename T>
+__aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
+{
+    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
+    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    ChannelVecs &v = k.ub.v;
+    AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
+    AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (ca < cb) {
+        channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
 template <typename T>
 __aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
@@ -267,7 +296,11 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb =
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
     if (k.t.training) {
-        if (SharedTotals<MODE>(k)) {
+        if (OwnTotals<MODE>(k)) {
+            BNB_PERF_COMBINE_BEGIN();
+            CombineOwnChannels(k, g);
+            BNB_PERF_COMBINE_END();
+        } else if (SharedTotals<MODE>(k)) {
             LoadTotals(k, g);
         } else if (!totalsInUb) {
             GroupTotals<MODE>(k, g);
@@ -317,8 +350,9 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
 // Parallel combine of channels [cb, ce) (channel-first, shared totals): core
 // `core` of the launch combines its even share of them, at most vecElems at a
 // time, from their partials in unit order (the arithmetic of GroupTotals),
-// publishes the totals and writes their grad_weight / grad_bias, so no core
-// combines more than ceil((ce - cb) / cores) channels whatever the groups.
+// and writes their grad_weight / grad_bias, so no core combines more than
+// ceil((ce - cb) / cores) channels whatever the groups (the coefficients'
+// totals: CombineOwnChannels).
 template <uint32_t MODE, typename T>
 __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
 {
@@ -332,7 +366,6 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
         AscendC::PipeBarrier<PIPE_ALL>();
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
         AscendC::PipeBarrier<PIPE_ALL>();
-        PublishTotals(k, int64_t(c0), n);
         WriteParamRange(k, int64_t(c0), n);
     }
     k.coefGroup = -1;

@@ -110,6 +110,7 @@ struct KernelState {
     bool partPending[PART_HALVES] = {};             // partEvent set, not yet waited for
     uint32_t partHalf = 0, partFill = 0;            // channel-first: the batch being filled, its units so far
     uint64_t partFirst = 0;                         // ... and its first unit
+    uint64_t applyBegin = 0, applyEnd = 0;  // the phase-2 units being run (OwnTotals: the channels to combine)
     bool keepPartials = false;  // GroupByGroup, a group within one batch: its partials stay in UB (batch partHalf)
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
