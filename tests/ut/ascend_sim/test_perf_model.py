@@ -222,7 +222,8 @@ def _target_cases():
                     if not perf_targets.applies(target, probe):
                         continue
                     miss = perf_targets.UNMET[target].get((soc, shape, dtype))
-                    marks = [pytest.mark.xfail(strict=True, reason=f"{soc} {shape} {dtype}: {miss} ({WHY})")] if miss else []
+                    reason = f"{soc} {shape or 'step'} {dtype}: {miss} ({WHY})"
+                    marks = [pytest.mark.xfail(strict=True, reason=reason)] if miss else []
                     cases.append(pytest.param(target, soc, shape, dtype, marks=marks,
                                               id=f"{target}-{soc}-{'x'.join(map(str, shape or ('step',)))}-{dtype}"))
     return cases
