@@ -178,9 +178,9 @@ private:
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
     // round's units shared by all cores, so its second read follows its first
-    // while it is still in L2; after the round's SyncAll its channels'
-    // grad_weight / grad_bias are combined over all cores (CombineShare) and
-    // every core combines the totals of the channels its own units touch.
+    // while it is still in L2; the round's channels are combined over all
+    // cores (CombineShare) and their totals published between the round's two
+    // SyncAlls.
     __aicore__ inline void L2Rounds()
     {
 #if BNB_SOC_HAS_SYNC_ALL
@@ -193,8 +193,10 @@ private:
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::SyncAll();
             BNB_PERF_COMBINE_BEGIN();
-            // The round's grad_weight / grad_bias, spread over all cores.
+            // The round's channels combined once, spread over all cores, the totals published.
             CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::SyncAll();
             BNB_PERF_COMBINE_END();
             ApplyUnits(b, e, true);
         }

@@ -235,13 +235,14 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
            (k.t.outputMask >> GRAD_INPUT & 1);
 }
 
-// Channel-first shared totals: no core publishes them (CombineShare writes only grad_weight / grad_bias);
-// each combines the few channels its own phase-2 units touch (CombineOwnChannels), so phase 1 is
-// followed by one SyncAll, not two.
+// Channel-first shared totals in one round: no core publishes them (CombineShare writes only
+// grad_weight / grad_bias); each combines the few channels its own phase-2 units touch
+// (CombineOwnChannels), so phase 1 is followed by one SyncAll, not two. Not with L2 rounds: a round
+// gives each core a fraction of a channel, whose whole partials it would read again (GM traffic).
 template <uint32_t MODE, typename T>
 __aicore__ inline bool OwnTotals(const KernelState<T> &k)
 {
-    return SharedTotals<MODE>(k) && ChannelFirst(k.t);
+    return SharedTotals<MODE>(k) && ChannelFirst(k.t) && k.t.l2Rounds == 0;
 }
 
 // The totals of the channels of group g that units [k.applyBegin, k.applyEnd) touch, from the partials in
@@ -350,9 +351,9 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
 // Parallel combine of channels [cb, ce) (channel-first, shared totals): core
 // `core` of the launch combines its even share of them, at most vecElems at a
 // time, from their partials in unit order (the arithmetic of GroupTotals),
-// and writes their grad_weight / grad_bias, so no core combines more than
-// ceil((ce - cb) / cores) channels whatever the groups (the coefficients'
-// totals: CombineOwnChannels).
+// publishes the totals (L2 rounds; otherwise the coefficients' totals come
+// from CombineOwnChannels) and writes their grad_weight / grad_bias, so no
+// core combines more than ceil((ce - cb) / cores) channels whatever the groups.
 template <uint32_t MODE, typename T>
 __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
 {
@@ -366,6 +367,9 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
         AscendC::PipeBarrier<PIPE_ALL>();
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
         AscendC::PipeBarrier<PIPE_ALL>();
+        if (!OwnTotals<MODE>(k)) {
+            PublishTotals(k, int64_t(c0), n);
+        }
         WriteParamRange(k, int64_t(c0), n);
     }
     k.coefGroup = -1;
