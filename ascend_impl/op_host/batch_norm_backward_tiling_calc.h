@@ -60,33 +60,47 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
-// Whole channels per core (the SyncBatchNorm reduce step, channel-first, two
-// passes across cores): when every core can take whole channels with a
-// balance within WHOLE_CHANNEL_SLACK of the even split (or a channel is one
-// unit anyway), the channels are cut into balanced groups, contiguous runs of
-// them per core, and no channel's partials come from two cores: no SyncAll,
-// no schedule mode 1 -- the rule of the main kernel's single pass. The sums
-// are formed in the same unit order either way.
+// Whole channels per core (two passes across cores, channel-first: the
+// SyncBatchNorm reduce step and, in training, BatchNormBackward): when every
+// core can take whole channels with a balance within WHOLE_CHANNEL_SLACK of
+// the even split (or a channel is one unit anyway), the channels are cut into
+// balanced groups, contiguous runs of them per core, and no channel's
+// partials come from two cores: no SyncAll, no schedule mode 1 -- the rule of
+// the main kernel's single pass. The sums are formed in the same unit order
+// either way. `l2Groups`: at least as many groups per core as it takes for the
+// grad_out + input of one group on every core to fit L2 / L2_ROUND_DIVISOR
+// (BatchNormBackward runs both passes group by group, so a group's second read
+// follows its first while it is in L2, as with TryL2Rounds). Returns whether
+// it applied.
 constexpr double WHOLE_CHANNEL_SLACK = 1.125;
-inline void TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData &t)
+inline bool TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData &t, bool l2Groups = false)
 {
     if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.usedCores <= 1 || t.layout != LAYOUT_CHANNEL_FIRST ||
         t.flat || t.channels <= 0) {
-        return;
+        return false;
     }
     const uint64_t c = uint64_t(t.channels), n = std::min<uint64_t>(in.coreNum, MAX_CORES);
     const uint64_t perChannel = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
     if (perChannel != 1 && double(CeilDiv(c, n) * n) > WHOLE_CHANNEL_SLACK * double(c)) {
-        return;
+        return false;
     }
     const uint64_t cores = std::min<uint64_t>(c, n);
-    const uint64_t groups = std::min<uint64_t>(c, std::max<uint64_t>(cores, CeilDiv(c, t.vecElems)));
+    uint64_t perCore = 1;
+    if (l2Groups && in.l2Bytes > 0) {
+        const uint64_t pair = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype) * c;
+        perCore = std::max<uint64_t>(1, CeilDiv(pair, in.l2Bytes / L2_ROUND_DIVISOR));
+        if (perCore * cores > c) {
+            return false;  // one channel per core is more than the budget: TryL2Rounds shares channels over cores
+        }
+    }
+    const uint64_t groups = std::min<uint64_t>(c, std::max<uint64_t>(cores * perCore, CeilDiv(c, t.vecElems)));
     t.balanced = 1;
     t.groups = int64_t(groups);
     t.groupWidth = uint32_t(CeilDiv(c, groups));  // the widest group (balanced: C * g / groups)
     t.crossCore = 0;
     t.l2Rounds = 0;
     t.usedCores = uint32_t(cores);
+    return true;
 }
 
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
@@ -111,7 +125,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     }
     // Groups: one per core; without DataCopyPad each at least a block of
     // per-channel values (whole-block writes of grad_weight / grad_bias).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, BLOCK_BYTES / 2);
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, PARAM_CHUNK_NO_PAD);
     const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
     const uint64_t maxCount = CeilDiv(channels, groups);
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
@@ -215,11 +229,12 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const uint64_t perBlock = BLOCK_BYTES / eb;
     const uint64_t span = first ? uint64_t(t.inner) : uint64_t(channels);  // elements along a tile row
     const uint64_t total = uint64_t(outer) * uint64_t(channels) * uint64_t(t.inner);
-    // Channel-first parameter groups: PARAM_CHUNK channels each, the remainder
-    // merged into the last group, so no group is shorter than min(C, PARAM_CHUNK)
-    // (whole-block writes of grad_weight / grad_bias without DataCopyPad).
+    // Channel-first parameter groups: PARAM_CHUNK channels each (without
+    // DataCopyPad PARAM_CHUNK_NO_PAD, so more cores get groups of their own),
+    // the remainder merged into the last group, so no group is shorter than
+    // min(C, width) (whole-block writes of grad_weight / grad_bias without DataCopyPad).
     const uint64_t c1 = uint64_t(std::max<int64_t>(channels, 1));
-    const uint64_t firstWidth = std::min<uint64_t>(c1, PARAM_CHUNK);
+    const uint64_t firstWidth = std::min<uint64_t>(c1, in.hasDataCopyPad ? PARAM_CHUNK : PARAM_CHUNK_NO_PAD);
     const uint64_t firstGroups = std::max<uint64_t>(1, c1 / firstWidth);
     const uint64_t vecFirst = AlignUp(c1 - (firstGroups - 1) * firstWidth, VEC_ALIGN);
 
@@ -231,6 +246,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // blocks: grad_input is then written as contiguous multi-row regions.
     t.flat = (!t.usePad && unaligned && span < perBlock) ? 1 : 0;
     t.hasDcci = in.hasDcci ? 1 : 0;
+    t.vecPad = in.hasDataCopyPad ? 1 : 0;
     t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
     // Tiles: the span cut into balanced column chunks (whole vector blocks),
@@ -313,7 +329,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (t.flat && total < perBlock) {
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
-    if (!TrySinglePass(in, t)) {
+    if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
     }
     return "";

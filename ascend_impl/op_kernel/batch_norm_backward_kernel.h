@@ -13,6 +13,8 @@
 //             totals are published; the host then sets schedule mode 1)
 //             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
 //             the core's whole channel groups, each read once; otherwise
+//             whole groups per core (crossCore 0, channel-first): both phases
+//             group by group (GroupByGroup); otherwise
 //             phase 1: ReduceUnit over the core's units (partial sums to the
 //             workspace), then SyncAll when units of one channel ran on several
 //             cores; finalise: WriteParamGrads over the core's groups
@@ -75,6 +77,12 @@ public:
         const bool wantParams = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1);
         // REDUCE: phase 1 and its outputs; ELEMT: phase 2 only.
         const bool reduce = MODE == MODE_REDUCE || (MODE == MODE_FULL && (wantParams || (k_.t.training && wantInput)));
+        if constexpr (MODE == MODE_FULL) {
+            if (reduce && !k_.t.crossCore && ChannelFirst(k_.t) && !k_.t.flat) {
+                GroupByGroup(wantInput);
+                return;
+            }
+        }
         if (reduce) {
             Phase1();
             BNB_PERF_COMBINE_BEGIN();
@@ -90,8 +98,8 @@ public:
             BNB_PERF_COMBINE_END();
             return;
         }
-        if (reduce && SharedTotals<MODE>(k_)) {
-            // The totals (CombineShare, or the owners' WriteParamGrads) are in the workspace for every core.
+        if (reduce && SharedTotals<MODE>(k_) && !OwnTotals<MODE>(k_)) {
+            // The owners' totals (WriteParamGrads) are in the workspace for every core.
             AscendC::PipeBarrier<PIPE_ALL>();
 #if BNB_SOC_HAS_SYNC_ALL
             AscendC::SyncAll();
@@ -122,6 +130,27 @@ private:
         }
     }
 
+    // Whole groups per core (crossCore 0, channel-first): both passes group by
+    // group, so a group's second read follows its first within one group per
+    // core (in L2), and the core that wrote a group's partials combines them:
+    // nothing crosses cores, no SyncAll. A group of at most one batch of units
+    // keeps its partials in UB and is combined from there (no GM round trip).
+    __aicore__ inline void GroupByGroup(bool wantInput)
+    {
+        for (uint64_t g = k_.share.groupBegin; g < k_.share.groupEnd; ++g) {
+            const uint64_t b = GroupUnitBegin(k_.t, g), e = GroupUnitBegin(k_.t, g + 1);
+            k_.keepPartials = e - b <= SLOTS_PER_LOAD;
+            ReduceUnits(b, e);
+            BNB_PERF_COMBINE_BEGIN();
+            WriteParamGrads<MODE>(k_, int64_t(g), true);
+            BNB_PERF_COMBINE_END();
+            if (wantInput) {
+                LoadCoefs<MODE>(k_, int64_t(g), true);  // from the totals just combined, not from GM again
+            }
+            ApplyUnits(b, e, wantInput);
+        }
+    }
+
     // Phase 1 over units [b, e), each tile's loads issued one unit ahead.
     __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e)
     {
@@ -137,6 +166,8 @@ private:
     // Phase 2 over units [b, e).
     __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want)
     {
+        k_.applyBegin = b;
+        k_.applyEnd = e;
         if (want && b < e) {
             IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
         }
@@ -147,8 +178,9 @@ private:
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
     // round's units shared by all cores, so its second read follows its first
-    // while it is still in L2; each group's owner combines and publishes its
-    // totals between the round's two SyncAlls.
+    // while it is still in L2; the round's channels are combined over all
+    // cores (CombineShare) and their totals published between the round's two
+    // SyncAlls.
     __aicore__ inline void L2Rounds()
     {
 #if BNB_SOC_HAS_SYNC_ALL

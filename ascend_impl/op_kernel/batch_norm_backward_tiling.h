@@ -41,6 +41,8 @@ constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum
 constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
 constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
 constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
+constexpr uint32_t PARAM_CHUNK_NO_PAD = 16;  // the same without DataCopyPad: the narrowest whole blocks of
+                                             // per-channel values (16 halves, two blocks of floats)
 constexpr uint32_t SLOT_FLOATS = BLOCK_BYTES / sizeof(float);  // one block of floats: a ReduceSum result and pad
 constexpr uint32_t UNIT_SLOT_FLOATS = 2 * SLOT_FLOATS;  // channel-first partials of a unit: [sum_dy pad][sum_dy_xhat pad]
 constexpr uint32_t PART_HALVES = 2;       // channel-first partials: UB ping-pong halves of SLOTS_PER_LOAD units each
@@ -77,6 +79,7 @@ struct BatchNormBackwardTilingData {
     uint32_t shiftLast;    // 1: the last column chunk starts at span - tileCols (whole blocks, overlaps its neighbour)
     uint32_t flat;         // 1: rows shorter than one block; grad_input is written as contiguous regions
     uint32_t hasDcci;      // DataCacheCleanAndInvalid exists (scalar GM writes are flushed with it)
+    uint32_t vecPad;       // DataCopyPad exists: per-channel vectors move exactly with it whatever usePad
     uint32_t flatUnits;    // flat: grad_input regions
     uint32_t flatCap;      // flat: elements per region (fits one tile)
     uint32_t strategy;     // Strategy

@@ -78,17 +78,18 @@ __aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slo
     AscendC::ReduceSum(slot[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
 }
 
-// totDy / totDyx lane j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
+// totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
 // The channels' partials are contiguous in the workspace: they come in copies
 // of up to the whole UB batch (PART_HALVES x SLOTS_PER_LOAD units), across
 // channel boundaries, so a core's share of small channels takes one round trip.
 __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &part,
-                                       const BatchNormBackwardTilingData &t, int64_t c0, uint32_t n)
+                                       const BatchNormBackwardTilingData &t, int64_t c0, uint32_t n,
+                                       uint32_t lane0 = 0)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
     const uint64_t first = uint64_t(c0) * perChannel, last = first + uint64_t(n) * perChannel;
     const uint64_t batch = uint64_t(PART_HALVES) * SLOTS_PER_LOAD;
-    uint32_t j = 0;
+    uint32_t j = lane0;
     uint64_t channelEnd = first + perChannel;
     float sumDy = 0.0f, sumDyx = 0.0f;
     for (uint64_t s0 = first; s0 < last; s0 += batch) {
@@ -108,6 +109,23 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
             }
         }
         AscendC::PipeBarrier<PIPE_ALL>();
+    }
+}
+
+// The same for the n channels of a group whose partials are still in UB:
+// `slots` holds its units' partials in unit order (KernelState keepPartials).
+__aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slots, const BatchNormBackwardTilingData &t,
+                                    uint32_t n)
+{
+    const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    for (uint32_t j = 0; j < n; ++j) {
+        float sumDy = 0.0f, sumDyx = 0.0f;
+        for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {
+            sumDy += slots.GetValue(s * UNIT_SLOT_FLOATS);
+            sumDyx += slots.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+        }
+        ub.v.totDy.SetValue(j, sumDy);
+        ub.v.totDyx.SetValue(j, sumDyx);
     }
 }
 

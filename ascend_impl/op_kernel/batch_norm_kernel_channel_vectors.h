@@ -27,14 +27,14 @@ __aicore__ inline void LoadChannels(KernelState<T> &k, const GlobalTensor<T> &sr
     if constexpr (!IsSame<T, float>::value) {
         if (!isFloat) {
             LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
-            k.copy.In(staged, srcT, c0, 1, count, count, k.t.vecElems, k.t.channels);
+            k.copy.In(staged, srcT, c0, 1, count, count, k.t.vecElems, k.t.channels, true);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::Cast(dst, staged, AscendC::RoundMode::CAST_NONE, count);
             AscendC::PipeBarrier<PIPE_ALL>();  // the next load reuses `stage`: the Cast must have read it
             return;
         }
     }
-    k.copy.In(dst, srcF, c0, 1, count, count, k.t.vecElems, k.t.channels);
+    k.copy.In(dst, srcF, c0, 1, count, count, k.t.vecElems, k.t.channels, true);
     if (!batched) {
         AscendC::PipeBarrier<PIPE_ALL>();
     }
@@ -119,12 +119,12 @@ __aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int6
             LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
             AscendC::Cast(staged, src, NarrowRound<T>(), n);
             AscendC::PipeBarrier<PIPE_ALL>();
-            k.copy.Out(k.gradT[which], staged, c0, 1, n, n, k.t.vecElems);
+            k.copy.Out(k.gradT[which], staged, c0, 1, n, n, k.t.vecElems, true);
             AscendC::PipeBarrier<PIPE_ALL>();
             return;
         }
     }
-    k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems);
+    k.copy.Out(k.gradF[which], src, c0, 1, n, n, k.t.vecElems, true);
     if (!batched) {
         AscendC::PipeBarrier<PIPE_ALL>();
     }

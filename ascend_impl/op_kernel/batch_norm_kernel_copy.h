@@ -71,11 +71,13 @@ __aicore__ inline void FromFloat(const LocalTensor<T> &dst, const LocalTensor<fl
 // The copies of one launch; owns the one-block scratch of the whole-block tails.
 class GmUbCopy {
 public:
-    __aicore__ inline void Init(AscendC::TPipe &pipe, uint32_t scratchBytes, bool usePad, bool hasDcci)
+    __aicore__ inline void Init(AscendC::TPipe &pipe, uint32_t scratchBytes, bool usePad, bool hasDcci,
+                                bool vecPad)
     {
         pipe.InitBuffer(scratch_, scratchBytes);
         usePad_ = usePad;
         hasDcci_ = hasDcci;
+        vecPad_ = vecPad;
     }
 
     // Writes scalar GM stores back to GM (where DataCacheCleanAndInvalid exists).
@@ -162,12 +164,14 @@ public:
     }
 
     // `rows` rows of `cols` elements: GM rows gmStride apart -> UB rows ubStride apart.
+    // `vector`: a per-channel vector, moved with DataCopyPad wherever the SoC has
+    // it (a core's few channels of a vector: no scalar GM stores, no tails).
     template <typename U>
     __aicore__ inline void In(const LocalTensor<U> &dst, const GlobalTensor<U> &src, uint64_t off, uint32_t rows,
-                              uint32_t cols, uint64_t gmStride, uint32_t ubStride, uint64_t limit)
+                              uint32_t cols, uint64_t gmStride, uint32_t ubStride, uint64_t limit, bool vector = false)
     {
 #if BNB_SOC_HAS_DATA_COPY_PAD
-        if (usePad_) {
+        if (usePad_ || (vector && vecPad_)) {
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
             if (gapBytes <= MAX_PAD_GAP_BYTES) {
                 const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
@@ -195,10 +199,10 @@ public:
     // `rows` rows of `cols` elements: UB rows ubStride apart -> GM rows gmStride apart.
     template <typename U>
     __aicore__ inline void Out(const GlobalTensor<U> &dst, const LocalTensor<U> &src, uint64_t off, uint32_t rows,
-                               uint32_t cols, uint64_t gmStride, uint32_t ubStride)
+                               uint32_t cols, uint64_t gmStride, uint32_t ubStride, bool vector = false)
     {
 #if BNB_SOC_HAS_DATA_COPY_PAD
-        if (usePad_) {
+        if (usePad_ || (vector && vecPad_)) {
             const uint64_t gapBytes = (gmStride - cols) * sizeof(U);
             if (gapBytes <= MAX_PAD_GAP_BYTES) {
                 const uint32_t gap = UbGapBlocks<U>(cols, ubStride);
@@ -234,6 +238,7 @@ private:
     AscendC::TBuf<AscendC::TPosition::VECCALC> scratch_;
     bool usePad_ = false;
     bool hasDcci_ = false;
+    bool vecPad_ = false;
 };
 
 }  // namespace bnb

@@ -213,7 +213,10 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (ChannelFirst(k.t)) {
+    if (ChannelFirst(k.t) && k.keepPartials) {
+        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t,
+                                    GroupCount(k.t, g));
+    } else if (ChannelFirst(k.t)) {
         channel_first::CombinePartials(k.ub, k.part, k.t, g);
     } else {
         channel_last::CombinePartials(k.ub, k.part, k.t, g);
@@ -232,11 +235,41 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
            (k.t.outputMask >> GRAD_INPUT & 1);
 }
 
+// Channel-first shared totals in one round: no core publishes them (CombineShare writes only
+// grad_weight / grad_bias); each combines the few channels its own phase-2 units touch
+// (CombineOwnChannels), so phase 1 is followed by one SyncAll, not two. Not with L2 rounds: a round
+// gives each core a fraction of a channel, whose whole partials it would read again (GM traffic).
+template <uint32_t MODE, typename T>
+__aicore__ inline bool OwnTotals(const KernelState<T> &k)
+{
+    return SharedTotals<MODE>(k) && ChannelFirst(k.t) && k.t.l2Rounds == 0;
+}
+
+// The totals of the channels of group g that units [k.applyBegin, k.applyEnd) touch, from the partials in
+// GM (after the SyncAll that ended their phase 1) into their lanes: the arithmetic of GroupTotals, so the
+// same bits on any core.
+template <typename T>
+__aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
+{
+    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
+    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    ChannelVecs &v = k.ub.v;
+    AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
+    AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (ca < cb) {
+        channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
 template <typename T>
 __aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
-    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems);
-    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems);
+    k.copy.Out(k.totals, k.ub.v.totDy, uint64_t(c0), 1, n, n, k.t.vecElems, true);
+    k.copy.Out(k.totals, k.ub.v.totDyx, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, true);
 }
 
 template <typename T>
@@ -245,15 +278,17 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
     const uint64_t limit = 2 * TotalsStride(k.t);
-    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit);
-    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit);
+    k.copy.In(k.ub.v.totDy, k.totals, uint64_t(c0), 1, n, n, k.t.vecElems, limit, true);
+    k.copy.In(k.ub.v.totDyx, k.totals, TotalsStride(k.t) + uint64_t(c0), 1, n, n, k.t.vecElems, limit,
+              true);
     SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // a look-ahead tile may hold a queue's MTE2_V event
 }
 
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
+// `totalsInUb`: the group's totals were just combined into totDy / totDyx (WriteParamGrads).
 template <uint32_t MODE, typename T>
-__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
+__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
 {
     LoadStats(k, g);
     if (k.coefGroup == g) {
@@ -262,9 +297,13 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g)
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
     if (k.t.training) {
-        if (SharedTotals<MODE>(k)) {
+        if (OwnTotals<MODE>(k)) {
+            BNB_PERF_COMBINE_BEGIN();
+            CombineOwnChannels(k, g);
+            BNB_PERF_COMBINE_END();
+        } else if (SharedTotals<MODE>(k)) {
             LoadTotals(k, g);
-        } else {
+        } else if (!totalsInUb) {
             GroupTotals<MODE>(k, g);
         }
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
@@ -312,8 +351,9 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
 // Parallel combine of channels [cb, ce) (channel-first, shared totals): core
 // `core` of the launch combines its even share of them, at most vecElems at a
 // time, from their partials in unit order (the arithmetic of GroupTotals),
-// publishes the totals and writes their grad_weight / grad_bias, so no core
-// combines more than ceil((ce - cb) / cores) channels whatever the groups.
+// publishes the totals (L2 rounds; otherwise the coefficients' totals come
+// from CombineOwnChannels) and writes their grad_weight / grad_bias, so no
+// core combines more than ceil((ce - cb) / cores) channels whatever the groups.
 template <uint32_t MODE, typename T>
 __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
 {
@@ -327,7 +367,9 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
         AscendC::PipeBarrier<PIPE_ALL>();
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
         AscendC::PipeBarrier<PIPE_ALL>();
-        PublishTotals(k, int64_t(c0), n);
+        if (!OwnTotals<MODE>(k)) {
+            PublishTotals(k, int64_t(c0), n);
+        }
         WriteParamRange(k, int64_t(c0), n);
     }
     k.coefGroup = -1;

@@ -16,7 +16,9 @@
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
 //            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
 //   apply    V, chunk by chunk: dx = a * dy + k * xhat + b over whole rows
-//            with per-element slabs of a, k, b; each chunk handed to MTE3 with
+//            with per-element slabs of a, k, b (16-bit types: k * invstd and
+//            b - k * invstd * mean against x, so xhat is not recomputed);
+//            each chunk handed to MTE3 with
 //            its own V_MTE3 event, so stores overlap the next chunk's compute;
 //   release  V_MTE2 and MTE3_MTE2 before the next sub-group's loads reuse UB.
 // With two resident buffers (tiling spBuffers 2: a group of several channels
@@ -25,7 +27,8 @@
 // so MTE2 streams while V and MTE3 finish sub-group i.
 // grad_weight / grad_bias of the group are written once after its last
 // sub-group (WriteParamGrads). The arithmetic per element is that of the
-// two-pass strategy (Xhat, ApplyCoefs); the sums are over whole channels in a
+// two-pass strategy (Xhat, ApplyCoefs; 16-bit apply: the folded form above);
+// the sums are over whole channels in a
 // fixed order, so the result does not depend on the number of cores.
 #ifndef BATCH_NORM_KERNEL_SINGLE_PASS_H
 #define BATCH_NORM_KERNEL_SINGLE_PASS_H
@@ -246,15 +249,16 @@ __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, ui
     }
 }
 
-// xhat of row n for the apply step: float32 keeps it in x since the reduce; otherwise recomputed.
+// The x term of the apply step: float32 keeps xhat in x since the reduce; 16-bit types take x itself,
+// as float (Coefs folded invstd and mean into the slabs of k and b).
 template <typename T>
-__aicore__ inline LocalTensor<float> ApplyXhat(const Buffers<T> &b, uint64_t off, uint32_t len)
+__aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
     if constexpr (IsSame<T, float>::value) {
         (void)len;
         return b.x[off];
     } else {
-        return XhatRow(b, off, len);
+        return FloatRow(b, b.x, SLAB_X_F, off, len);
     }
 }
 
@@ -281,7 +285,7 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         } else {
             WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
-                const LocalTensor<float> xh = ApplyXhat(b, off, elems);
+                const LocalTensor<float> xh = ApplyX(b, off, elems);
                 WithValue<true>(b, xh, SLAB_K, elems);
                 AscendC::Add(dr, dr, xh, Narrow<int32_t>(elems, "Add count"));
                 WithValue<false>(b, dr, SLAB_B, elems);
@@ -487,6 +491,13 @@ private:
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
         AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        if constexpr (!IsSame<T, float>::value) {
+            // 16-bit types apply k * xhat + b as (k * invstd) * x + (b - k * invstd * mean): per element
+            // a cast of x, not the recomputed xhat (two vector instructions fewer).
+            AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            AscendC::Mul(v.stage, v.coefK, v.mean, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
+        }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
         Broadcast(k, b_, SLAB_K, v.coefK, s);

@@ -110,6 +110,8 @@ struct KernelState {
     bool partPending[PART_HALVES] = {};             // partEvent set, not yet waited for
     uint32_t partHalf = 0, partFill = 0;            // channel-first: the batch being filled, its units so far
     uint64_t partFirst = 0;                         // ... and its first unit
+    uint64_t applyBegin = 0, applyEnd = 0;  // the phase-2 units being run (OwnTotals: the channels to combine)
+    bool keepPartials = false;  // GroupByGroup, a group within one batch: its partials stay in UB (batch partHalf)
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
@@ -135,7 +137,7 @@ struct KernelState {
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);
         ub.Init(pipe, plan);
-        copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0);
+        copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0, t.vecPad != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());
         for (uint32_t h = 0; h < PART_HALVES; ++h) {
             partEvent[h] = pipe.template AllocEventID<AscendC::HardEvent::MTE3_V>();
@@ -181,6 +183,10 @@ struct KernelState {
     __aicore__ inline void StoreBatch(bool flush)
     {
         if (++partFill < SLOTS_PER_LOAD && !flush) {
+            return;
+        }
+        if (keepPartials) {
+            partFill = 0;  // combined from UB (GroupTotals); the next group refills the same batch
             return;
         }
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once

@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -68,7 +69,9 @@ inline std::string Show(const Instr &i) { return i.what + " (" + PipeName(i.pipe
 
 using Clock = std::array<uint64_t, NPIPE>;
 
-// One core's pipes.
+// One core's pipes. The accesses not yet known to be ordered before every
+// pipe are kept per space: UB in a list (few buffers, reused), GM by address
+// (every tile its own bytes), so a check visits only what it may overlap.
 class CoreTracker {
 public:
     void Reset()
@@ -76,7 +79,7 @@ public:
         for (auto &v : known_) v.fill(0);
         issued_.fill(0);
         flags_.clear();
-        log_.clear();
+        Clear();
     }
 
     // An instruction on `pipe` reading `reads` and writing `writes`.
@@ -85,9 +88,14 @@ public:
         const uint64_t seq = ++issued_[pipe];
         for (const Range &r : reads) Check(pipe, in, r, false);
         for (const Range &w : writes) Check(pipe, in, w, true);
-        for (const Range &r : reads) log_.push_back({r, false, pipe, seq, in});
-        for (const Range &w : writes) log_.push_back({w, true, pipe, seq, in});
-        if (log_.size() > 4096) Prune();
+        for (const Range &w : writes) DropCovered(pipe, w, true);
+        for (const Range &r : reads) DropCovered(pipe, r, false);
+        for (const Range &r : reads) Log({r, false, pipe, seq, ++order_, in});
+        for (const Range &w : writes) Log({w, true, pipe, seq, ++order_, in});
+        if (ub_.size() + gm_.size() > pruneAt_) {
+            Prune();
+            pruneAt_ = std::max<size_t>(PRUNE_MIN, 2 * (ub_.size() + gm_.size()));  // amortised
+        }
     }
     // SetFlag<from_to>(id) / WaitFlag<from_to>(id).
     void SetFlag(int from, int to, int64_t id)
@@ -111,7 +119,7 @@ public:
     {
         if (pipe == NPIPE) {
             for (auto &v : known_) v = issued_;
-            log_.clear();
+            Clear();
             return;
         }
         known_[pipe][pipe] = issued_[pipe];
@@ -123,8 +131,11 @@ private:
         bool write;
         int pipe;
         uint64_t seq;
+        uint64_t order;  // of logging, across pipes: the newest conflicting access is the one reported
         Instr in;
     };
+    using GmLog = std::multimap<uint64_t, Access>;  // by r.lo
+
     void Merge(int to, const Clock &token)
     {
         for (int q = 0; q < NPIPE; ++q) known_[to][q] = std::max(known_[to][q], token[q]);
@@ -138,35 +149,98 @@ private:
         }
         return known_[pipe][a.pipe] >= a.seq;
     }
+    bool Conflicts(int pipe, const Access &a, const Range &r, bool write) const
+    {
+        return (a.write || write) && Overlap(a.r, r) && !Ordered(pipe, a, write);
+    }
+    // The GM entries that may overlap r: lo in [r.lo - longest, r.hi).
+    GmLog::iterator GmFirst(const Range &r)
+    {
+        return gm_.lower_bound(r.lo > gmLongest_ ? r.lo - gmLongest_ : 0);
+    }
     void Check(int pipe, const Instr &in, const Range &r, bool write)
     {
-        for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
-            const Access &a = *it;
-            if (!(a.write || write) || !Overlap(a.r, r) || Ordered(pipe, a, write)) continue;
-            const char *kind = a.write ? (write ? "write-after-write" : "read-after-write") : "write-after-read";
-            bnb_rules::Violation(in.what, std::string("pipe hazard, ") + kind + " on " + Show(r) + " with " +
-                                              Show(a.in),
-                                 "nothing orders " + std::string(PipeName(a.pipe)) + " before " + PipeName(pipe) +
-                                     ": SetFlag/WaitFlag, PipeBarrier, a TQue hand-over or SyncAll",
-                                 in.src);
+        const Access *hit = nullptr;
+        if (r.space == Space::UB) {
+            for (auto it = ub_.rbegin(); it != ub_.rend() && !hit; ++it) {
+                if (Conflicts(pipe, *it, r, write)) hit = &*it;
+            }
+        } else {
+            for (auto it = GmFirst(r); it != gm_.end() && it->first < r.hi; ++it) {
+                if (Conflicts(pipe, it->second, r, write) && (!hit || it->second.order > hit->order)) {
+                    hit = &it->second;
+                }
+            }
         }
+        if (!hit) return;
+        const Access &a = *hit;
+        const char *kind = a.write ? (write ? "write-after-write" : "read-after-write") : "write-after-read";
+        bnb_rules::Violation(in.what, std::string("pipe hazard, ") + kind + " on " + Show(r) + " with " + Show(a.in),
+                             "nothing orders " + std::string(PipeName(a.pipe)) + " before " + PipeName(pipe) +
+                                 ": SetFlag/WaitFlag, PipeBarrier, a TQue hand-over or SyncAll",
+                             in.src);
+    }
+    // An older access on the same pipe inside a range the new instruction writes (or reads, when the old
+    // one only read) can never be the hazard Check reports: whatever conflicts with it unordered also
+    // conflicts with the newer access (same pipe, later sequence number, at least as strong), which is the
+    // newer of the two. Dropping it keeps the log short in loops that reuse the same UB buffers between
+    // barriers (the per-unit loops of the Atlas training / inference kernels made the check quadratic).
+    void DropCovered(int pipe, const Range &by, bool write)
+    {
+        const auto covered = [&](const Access &a) {
+            return a.pipe == pipe && (write || !a.write) && a.r.space == by.space && by.lo <= a.r.lo &&
+                   a.r.hi <= by.hi;
+        };
+        if (by.space == Space::UB) {
+            ub_.erase(std::remove_if(ub_.begin(), ub_.end(), covered), ub_.end());
+            return;
+        }
+        for (auto it = gm_.lower_bound(by.lo); it != gm_.end() && it->first < by.hi;) {
+            it = covered(it->second) ? gm_.erase(it) : std::next(it);
+        }
+    }
+    void Log(Access a)
+    {
+        if (a.r.space == Space::UB) {
+            ub_.push_back(std::move(a));
+            return;
+        }
+        gmLongest_ = std::max(gmLongest_, a.r.hi - a.r.lo);
+        const uint64_t lo = a.r.lo;
+        gm_.emplace(lo, std::move(a));
+    }
+    // Drops what every pipe already knows to be done: no later access can conflict with it.
+    bool Known(const Access &a) const
+    {
+        for (int p = 0; p < NPIPE; ++p) {
+            if (known_[p][a.pipe] < a.seq) return false;
+        }
+        return true;
     }
     void Prune()
     {
-        log_.erase(std::remove_if(log_.begin(), log_.end(),
-                                  [&](const Access &a) {
-                                      for (int p = 0; p < NPIPE; ++p) {
-                                          if (known_[p][a.pipe] < a.seq) return false;
-                                      }
-                                      return true;
-                                  }),
-                   log_.end());
+        ub_.erase(std::remove_if(ub_.begin(), ub_.end(), [&](const Access &a) { return Known(a); }), ub_.end());
+        for (auto it = gm_.begin(); it != gm_.end();) {
+            it = Known(it->second) ? gm_.erase(it) : std::next(it);
+        }
+    }
+    void Clear()
+    {
+        ub_.clear();
+        gm_.clear();
+        gmLongest_ = 0;
+        pruneAt_ = PRUNE_MIN;
     }
 
     std::array<Clock, NPIPE> known_{};  // known_[p][q]: q's instructions up to this seq are done, seen from p
     Clock issued_{};
     std::map<std::tuple<int, int, int64_t>, std::deque<Clock>> flags_;
-    std::vector<Access> log_;
+    std::vector<Access> ub_;
+    GmLog gm_;
+    uint64_t gmLongest_ = 0;  // longest GM range logged since the last Clear
+    uint64_t order_ = 0;
+    static constexpr size_t PRUNE_MIN = 4096;
+    size_t pruneAt_ = PRUNE_MIN;
 };
 
 // GM shared by the cores of one launch: cross-core races and the scalar data cache.
@@ -180,6 +254,7 @@ public:
         tick_ = 0;
         epoch_ = 0;
         reads_.clear();
+        maxRead_ = 0;
         writes_.clear();
         maxWrite_ = 0;
         dcci_.clear();
@@ -197,13 +272,18 @@ public:
         if (epoch > epoch_) {  // every core passed a SyncAll: older reads can no longer race
             epoch_ = epoch;
             reads_.clear();
+            maxRead_ = 0;
         }
         if (write) {
-            for (const Entry &e : reads_) {
-                if (e.core != core && e.epoch == epoch && Overlap(e.r, r)) {
-                    Race(in, r, e);
+            const Entry *race = nullptr;  // the earliest read it races with
+            for (auto it = reads_.lower_bound(r.lo > maxRead_ ? r.lo - maxRead_ : 0);
+                 it != reads_.end() && it->first < r.hi; ++it) {
+                const Entry &e = it->second;
+                if (e.core != core && e.epoch == epoch && Overlap(e.r, r) && (!race || e.tick < race->tick)) {
+                    race = &e;
                 }
             }
+            if (race) Race(in, r, *race);
         }
         const auto first = writes_.lower_bound(r.lo > maxWrite_ ? r.lo - maxWrite_ : 0);
         for (auto it = first; it != writes_.end() && it->first < r.hi; ++it) {
@@ -235,7 +315,8 @@ public:
             maxWrite_ = std::max(maxWrite_, r.hi - r.lo);
             writes_.emplace(r.lo, std::move(entry));
         } else {
-            reads_.push_back(std::move(entry));
+            maxRead_ = std::max(maxRead_, r.hi - r.lo);
+            reads_.emplace(r.lo, std::move(entry));
         }
     }
     // DataCacheCleanAndInvalid by `core`: `r` = the line(s), or everything when `entire`.
@@ -300,7 +381,10 @@ private:
     bool hasDcci_;
     uint64_t tick_ = 0;
     uint32_t epoch_ = 0;
-    std::vector<Entry> reads_;   // of the current epoch (reads of older ones cannot race)
+    // Reads of the current epoch (older ones cannot race), by start address: without SyncAll (Atlas
+    // training / inference) the epoch never ends, and a scan of every read made each write quadratic.
+    std::multimap<uint64_t, Entry> reads_;
+    uint64_t maxRead_ = 0;  // longest read (bounds the search)
     std::multimap<uint64_t, Entry> writes_;  // by start address
     uint64_t maxWrite_ = 0;                  // longest write (bounds the search)
     std::vector<Flush> dcci_;

@@ -162,6 +162,36 @@ def test_deterministic_for_any_core_count(sim, cores):
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,ub_kib,l2_bytes", [
+    ((4, 9, 999), 20, 0),           # one group per core, its partials combined from UB
+    ((4, 24, 999), 20, 1 << 20),    # a small L2: several groups per core, both passes group by group
+    ((2, 6, 9000), 16, 0),          # more units per group than one batch of partials: combined from GM
+])
+def test_whole_channels_per_core(sim, shape, ub_kib, l2_bytes, dtype):
+    """Two passes, channels within 12.5% of an even split over the cores: whole channels per core, nothing
+    crosses cores (no SyncAll); values against the reference, the same bits as one core and as the
+    cross-core split of a core count that is not even."""
+    info = check(sim, shape, False, dtype, True, cores=3, ub_bytes=ub_kib * 1024, l2_bytes=l2_bytes)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0 and info.used_cores == 3
+    assert info.l2_rounds == 0 and (info.groups > 3) == (l2_bytes > 0)
+    # partials of a group of at most one batch (SLOTS_PER_LOAD = 32 units) are combined from UB, else from GM
+    c = shape[1]
+    per_group = -(-c // info.groups) * (info.units // c)
+    assert per_group > 32 if shape == (2, 6, 9000) else shape != (4, 9, 999) or per_group <= 32
+    args = make_inputs(shape, False, dtype)
+    outs = []
+    for cores, cross in ((1, 1), (3, 0), (7, 1)):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores,
+                             l2_bytes=l2_bytes)
+        assert ri.cross_core == cross and ri.used_cores == cores
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("shape,channel_last", [((0, 3, 4), False), ((2, 3, 0), False), ((0, 5), True),
                                                 ((2, 0, 4), False)])
 def test_empty(sim, shape, channel_last):
