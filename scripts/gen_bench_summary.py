@@ -44,15 +44,29 @@ def summary(per_op, train):
                   "*x* = MindSpore's built-in time / ours, measured in the same rounds):", "",
                   "| kernel | ours vs | PYNATIVE x | GRAPH x | % of copy bandwidth (direct) | x PyTorch (direct) |",
                   "|---|---|---:|---:|---:|---:|"]
+        if any(r.get("legacy_pynative_speedup_vs_builtin") is not None for r in fwd):
+            lines.append(
+                "| forward (native route, nn cells: ops.BatchNorm on ours) | ops.BatchNorm | "
+                f"{_range([r.get('legacy_pynative_speedup_vs_builtin') for r in fwd])} | "
+                f"{_range([r.get('legacy_graph_speedup_vs_builtin') for r in fwd])} | "
+                f"{_range([r.get('direct_pct_copy') for r in fwd], '{:.0f}')} | "
+                f"{_range([r.get('speedup_vs_torch') for r in fwd])} |")
+        if any(r.get("legacy_speedup_vs_builtin_pynative") is not None for r in big):
+            lines.append(
+                "| backward (native route, nn cells: BatchNormGrad on ours) | BatchNormGrad | "
+                f"{_range([r.get('legacy_speedup_vs_builtin_pynative') for r in big])} | "
+                f"{_range([r.get('legacy_speedup_vs_builtin_graph') for r in big])} | "
+                f"{_range([r.get('direct_pct_copy') for r in big], '{:.0f}')} | "
+                f"{_range([r.get('speedup_vs_torch') for r in big])} |")
         if fwd:
             lines.append(
-                "| forward (native route: BatchNormExt) | ops.BatchNorm | "
+                "| forward (mint: BatchNormExt) | ops.BatchNorm | "
                 f"{_range([r.get('native_pynative_speedup_vs_builtin') for r in fwd])} | "
                 f"{_range([r.get('native_graph_speedup_vs_builtin') for r in fwd])} | "
                 f"{_range([r.get('direct_pct_copy') for r in fwd], '{:.0f}')} | "
                 f"{_range([r.get('speedup_vs_torch') for r in fwd])} |")
         lines.append(
-            "| backward (native route: BatchNormGradExt) | BatchNormGrad | "
+            "| backward (mint: BatchNormGradExt) | BatchNormGrad | "
             f"{_range([r.get('native_speedup_vs_builtin_pynative') for r in big])} | "
             f"{_range([r.get('native_speedup_vs_builtin_graph') for r in big])} | "
             f"{_range([r.get('direct_pct_copy') for r in big], '{:.0f}')} | "
