@@ -9,6 +9,7 @@ from mindspore import nn, ops
 import mindspore_bn_grad as mbg
 from mindspore_bn_grad.nn import ConversionWarning
 from mindspore_bn_grad.nn import _cells
+from mindspore_bn_grad import ms_compat
 from mindspore_bn_grad.cpu_kernel import factory
 from mindspore_bn_grad.nn._native import is_native
 
@@ -67,6 +68,9 @@ def test_a_cell_running_batch_norm_itself_is_named(cell, what):
                           "convert_batchnorm cannot convert"), msg
 
 
+@pytest.mark.skipif(not ms_compat.COMPILE_PHASE_ON_EVERY_CELL,
+                    reason="MindSpore 2.7.0 records the compile phase on the top cell only (ms_compat, "
+                           "'Compile phase'): a cell inside a compiled graph cannot be told apart there")
 def test_converting_after_graph_compile_warns_and_a_new_train_cell_uses_ours(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     ms.set_context(mode=ms.GRAPH_MODE)
