@@ -11,8 +11,8 @@ of the original: the same initial parameters, the same batch).
    the other while this process waits (for each network before its steady-state
    rounds, so that a run stopped early has whole networks): the first step (the
    GRAPH compile, or PYNATIVE's first launches; building the network is
-   timed apart), peak RSS (getrusage ru_maxrss: the process's own high-water
-   mark, which only a fresh process can give per variant), the losses of the
+   timed apart), peak RSS (/proc/self/status VmHWM: the process's own high-water
+   mark since its exec, which only a fresh process can give per variant), the losses of the
    first two steps, then MindSpore's profiler (mindspore.profiler.profile,
    CPU activity, into a temporary directory) over a few steady steps: kernel
    time per op type. BatchNorm (forward and backward) is BatchNorm* in the original and
@@ -78,12 +78,13 @@ def _timed_step(step):
     return time.perf_counter() - t0, loss
 
 
-def _rss_mb():
-    """Current resident set size (MB) from /proc/self/status; None where there is none."""
+def _rss_mb(field="VmRSS"):
+    """Current resident set size (MB) from /proc/self/status (field="VmHWM": its high-water mark);
+    None where there is none."""
     try:
         with open("/proc/self/status", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -157,7 +158,10 @@ def child(spec):
     _, loss1 = _timed_step(step)
     losses = [float(loss0.asnumpy()), float(loss1.asnumpy())]
     steady = [_timed_step(step)[0] * 1e3 for _ in range(spec["steps"])]
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    # The process's own high-water mark: VmHWM (this process's memory since its exec). Not
+    # getrusage's ru_maxrss, which Linux carries over from the parent's memory at fork and exec:
+    # once this benchmark's own process had grown past a child's peak, every child reported it.
+    peak_rss = _rss_mb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     op_ms, wall_ms = profile_steps(step, spec["profile_steps"])
     from mindspore_bn_grad.cpu_kernel import factory
     return {"our_legacy_launches": factory.legacy_launches(),  # ours standing in for MindSpore's BatchNorm*
@@ -322,7 +326,7 @@ METHOD = (
     "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
     "the profile come from one fresh process per (network, mode, variant), run one after the other while "
     "the main process waits; each builds the original network and deep-copies it, converted or not, so both "
-    "have the same allocation history (peak RSS = getrusage ru_maxrss after the first {steps} + 2 steps, before "
+    "have the same allocation history (peak RSS = the process's VmHWM after the first {steps} + 2 steps, before "
     "profiling; first step = the first training-step call, including GRAPH compilation, after the network "
     "was built). Steady-state step times come from one process holding both variants: {rounds} rounds of "
     "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
