@@ -191,7 +191,7 @@ _REGISTER_RESULTS = {
     2: "MindSpore's kernel factory refused the registration",
 }
 _LEGACY_RESULTS = {
-    1: "MindSpore has no CPU kernel named BatchNorm or BatchNormGrad to stand in for",
+    1: "MindSpore has no CPU kernel named BatchNorm, BatchNormGrad or BatchNormGradGrad to stand in for",
     2: "MindSpore's kernel factory refused the registration",
 }
 
@@ -294,23 +294,14 @@ def _legacy_self_test() -> str:
     import numpy as np
     import mindspore as ms
     from mindspore import ops
-    before = legacy_launches()
-    xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
-    try:
+    from .plugin import self_test
+
+    def launch(x):
         mean = ms.Parameter(ms.Tensor(np.zeros(2, np.float32)), name="mindspore_bn_grad_self_test_mean")
         var = ms.Parameter(ms.Tensor(np.ones(2, np.float32)), name="mindspore_bn_grad_self_test_var")
         one = ms.Tensor(np.ones(2, np.float32))
-        got = ops.BatchNorm(is_training=True)(ms.Tensor(xs.astype(np.float32)), one, one * 0, mean, var)[0]
-        got = got.asnumpy()
-    except Exception as e:  # pylint: disable=broad-except
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"MindSpore could not launch BatchNorm through the kernel factory ({first})"
-    if legacy_launches() <= before:
-        return "MindSpore ran its own BatchNorm, not ours"
-    want = (xs - xs.mean(axis=(0, 2), keepdims=True)) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
-    if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-        return "the kernel factory's BatchNorm returned wrong values"
-    return ""
+        return ops.BatchNorm(is_training=True)(x, one, one * 0, mean, var)[0]
+    return self_test(legacy_launches, "the kernel factory", op="BatchNorm", launch=launch)
 
 
 def state() -> _State:

@@ -194,29 +194,33 @@ def _self_test() -> str:
     return self_test(lambda: _launch_count(handle), "the op plugin")
 
 
-def self_test(launch_count, mechanism: str) -> str:
-    """'' when one BatchNormExt launch on a tiny CPU tensor ran our kernel (``launch_count()``, the
-    mechanism's counter, went up) and gave the float64 reference's numbers, else why not."""
+def self_test(launch_count, mechanism: str, op: str = "BatchNormExt", launch=None) -> str:
+    """'' when one `op` launch on a tiny CPU tensor ran our kernel (``launch_count()``, the mechanism's
+    counter, went up) and gave the float64 reference's numbers, else why not. ``launch(x)`` runs `op`
+    in training on x (2, 2, 2) float32 without weight or bias and returns its output; by default
+    BatchNormExt through mint.nn.functional.batch_norm."""
     import numpy as np
     import mindspore as ms
     from mindspore import mint
     target = ms.get_context("device_target")
     if target != "CPU":
         return f"the device target is {target} ({mechanism} serves MindSpore's CPU kernels)"
+    if launch is None:
+        def launch(x):
+            return mint.nn.functional.batch_norm(x, None, None, training=True)
     before = launch_count()
+    xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
     try:
-        x = ms.Tensor(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
-        got = mint.nn.functional.batch_norm(x, None, None, training=True).asnumpy()
+        got = launch(ms.Tensor(xs.astype(np.float32))).asnumpy()
     except Exception as e:  # pylint: disable=broad-except
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"MindSpore could not launch BatchNormExt through {mechanism} ({first})"
+        return f"MindSpore could not launch {op} through {mechanism} ({first})"
     if launch_count() <= before:
-        return "MindSpore ran its own BatchNormExt, not ours"
-    xs = np.arange(8, dtype=np.float64).reshape(2, 2, 2)
+        return f"MindSpore ran its own {op}, not ours"
     mean = xs.mean(axis=(0, 2), keepdims=True)
     want = (xs - mean) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
     if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-        return f"{mechanism}'s BatchNormExt returned wrong values"
+        return f"{mechanism}'s {op} returned wrong values"
     return ""
 
 
