@@ -152,6 +152,10 @@ def child(spec):
     t0 = time.perf_counter()
     net, inputs, kind = build(spec["net"], spec["quick"])
     net = variant_of(net, spec["variant"], copy_original=True)  # both variants: a deep copy, then ours or not
+    # The network copied from is garbage now, but in reference cycles (a Cell and its Parameters):
+    # without a collection here, whether its weights (45 MB for ResNet-18) are still held at the
+    # peak depends on when Python's collector happens to run, a +-30 MB lottery between processes.
+    gc.collect()
     step = train_step(spec["net"], net, inputs, kind, graph=spec["mode"] == "GRAPH")
     build_s = time.perf_counter() - t0
     first_s, loss0 = _timed_step(step)
@@ -326,10 +330,11 @@ METHOD = (
     "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
     "the profile come from one fresh process per (network, mode, variant), run one after the other while "
     "the main process waits; each builds the original network and deep-copies it, converted or not, so both "
-    "have the same allocation history (peak RSS = the process's VmHWM after the first {steps} + 2 steps, before "
-    "profiling; first step = the first training-step call, including GRAPH compilation, after the network "
-    "was built). Steady-state step times come from one process holding both variants: {rounds} rounds of "
-    "{steps} steps of each, alternating which variant goes first, every step synced; medians over all timed "
+    "have the same allocation history, and collects the garbage original before the first step (peak RSS = "
+    "the process's VmHWM after the first {steps} + 2 steps, before profiling; first step = the first "
+    "training-step call, including GRAPH compilation, after the network was built). Steady-state step "
+    "times come from one process holding both variants: {rounds} rounds of {steps} steps of each, "
+    "alternating which variant goes first, every step synced; medians over all timed "
     "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
     "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
     "as they do by default. BatchNorm kernel time (forward + backward) is from MindSpore's profiler (CPU activity, "
