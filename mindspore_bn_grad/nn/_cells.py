@@ -48,6 +48,11 @@ def _to_channel_last(rank):
     return (0,) + tuple(range(2, rank)) + (1,)
 
 
+def _wants_grad(param):
+    """Whether an affine Parameter wants its gradient (None: a converted mint cell with affine=False)."""
+    return param is not None and ms_compat.requires_grad_nowait(param)
+
+
 class _OwnerRef:
     """Weak reference to the BatchNorm cell that owns us; a deep copy of the owner gets its own."""
 
@@ -117,7 +122,7 @@ class _BatchNormCell(SerialCall, PrecisionNeutral, nn.Cell):
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return (True, True, True)
-        return (True, ms_compat.requires_grad_nowait(owner.gamma), ms_compat.requires_grad_nowait(owner.beta))
+        return (True, _wants_grad(owner.gamma), _wants_grad(owner.beta))
 
     @_ReadEachTime
     def grad_op(self):

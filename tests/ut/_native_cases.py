@@ -88,10 +88,13 @@ MINT_CELL_CASES = [(mint.nn.BatchNorm1d, (8, 4)), (mint.nn.BatchNorm1d, (4, 4, 6
                    (mint.nn.BatchNorm2d, (4, 4, 3, 3)), (mint.nn.BatchNorm3d, (2, 4, 2, 3, 2))]
 
 
-def mint_cell_train_and_eval(cls, shape, launches):
-    """A mint.nn.BatchNorm*: two training steps (running statistics), then eval, against float64."""
+def mint_cell_train_and_eval(cls, shape, launches, convert=None):
+    """A mint.nn.BatchNorm*: two training steps (running statistics, num_batches_tracked), then eval,
+    against float64. convert: applied to the new cell first (e.g. convert_batchnorm)."""
     rng = np.random.default_rng(3)
     bn = cls(shape[1], momentum=0.2)
+    if convert is not None:
+        convert(bn)
     rm, rv = np.zeros(shape[1]), np.ones(shape[1])
     for step in range(2):
         x = rng.normal(loc=step, size=shape).astype(np.float32)
@@ -115,6 +118,7 @@ def mint_cell_train_and_eval(cls, shape, launches):
         np.testing.assert_allclose(bn.running_mean.asnumpy(), rm, rtol=2e-5, atol=2e-6)
         np.testing.assert_allclose(bn.running_var.asnumpy(), rv, rtol=2e-5, atol=2e-6)
         assert launches() >= before + 3, (before, launches())  # two forwards and the backward: ours
+        assert int(bn.num_batches_tracked.asnumpy()) == 2 * (step + 1)  # each training forward counts
     bn.set_train(False)
     x = rng.normal(size=shape).astype(np.float32)
     y_ref = batch_norm_forward_ref(x, None, None, rm, rv, False)[0]
@@ -131,3 +135,22 @@ def converted_layer_trains(net):
     _, mean, invstd, _, _ = batch_norm_forward_ref(x, training=True)
     want = batch_norm_backward_ref(dy, x, np.ones(3), save_mean=mean, save_invstd=invstd)[0]
     np.testing.assert_allclose(gx, want, rtol=5e-5, atol=5e-5)
+
+
+def gradient_penalty(net, x):
+    """(the cell 0.5 * |d net(t) / d t|^2, its gradient at x as float64) for a network in training: a
+    second-order gradient through the network's BatchNorms."""
+    net.set_train()
+    grad_x = ms.grad(net, grad_position=0)
+
+    class Penalty(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def construct(self, t):
+            d = grad_x(t)
+            return 0.5 * (d * d).sum()
+
+    pen = Penalty()
+    return pen, ms.grad(pen, grad_position=0)(ms.Tensor(x.astype(np.float32))).asnumpy().astype(np.float64)
