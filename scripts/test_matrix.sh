@@ -41,7 +41,7 @@ FAST_TESTS=(tests/ut/test_op_values.py tests/ut/test_nn_parity.py tests/ut/test_
 
 # The native route (PROFILES=native): its session, then the op plugin and kernel factory tests of the default session.
 NATIVE_SESSION=(-m native_route -o addopts= -rfEs tests/ut)
-PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_factory_route.py tests/ut/test_legacy_kernels.py tests/ut/test_bench_native.py
+PLUGIN_TESTS=(tests/ut/test_op_plugin.py tests/ut/test_factory_route.py tests/ut/test_legacy_kernels.py tests/ut/test_mint_convert.py tests/ut/test_bench_native.py
               tests/ut/test_ms_compat.py)
 PROFILES=${PROFILES:-fast}
 
