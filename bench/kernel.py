@@ -398,6 +398,56 @@ def native_graph_cells(case, momentum=0.1, eps=1e-5):
     return ForwardBackward(), Forward("f")
 
 
+def nn_route_step_contestants(case):
+    """MindSpore's nn route in a GRAPH training step, on our kernels and on MindSpore's: for kernels in
+    ("ours", "mindspore"), "legacy_step_fwd_bwd_<kernels>" (a GRAPH cell taking the gradients of
+    ops.BatchNorm(is_training=True), the primitive nn.BatchNorm* calls, whose bprop is BatchNormGrad)
+    and "legacy_step_fwd_<kernels>" (the same forward alone); the backward's share of the step is their
+    difference, as in ms_native_graph_contestants. ({} where our kernels do not stand in for MindSpore's,
+    or the case is not one MindSpore's kernel runs: channel-last, not float32.)"""
+    if case.channel_last or case.dtype != "float32" or not legacy_kernels_active():
+        return {}
+    import mindspore as ms
+    from mindspore import ops
+    c = case.channels
+    tx, tdy, tp = _ms_inputs(case)
+
+    class Forward(ms.nn.Cell):
+        def __init__(self, tag):
+            super().__init__()
+            self.rm = ms.Parameter(ms.Tensor(np.zeros(c, np.float32)), name=f"bench_nn_rm_{tag}", requires_grad=False)
+            self.rv = ms.Parameter(ms.Tensor(np.ones(c, np.float32)), name=f"bench_nn_rv_{tag}", requires_grad=False)
+            self.bn = ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1)
+
+        def construct(self, x, w, b):
+            return self.bn(x, w, b, self.rm, self.rv)[0]
+
+    class ForwardBackward(ms.nn.Cell):
+        def __init__(self, tag):
+            super().__init__()
+            self.fwd = Forward(tag)
+            self.grad = ops.GradOperation(get_all=True, sens_param=True)
+
+        def construct(self, x, w, b, dy):
+            return self.grad(self.fwd)(x, w, b, dy)
+
+    setup = _ms_mode_setter("GRAPH")
+    setup()
+    bias = tp["save_mean"]  # any channel vector
+    con = {}
+    for kernels in ("ours", "mindspore"):
+        fb, f = ForwardBackward(f"fb_{kernels}"), Forward(f"f_{kernels}")
+        for key, fn in ((f"legacy_step_fwd_bwd_{kernels}", lambda fb=fb: fb(tx, tp["weight"], bias, tdy)),
+                        (f"legacy_step_fwd_{kernels}", lambda f=f: f(tx, tp["weight"], bias))):
+            timed = Timed(fn, _ms_sync, setup, kernels=kernels)
+            try:
+                timed.prepare()
+                con[key] = _checked(timed, f"nn route GRAPH step ({kernels}' kernels)")
+            finally:
+                select_kernels("ours")
+    return con if all(con.values()) else {}
+
+
 def ms_builtin_contestant(case, mode, kernels="mindspore"):
     """Built-in CPU BatchNormGrad (oneDNN); None where it does not run (bfloat16, NHWC). kernels="ours":
     the same primitive where our kernel stands in for MindSpore's (the native route of nn cells), None
@@ -539,8 +589,15 @@ def run(args):
                 con[f"legacy_{mode.lower()}"] = ms_builtin_contestant(case, mode, kernels="ours")
                 con[f"add_{mode.lower()}"] = ms_add_contestant(case, mode)
             con.update(ms_native_graph_contestants(case))
+            con.update(nn_route_step_contestants(case))
             med = interleaved_medians({k: c for k, c in con.items() if c is not None}, reps)
             ms_ = {k: (med[k] * 1e3 if k in med else None) for k in con}
+            if "legacy_step_fwd_bwd_ours" in ms_:  # the backward's share of a GRAPH step, both kernels
+                for kernels, key in (("ours", "legacy_step_graph_ms"), ("mindspore", "builtin_step_graph_ms")):
+                    for part in ("fwd_bwd", "fwd"):
+                        r[f"legacy_step_{part}_{kernels}_ms"] = ms_[f"legacy_step_{part}_{kernels}"]
+                    r[key] = r[f"legacy_step_fwd_bwd_{kernels}_ms"] - r[f"legacy_step_fwd_{kernels}_ms"]
+                r["legacy_step_speedup_vs_builtin"] = ratio(r["builtin_step_graph_ms"], r["legacy_step_graph_ms"])
             if "native_graph_fwd_bwd" in ms_:  # the backward's share of MindSpore's GRAPH step
                 r["native_graph_fwd_bwd_ms"] = ms_["native_graph_fwd_bwd"]
                 r["native_graph_fwd_ms"] = ms_["native_graph_fwd"]
@@ -708,6 +765,19 @@ def table(result):
             twin = f"float32 {r['layout']}" if r["dtype"] != "float32" else "float32 NCHW"
             lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {r['layout']} | {_f(r['direct_ms'], '{:.3f}')} | "
                          f"{twin} | {_f(r.get('twin_ms'), '{:.3f}')} | {_f(v)} |")
+    step = [r for r in rows if r.get("legacy_step_graph_ms") is not None]
+    if step:
+        lines += ["", "The nn route's backward in a GRAPH training step: a GRAPH cell taking the gradients of "
+                  "ops.BatchNorm(is_training=True) (what nn.BatchNorm* runs; its bprop is BatchNormGrad) minus "
+                  "the same forward alone, on our kernels and on MindSpore's own, all four timed in the row's "
+                  "rounds (legacy_step_* in the JSON). A one-operator graph (the nn route GRAPH column) also "
+                  "times the graph's own launch.", "",
+                  "| shape | dtype | ours: step - forward ms | MindSpore's: step - forward ms | x |",
+                  "|---|---|---:|---:|---:|"]
+        for r in step:
+            lines.append(f"| {tuple(r['shape'])} | {r['dtype']} | {_f(r['legacy_step_graph_ms'], '{:.3f}')} | "
+                         f"{_f(r['builtin_step_graph_ms'], '{:.3f}')} | "
+                         f"{_f(r.get('legacy_step_speedup_vs_builtin'))} |")
     floor = [r for r in rows if r.get("add_pynative_ms") is not None or r.get("add_graph_ms") is not None]
     if floor:
         lines += ["", "MindSpore's floor: its own elementwise Add of dy and x (the backward's activation "

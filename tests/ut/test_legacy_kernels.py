@@ -237,3 +237,33 @@ converted_layer_trains(net)
 assert factory.legacy_launches() >= before + 2
 print("OK")
 """, env_extra={"MS_BN_GRAD_OP_PLUGIN": "1"})
+
+
+@NEEDS_FACTORY
+def test_bench_nn_route_step_contestants_compute_what_they_time():
+    """bench/kernel.py's nn-route GRAPH step contestants: on our kernels and on MindSpore's, the forward's
+    output and the step's three gradients against float64, the launch counters saying whose kernels ran."""
+    run_python("""
+import mindspore as ms
+from mindspore_bn_grad.cpu_kernel import factory
+from mindspore_bn_grad_bench import kernel as bench
+case = bench.Case((4, 3, 5, 5))
+con = bench.nn_route_step_contestants(case)
+assert sorted(con) == sorted(f"legacy_step_{p}_{k}" for p in ("fwd_bwd", "fwd") for k in ("ours", "mindspore"))
+x, dy, p = case.arrays()
+bias = p["save_mean"]
+y_ref, mean, invstd, _, _ = batch_norm_forward_ref(x, p["weight"], bias, training=True, eps=1e-5)
+want = batch_norm_backward_ref(dy, x, p["weight"], training=True, eps=1e-5, save_mean=mean, save_invstd=invstd)
+for kernels in ("ours", "mindspore"):
+    counts = factory.legacy_launches(), factory.legacy_launches(mindspore=True)
+    fwd, step = con[f"legacy_step_fwd_{kernels}"], con[f"legacy_step_fwd_bwd_{kernels}"]
+    fwd.prepare()
+    np.testing.assert_allclose(fwd.fn().asnumpy(), y_ref, rtol=5e-5, atol=5e-5)
+    step.prepare()
+    for got, ref, name in zip(step.fn(), want, ("dx", "dweight", "dbias")):
+        np.testing.assert_allclose(got.asnumpy(), ref, rtol=1e-4, atol=1e-4, err_msg=f"{kernels} {name}")
+    bench.select_kernels("ours")
+    moved = factory.legacy_launches() - counts[0], factory.legacy_launches(mindspore=True) - counts[1]
+    assert (moved[0] >= 3 and moved[1] == 0) if kernels == "ours" else (moved[0] == 0 and moved[1] >= 3), moved
+print("OK")
+""", env_extra=DEFAULT)
