@@ -107,7 +107,8 @@ def _waits_during_training(net, count_waits, x):
     return seen
 
 
-@pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route), "cell"])
+@pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route, id="native-op-plugin"),
+                                   pytest.param("native", id="native-default"), "cell"])
 def test_converted_backward_never_waits(count_waits, route):
     ms.set_context(mode=ms.PYNATIVE_MODE)
     x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32))
@@ -343,15 +344,21 @@ def test_our_backward_launch_never_waits_for_the_queue(gate, gated_bprops, train
     assert waited == [], f"{len(waited)} of our backward launches waited for the queue (the gate was forced open)"
 
 
-@pytest.mark.native_route
+@pytest.mark.parametrize("mechanism", [pytest.param("ext", marks=pytest.mark.native_route), "legacy"])
 @pytest.mark.parametrize("train", [True, False])
-def test_native_route_training_step_waits_no_more_than_mindspores_own(gate, train):
+def test_native_route_training_step_waits_no_more_than_mindspores_own(gate, train, mechanism):
     """The native route has no Python bprop: a whole PYNATIVE training step (forward, MindSpore's C++
-    backward with BatchNormGradExt on our kernel, optimizer), queued behind the shut gate, waits for the
-    queue exactly when the same step of the unconverted network does (MindSpore's own waits), while the
-    Cell route's Python bprop always drains it first, which is what the native route removes."""
-    from mindspore_bn_grad.cpu_kernel import plugin
-    assert plugin.status()
+    backward on our kernel: BatchNormGradExt through the op plugin ("ext"), or BatchNormGrad from the
+    kernel factory, the default ("legacy")), queued behind the shut gate, waits for the queue exactly
+    when the same step of the unconverted network does (MindSpore's own waits), while the Cell route's
+    Python bprop always drains it first, which is what the native route removes."""
+    from mindspore_bn_grad.cpu_kernel import factory, plugin
+    from mindspore_bn_grad.nn._native import native_mechanism
+    if mechanism == "ext":
+        assert plugin.status()
+    elif not factory.legacy_status():
+        pytest.skip(f"no kernel-factory route here: {factory.state().legacy_reason or factory.state().reason}")
+    assert native_mechanism() == mechanism
     ms.set_context(mode=ms.PYNATIVE_MODE)
     _assert_mindspore_launches_do_not_wait(gate)
     x = ms.Tensor(np.random.default_rng(1).standard_normal((2, 4, 6, 6)).astype(np.float32))
