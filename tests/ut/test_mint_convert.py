@@ -150,3 +150,34 @@ for kw in ({"momentum": None}, {"track_running_stats": False}):
         np.testing.assert_allclose(bn.running_var.asnumpy(), rv, rtol=2e-5, atol=2e-6)
 print("OK")
 """, env_extra=DEFAULT)
+
+
+@NEEDS_FACTORY
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_converted_mint_cell_under_amp(mode):
+    """Conv2d-mint.nn.BatchNorm2d-ReLU converted, then auto_mixed_precision O1 / O2 / O3: a training step's
+    output and running mean against float64 (float16 convolutions: a float16 tolerance). (Unconverted,
+    MindSpore 2.10's O1 rewrite of a mint BatchNorm makes it normalise with the running statistics in
+    training: the output is x / sqrt(1 + eps).)"""
+    run_python(PRELUDE + _mode(mode) + """
+rng = np.random.default_rng(7)
+xn = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+for level in ("O1", "O2", "O3"):
+    ms.set_seed(1)
+    net = nn.SequentialCell([nn.Conv2d(3, 4, 3, weight_init="normal", pad_mode="valid"), mint.nn.BatchNorm2d(4),
+                             nn.ReLU()])
+    w = net[0].weight.asnumpy().astype(np.float64)
+    mbg.convert_batchnorm(net)
+    bn = net[1]
+    assert type(bn).__module__ == _mint.__name__
+    net = ms.amp.auto_mixed_precision(net, level)
+    net.set_train(True)
+    y = net(ms.Tensor(xn)).astype(ms.float32).asnumpy()
+    conv = sum(np.einsum("nchw,oc->nohw", xn[:, :, i:i + 3, j:j + 3].astype(np.float64), w[:, :, i, j])
+               for i in range(3) for j in range(3))
+    mean = conv.mean(axis=(0, 2, 3), keepdims=True)
+    ref = np.maximum((conv - mean) / np.sqrt(conv.var(axis=(0, 2, 3), keepdims=True) + 1e-5), 0)
+    np.testing.assert_allclose(y, ref, rtol=5e-3, atol=5e-3, err_msg=level)
+    np.testing.assert_allclose(bn.running_mean.asnumpy(), 0.1 * mean.ravel(), rtol=5e-3, atol=1e-4, err_msg=level)
+print("OK")
+""", env_extra=DEFAULT)
