@@ -4,6 +4,7 @@
 #ifndef BATCH_NORM_BACKWARD_TILING_CALC_H
 #define BATCH_NORM_BACKWARD_TILING_CALC_H
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 #include "../op_kernel/batch_norm_backward_tiling.h"
@@ -105,7 +106,8 @@ inline bool TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData 
 
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
-// every core takes whole channel groups (balanced: C * g / groups), keeps
+// every core takes whole channel groups (balanced: C * g / groups, in runs
+// of spQuantum when packed), keeps
 // `spChannels` adjacent channels resident at a time, and reads x and dy once.
 // Returns false (t unchanged) when it does not apply.
 inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
@@ -115,19 +117,28 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     if (!in.allowSinglePass || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || outer == 0 || channels == 0 || inner == 0) {
         return false;
     }
-    // Without DataCopyPad every (row, channel) slice must be whole blocks.
-    if (!in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0) {
+    // Without DataCopyPad a row of a sub-group moves with whole-block copies:
+    // slices that are not whole blocks lie packed in UB (spRowStride = inner)
+    // and go in runs of q adjacent channels, the fewest whose slices together
+    // are whole blocks (2 at 14x14 float32, 8 at 7x7); C must be runs of q.
+    const uint64_t q = !in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0
+                           ? BLOCK_BYTES / std::gcd<uint64_t>(inner * eb, BLOCK_BYTES)
+                           : 1;
+    if (channels % q != 0) {
         return false;
     }
-    const uint64_t rowStride = AlignUp(inner, BLOCK_BYTES / eb);
-    if (2 * outer * rowStride * eb >= in.ubBytes) {
-        return false;  // not even one channel
+    const uint64_t rowStride = q > 1 ? inner : AlignUp(inner, BLOCK_BYTES / eb);
+    if (2 * outer * rowStride * eb * q >= in.ubBytes) {
+        return false;  // not even one run of channels
     }
-    // Groups: one per core; without DataCopyPad each at least a block of
-    // per-channel values (whole-block writes of grad_weight / grad_bias).
+    // Groups: one per core, runs of q channels each; without DataCopyPad each
+    // at least a block of per-channel values (whole-block writes of
+    // grad_weight / grad_bias).
     const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, PARAM_CHUNK_NO_PAD);
-    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
-    const uint64_t maxCount = CeilDiv(channels, groups);
+    const uint64_t runs = channels / q;
+    const uint64_t groups =
+        std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));
+    const uint64_t maxCount = CeilDiv(runs, groups) * q;
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
     const uint64_t fixed =
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
@@ -137,12 +148,13 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     };
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
     uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
-    while (slabRows > 1 && !fits(1, 1, slabRows)) {
+    while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
     }
-    // The most channels `buffers` resident sub-groups of that many fit beside the fixed buffers (0: none).
+    // The most channels (runs of q) `buffers` resident sub-groups of that many fit beside the fixed buffers
+    // (0: none).
     const auto fitting = [&](uint32_t buffers) -> uint64_t {
-        for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
+        for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
             if (fits(g, buffers, slabRows)) {
                 return g;
             }
@@ -160,11 +172,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
     // stores of another.
     uint32_t buffers = 1;
-    const uint64_t minChannels = CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride);
+    const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
     const uint64_t resident2 = in.dtype == ELEM_FLOAT32 && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
-        resident = std::min<uint64_t>(resident2, std::max<uint64_t>(minChannels, CeilDiv(maxCount, SP_MIN_SUB_GROUPS)));
+        resident = std::min<uint64_t>(
+            resident2, std::max<uint64_t>(minChannels, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
     }
     t.strategy = STRATEGY_SINGLE_PASS;
     t.balanced = 1;
@@ -182,6 +195,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spChannels = uint32_t(resident);
     t.spRowStride = uint32_t(rowStride);
     t.spBuffers = buffers;
+    t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSlabRows = slabRows;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));

@@ -146,27 +146,98 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
-// slab[which] lane block j = the group vector's lane (lane0 + j), for the
-// sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
+// Packed slices (tiling spQuantum): channel j of a sub-group is floats
+// [lo, hi) = [j * inner, (j + 1) * inner) of a slab row, not block-aligned.
+// The blocks it shares with a neighbour (head [lo, bodyLo), tail [bodyHi, hi))
+// are reached by the scalar unit, those wholly its own (the body) by vector
+// instructions, whose UB operands start on a block. Channel c's split depends
+// on c mod spQuantum only (sub-groups start on a run), never on the cores.
+struct PackedSpan {
+    uint32_t lo, bodyLo, bodyHi, hi;
+};
+
+__aicore__ inline PackedSpan SpanOf(const BatchNormBackwardTilingData &t, uint32_t j)
+{
+    PackedSpan p;
+    p.lo = j * uint32_t(t.inner);
+    p.hi = p.lo + uint32_t(t.inner);
+    p.bodyLo = uint32_t(Min(AlignUp(p.lo, SLOT_FLOATS), p.hi));
+    const uint32_t down = p.hi / SLOT_FLOATS * SLOT_FLOATS;
+    p.bodyHi = down > p.bodyLo ? down : p.bodyLo;
+    return p;
+}
+
+// slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
+// the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // Duplicate, the others copied from it, doubling); one channel: the scalar.
+// Packed: the shared blocks of row 0 by the scalar unit first (after the vector
+// unit's reads of the previous values: V_S), then the bodies (S_V).
+template <typename T>
+__aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
+                                 const uint32_t *which, const LocalTensor<float> *vec)
+{
+    b.scalar = s.cnt == 1;
+    if (b.scalar) {
+        for (uint32_t i = 0; i < n; ++i) {
+            b.value[which[i]] = vec[i].GetValue(s.lane0);
+        }
+        return;
+    }
+    const uint32_t rs = k.t.spRowStride;
+    if (k.t.spQuantum > 0) {
+        AscendC::SetFlag<HardEvent::V_S>(0);
+        AscendC::WaitFlag<HardEvent::V_S>(0);
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t j = 0; j < s.cnt; ++j) {
+                const PackedSpan p = SpanOf(k.t, j);
+                const float v = vec[i].GetValue(s.lane0 + j);
+                for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
+                    b.slab[which[i]].SetValue(e, v);
+                }
+                for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
+                    b.slab[which[i]].SetValue(e, v);
+                }
+            }
+        }
+        AscendC::SetFlag<HardEvent::S_V>(0);
+        AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        const LocalTensor<float> &slab = b.slab[which[i]];
+        for (uint32_t j = 0; j < s.cnt; ++j) {
+            const float v = vec[i].GetValue(s.lane0 + j);
+            if (k.t.spQuantum == 0) {
+                AscendC::Duplicate(slab[j * rs], v, Narrow<int32_t>(rs, "Duplicate count"));
+                continue;
+            }
+            const PackedSpan p = SpanOf(k.t, j);
+            if (p.bodyHi > p.bodyLo) {
+                AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
+            }
+        }
+        for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+            const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+            AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
+            filled += m;
+        }
+    }
+}
+
 template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_t which,
                                  const LocalTensor<float> &vec, const SubGroup &s)
 {
-    b.scalar = s.cnt == 1;
-    if (b.scalar) {
-        b.value[which] = vec.GetValue(s.lane0);
-        return;
-    }
-    const uint32_t rs = k.t.spRowStride;
-    for (uint32_t j = 0; j < s.cnt; ++j) {
-        AscendC::Duplicate(b.slab[which][j * rs], vec.GetValue(s.lane0 + j), Narrow<int32_t>(rs, "Duplicate count"));
-    }
-    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
-        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
-        AscendC::DataCopy(b.slab[which][filled * s.len], b.slab[which], m * s.len);
-        filled += m;
-    }
+    Broadcast(k, b, s, 1, &which, &vec);
+}
+
+template <typename T>
+__aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_t which0,
+                                 const LocalTensor<float> &vec0, uint32_t which1, const LocalTensor<float> &vec1,
+                                 const SubGroup &s)
+{
+    const uint32_t which[2] = {which0, which1};
+    const LocalTensor<float> vec[2] = {vec0, vec1};
+    Broadcast(k, b, s, 2, which, vec);
 }
 
 // Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`.
@@ -405,8 +476,7 @@ private:
             return;
         }
         b_.Use(s.buf);
-        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
-        Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
+        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, SLAB_INVSTD, k.ub.v.invstd, s);
         const uint32_t slab = k.t.spSlabRows * s.len;
         AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
         AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
@@ -458,24 +528,57 @@ private:
         }
     }
 
-    // Per channel: ReduceSum of the two row-sum slabs, then (S) into the group's lanes.
+    // Per channel: ReduceSum of the two row-sum slabs, then (S) into the group's lanes. Packed: the
+    // ReduceSum of the body, the shared blocks' elements added by the scalar unit (head, body, tail:
+    // a fixed order).
     __aicore__ inline void Totals(KernelState<T> &k, const SubGroup &s)
     {
         const uint32_t rs = k.t.spRowStride;
         for (uint32_t j = 0; j < s.cnt; ++j) {
-            AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][j * rs], b_.slab[SLAB_PROD],
-                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
-            AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][j * rs], b_.slab[SLAB_PROD],
-                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
+            uint32_t from = j * rs, count = uint32_t(k.t.inner);
+            if (k.t.spQuantum > 0) {
+                const PackedSpan p = SpanOf(k.t, j);
+                from = p.bodyLo;
+                count = p.bodyHi - p.bodyLo;
+            }
+            if (count > 0) {
+                AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][from], b_.slab[SLAB_PROD],
+                                   Narrow<int32_t>(count, "ReduceSum count"));
+                AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][from], b_.slab[SLAB_PROD],
+                                   Narrow<int32_t>(count, "ReduceSum count"));
+            }
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
         for (uint32_t j = 0; j < s.cnt; ++j) {
-            k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
-            k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
+            if (k.t.spQuantum == 0) {
+                k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
+                k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
+                continue;
+            }
+            const PackedSpan p = SpanOf(k.t, j);
+            k.ub.v.totDy.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p));
+            k.ub.v.totDyx.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p));
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // Scalar: head elements, the body's ReduceSum in `slot`, tail elements, in that order.
+    __aicore__ inline static float PackedSum(const LocalTensor<float> &row, const LocalTensor<float> &slot,
+                                             const PackedSpan &p)
+    {
+        float sum = 0.0f;
+        for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
+            sum += row.GetValue(e);
+        }
+        if (p.bodyHi > p.bodyLo) {
+            sum += slot.GetValue(0);
+        }
+        for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
+            sum += row.GetValue(e);
+        }
+        return sum;
     }
 
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
@@ -500,8 +603,7 @@ private:
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
-        Broadcast(k, b_, SLAB_K, v.coefK, s);
-        Broadcast(k, b_, SLAB_B, v.coefB, s);
+        Broadcast(k, b_, SLAB_K, v.coefK, SLAB_B, v.coefB, s);
     }
 
     // Chunk c of buffer buf's previous sub-group is free once its compute (V)
