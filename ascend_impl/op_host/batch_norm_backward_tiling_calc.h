@@ -132,9 +132,15 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return false;  // not even one run of channels
     }
     // Groups: one per core, runs of q channels each; without DataCopyPad each
-    // at least a block of per-channel values (whole-block writes of
-    // grad_weight / grad_bias).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, PARAM_CHUNK_NO_PAD);
+    // at least a block of the narrowest per-channel vector in GM (whole-block
+    // loads of weight / mean / invstd and writes of grad_weight / grad_bias:
+    // 8 channels when all are float32, else PARAM_CHUNK_NO_PAD).
+    const uint32_t loaded = in.present & ((1u << WEIGHT) | (in.training ? (1u << SAVE_MEAN) | (1u << SAVE_INVSTD)
+                                                                        : (1u << RUNNING_MEAN) | (1u << RUNNING_VAR)));
+    const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
+    const uint64_t minWidth =
+        in.hasDataCopyPad ? 1
+                          : std::min<uint64_t>(channels, vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD);
     const uint64_t runs = channels / q;
     const uint64_t groups =
         std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));

@@ -103,3 +103,15 @@ def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, 
     for got, _ in runs[1:]:
         for x, y in zip(runs[0][0], got):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+@pytest.mark.parametrize("dtype,vectors_float,groups", [("float32", False, 4), ("float16", True, 4),
+                                                        ("float16", False, 2)])
+def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_float, groups):
+    """Without DataCopyPad a group holds at least one block of its narrowest per-channel vector in GM:
+    8 channels when weight, the statistics and grad_weight / grad_bias are all float32, else 16."""
+    params = ("weight", "save_mean", "save_invstd") if vectors_float else ()
+    info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
+                 grad_param_float32=vectors_float)
+    assert info.strategy == SINGLE and info.groups == groups and info.used_cores == groups
