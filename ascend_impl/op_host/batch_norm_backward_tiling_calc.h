@@ -104,6 +104,19 @@ inline bool TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData 
     return true;
 }
 
+// Channels of a group without DataCopyPad: one block of the narrowest
+// per-channel vector in GM (whole-block loads of weight / mean / invstd and
+// writes of grad_weight / grad_bias, the tails moved back): 8 channels when
+// all of them are float32, else PARAM_CHUNK_NO_PAD. (The SyncBatchNorm sums
+// follow save_mean's dtype, one of the inputs checked here.)
+inline uint64_t NoPadGroupWidth(const TilingInput &in)
+{
+    const uint32_t loaded = in.present & ((1u << WEIGHT) | (in.training ? (1u << SAVE_MEAN) | (1u << SAVE_INVSTD)
+                                                                        : (1u << RUNNING_MEAN) | (1u << RUNNING_VAR)));
+    const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
+    return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups, in runs
@@ -132,15 +145,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return false;  // not even one run of channels
     }
     // Groups: one per core, runs of q channels each; without DataCopyPad each
-    // at least a block of the narrowest per-channel vector in GM (whole-block
-    // loads of weight / mean / invstd and writes of grad_weight / grad_bias:
-    // 8 channels when all are float32, else PARAM_CHUNK_NO_PAD).
-    const uint32_t loaded = in.present & ((1u << WEIGHT) | (in.training ? (1u << SAVE_MEAN) | (1u << SAVE_INVSTD)
-                                                                        : (1u << RUNNING_MEAN) | (1u << RUNNING_VAR)));
-    const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
-    const uint64_t minWidth =
-        in.hasDataCopyPad ? 1
-                          : std::min<uint64_t>(channels, vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD);
+    // at least a block of the narrowest per-channel vector (NoPadGroupWidth).
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
     const uint64_t runs = channels / q;
     const uint64_t groups =
         std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));
@@ -250,11 +256,11 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const uint64_t span = first ? uint64_t(t.inner) : uint64_t(channels);  // elements along a tile row
     const uint64_t total = uint64_t(outer) * uint64_t(channels) * uint64_t(t.inner);
     // Channel-first parameter groups: PARAM_CHUNK channels each (without
-    // DataCopyPad PARAM_CHUNK_NO_PAD, so more cores get groups of their own),
+    // DataCopyPad NoPadGroupWidth, so more cores get groups of their own),
     // the remainder merged into the last group, so no group is shorter than
     // min(C, width) (whole-block writes of grad_weight / grad_bias without DataCopyPad).
     const uint64_t c1 = uint64_t(std::max<int64_t>(channels, 1));
-    const uint64_t firstWidth = std::min<uint64_t>(c1, in.hasDataCopyPad ? PARAM_CHUNK : PARAM_CHUNK_NO_PAD);
+    const uint64_t firstWidth = std::min<uint64_t>(c1, in.hasDataCopyPad ? PARAM_CHUNK : NoPadGroupWidth(in));
     const uint64_t firstGroups = std::max<uint64_t>(1, c1 / firstWidth);
     const uint64_t vecFirst = AlignUp(c1 - (firstGroups - 1) * firstWidth, VEC_ALIGN);
 

@@ -110,8 +110,13 @@ def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, 
                                                         ("float16", False, 2)])
 def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_float, groups):
     """Without DataCopyPad a group holds at least one block of its narrowest per-channel vector in GM:
-    8 channels when weight, the statistics and grad_weight / grad_bias are all float32, else 16."""
+    8 channels when weight, the statistics and grad_weight / grad_bias are all float32, else 16 (both
+    strategies)."""
     params = ("weight", "save_mean", "save_invstd") if vectors_float else ()
     info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
                  grad_param_float32=vectors_float)
     assert info.strategy == SINGLE and info.groups == groups and info.used_cores == groups
+    # the two-pass strategy's groups too (each group's units on one core: no SyncAll on these SoCs)
+    info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
+                 grad_param_float32=vectors_float, two_pass=True)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.groups == groups and info.used_cores == groups
