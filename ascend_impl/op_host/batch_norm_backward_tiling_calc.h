@@ -58,6 +58,27 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
 }
 
+// Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
+// when grad_out + input of one group on every core exceed L2 /
+// L2_ROUND_DIVISOR but those of a few channels do not, the kernel runs both
+// passes over that many channels of a group at a time (GroupByGroup), so their
+// second read follows their first while it is in L2; grad_weight / grad_bias
+// still leave per group.
+inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        in.l2Bytes == 0 || t.groups <= 0) {
+        return;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    const uint64_t fit = in.l2Bytes / L2_ROUND_DIVISOR / (perChannel * std::max<uint32_t>(t.usedCores, 1));
+    const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
+    const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    if (fit >= 1 && fit < widest) {
+        t.l2Channels = uint32_t(fit);
+    }
+}
+
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
@@ -357,6 +378,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     }
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
+        TryL2Channels(in, t);
     }
     return "";
 }

@@ -98,6 +98,9 @@ struct BatchNormBackwardTilingData {
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
+    uint32_t l2Channels;   // two passes, whole groups per core (no SyncAll): > 0 = channels of a group whose
+                           // two passes run before the next ones', so their second read follows their first
+                           // while it is still in L2; 0: the whole group at once
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };

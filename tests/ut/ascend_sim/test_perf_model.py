@@ -173,6 +173,25 @@ def test_whole_channels_per_core(lib, shape, dtype):
     assert [k.act_write_bytes for k in r.cores] == [n * eb * r.elements // c for n in per_core_channels]
 
 
+@pytest.mark.parametrize("soc,shape,dtype,cores", [("ascend910", (32, 64, 56, 56), "float32", 8),
+                                                   ("ascend910", (32, 256, 56, 56), "float16", 16),
+                                                   ("ascend310p", (32, 128, 56, 56), "float16", 8)])
+def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
+    """No SyncAll: each core's groups are whole (8 float32 / 16 float16 channels), too large for a third
+    of L2 on every core at once; both passes run l2_channels channels of a group at a time, so the
+    second reads are L2 hits."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()[soc]
+    per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
+    assert r.strategy == "two_pass" and r.tiling.cross_core == 0 and r.tiling.used_cores == cores
+    assert 0 < r.tiling.l2_channels < r.tiling.group_width
+    assert per_channel * r.tiling.l2_channels * cores <= caps["l2_bytes"] // 3
+    assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 3
+    assert all(k.sync_alls == 0 for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
+
+
 @pytest.mark.slow
 def test_json_rows(resnet910b, tmp_path):
     assert sum(r["layers"] for r in resnet910b if r["dtype"] == "float32") == 53
