@@ -33,6 +33,7 @@
 #ifndef BATCH_NORM_KERNEL_SINGLE_PASS_H
 #define BATCH_NORM_KERNEL_SINGLE_PASS_H
 #include "batch_norm_kernel_phases.h"
+#include "batch_norm_kernel_packed.h"
 
 namespace bnb {
 namespace single_pass {
@@ -144,27 +145,6 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     }
 #endif
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
-}
-
-// Packed slices (tiling spQuantum): channel j of a sub-group is floats
-// [lo, hi) = [j * inner, (j + 1) * inner) of a slab row, not block-aligned.
-// The blocks it shares with a neighbour (head [lo, bodyLo), tail [bodyHi, hi))
-// are reached by the scalar unit, those wholly its own (the body) by vector
-// instructions, whose UB operands start on a block. Channel c's split depends
-// on c mod spQuantum only (sub-groups start on a run), never on the cores.
-struct PackedSpan {
-    uint32_t lo, bodyLo, bodyHi, hi;
-};
-
-__aicore__ inline PackedSpan SpanOf(const BatchNormBackwardTilingData &t, uint32_t j)
-{
-    PackedSpan p;
-    p.lo = j * uint32_t(t.inner);
-    p.hi = p.lo + uint32_t(t.inner);
-    p.bodyLo = uint32_t(Min(AlignUp(p.lo, SLOT_FLOATS), p.hi));
-    const uint32_t down = p.hi / SLOT_FLOATS * SLOT_FLOATS;
-    p.bodyHi = down > p.bodyLo ? down : p.bodyLo;
-    return p;
 }
 
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
@@ -564,23 +544,6 @@ private:
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
-    }
-
-    // Scalar: head elements, the body's ReduceSum in `slot`, tail elements, in that order.
-    __aicore__ inline static float PackedSum(const LocalTensor<float> &row, const LocalTensor<float> &slot,
-                                             const PackedSpan &p)
-    {
-        float sum = 0.0f;
-        for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
-            sum += row.GetValue(e);
-        }
-        if (p.bodyHi > p.bodyLo) {
-            sum += slot.GetValue(0);
-        }
-        for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
-            sum += row.GetValue(e);
-        }
-        return sum;
     }
 
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
