@@ -4,6 +4,7 @@
 #ifndef BATCH_NORM_BACKWARD_TILING_CALC_H
 #define BATCH_NORM_BACKWARD_TILING_CALC_H
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 #include "../op_kernel/batch_norm_backward_tiling.h"
@@ -57,6 +58,27 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
 }
 
+// Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
+// when grad_out + input of one group on every core exceed L2 /
+// L2_ROUND_DIVISOR but those of a few channels do not, the kernel runs both
+// passes over that many channels of a group at a time (GroupByGroup), so their
+// second read follows their first while it is in L2; grad_weight / grad_bias
+// still leave per group.
+inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        in.l2Bytes == 0 || t.groups <= 0) {
+        return;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    const uint64_t fit = in.l2Bytes / L2_ROUND_DIVISOR / (perChannel * std::max<uint32_t>(t.usedCores, 1));
+    const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
+    const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    if (fit >= 1 && fit < widest) {
+        t.l2Channels = uint32_t(fit);
+    }
+}
+
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
@@ -103,9 +125,23 @@ inline bool TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData 
     return true;
 }
 
+// Channels of a group without DataCopyPad: one block of the narrowest
+// per-channel vector in GM (whole-block loads of weight / mean / invstd and
+// writes of grad_weight / grad_bias, the tails moved back): 8 channels when
+// all of them are float32, else PARAM_CHUNK_NO_PAD. (The SyncBatchNorm sums
+// follow save_mean's dtype, one of the inputs checked here.)
+inline uint64_t NoPadGroupWidth(const TilingInput &in)
+{
+    const uint32_t loaded = in.present & ((1u << WEIGHT) | (in.training ? (1u << SAVE_MEAN) | (1u << SAVE_INVSTD)
+                                                                        : (1u << RUNNING_MEAN) | (1u << RUNNING_VAR)));
+    const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
+    return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
-// every core takes whole channel groups (balanced: C * g / groups), keeps
+// every core takes whole channel groups (balanced: C * g / groups, in runs
+// of spQuantum when packed), keeps
 // `spChannels` adjacent channels resident at a time, and reads x and dy once.
 // Returns false (t unchanged) when it does not apply.
 inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
@@ -115,19 +151,27 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     if (!in.allowSinglePass || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || outer == 0 || channels == 0 || inner == 0) {
         return false;
     }
-    // Without DataCopyPad every (row, channel) slice must be whole blocks.
-    if (!in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0) {
+    // Without DataCopyPad a row of a sub-group moves with whole-block copies:
+    // slices that are not whole blocks lie packed in UB (spRowStride = inner)
+    // and go in runs of q adjacent channels, the fewest whose slices together
+    // are whole blocks (2 at 14x14 float32, 8 at 7x7); C must be runs of q.
+    const uint64_t q = !in.hasDataCopyPad && inner * eb % BLOCK_BYTES != 0
+                           ? BLOCK_BYTES / std::gcd<uint64_t>(inner * eb, BLOCK_BYTES)
+                           : 1;
+    if (channels % q != 0) {
         return false;
     }
-    const uint64_t rowStride = AlignUp(inner, BLOCK_BYTES / eb);
-    if (2 * outer * rowStride * eb >= in.ubBytes) {
-        return false;  // not even one channel
+    const uint64_t rowStride = q > 1 ? inner : AlignUp(inner, BLOCK_BYTES / eb);
+    if (2 * outer * rowStride * eb * q >= in.ubBytes) {
+        return false;  // not even one run of channels
     }
-    // Groups: one per core; without DataCopyPad each at least a block of
-    // per-channel values (whole-block writes of grad_weight / grad_bias).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, PARAM_CHUNK_NO_PAD);
-    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>({channels / minWidth, in.coreNum, MAX_CORES}));
-    const uint64_t maxCount = CeilDiv(channels, groups);
+    // Groups: one per core, runs of q channels each; without DataCopyPad each
+    // at least a block of the narrowest per-channel vector (NoPadGroupWidth).
+    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
+    const uint64_t runs = channels / q;
+    const uint64_t groups =
+        std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));
+    const uint64_t maxCount = CeilDiv(runs, groups) * q;
     const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
     const uint64_t fixed =
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
@@ -137,12 +181,13 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     };
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
     uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
-    while (slabRows > 1 && !fits(1, 1, slabRows)) {
+    while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
     }
-    // The most channels `buffers` resident sub-groups of that many fit beside the fixed buffers (0: none).
+    // The most channels (runs of q) `buffers` resident sub-groups of that many fit beside the fixed buffers
+    // (0: none).
     const auto fitting = [&](uint32_t buffers) -> uint64_t {
-        for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS); g >= 1; --g) {
+        for (uint64_t g = std::min<uint64_t>(maxCount, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
             if (fits(g, buffers, slabRows)) {
                 return g;
             }
@@ -160,11 +205,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
     // stores of another.
     uint32_t buffers = 1;
-    const uint64_t minChannels = CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride);
+    const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
     const uint64_t resident2 = in.dtype == ELEM_FLOAT32 && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
-        resident = std::min<uint64_t>(resident2, std::max<uint64_t>(minChannels, CeilDiv(maxCount, SP_MIN_SUB_GROUPS)));
+        resident = std::min<uint64_t>(
+            resident2, std::max<uint64_t>(minChannels, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
     }
     t.strategy = STRATEGY_SINGLE_PASS;
     t.balanced = 1;
@@ -182,6 +228,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spChannels = uint32_t(resident);
     t.spRowStride = uint32_t(rowStride);
     t.spBuffers = buffers;
+    t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSlabRows = slabRows;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));
@@ -230,11 +277,11 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const uint64_t span = first ? uint64_t(t.inner) : uint64_t(channels);  // elements along a tile row
     const uint64_t total = uint64_t(outer) * uint64_t(channels) * uint64_t(t.inner);
     // Channel-first parameter groups: PARAM_CHUNK channels each (without
-    // DataCopyPad PARAM_CHUNK_NO_PAD, so more cores get groups of their own),
+    // DataCopyPad NoPadGroupWidth, so more cores get groups of their own),
     // the remainder merged into the last group, so no group is shorter than
     // min(C, width) (whole-block writes of grad_weight / grad_bias without DataCopyPad).
     const uint64_t c1 = uint64_t(std::max<int64_t>(channels, 1));
-    const uint64_t firstWidth = std::min<uint64_t>(c1, in.hasDataCopyPad ? PARAM_CHUNK : PARAM_CHUNK_NO_PAD);
+    const uint64_t firstWidth = std::min<uint64_t>(c1, in.hasDataCopyPad ? PARAM_CHUNK : NoPadGroupWidth(in));
     const uint64_t firstGroups = std::max<uint64_t>(1, c1 / firstWidth);
     const uint64_t vecFirst = AlignUp(c1 - (firstGroups - 1) * firstWidth, VEC_ALIGN);
 
@@ -331,6 +378,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     }
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
+        TryL2Channels(in, t);
     }
     return "";
 }

@@ -139,6 +139,10 @@ private:
     {
         for (uint64_t g = k_.share.groupBegin; g < k_.share.groupEnd; ++g) {
             const uint64_t b = GroupUnitBegin(k_.t, g), e = GroupUnitBegin(k_.t, g + 1);
+            if (k_.t.l2Channels > 0 && k_.t.l2Channels < GroupCount(k_.t, int64_t(g))) {
+                ChannelsInL2(int64_t(g), wantInput);
+                continue;
+            }
             k_.keepPartials = e - b <= SLOTS_PER_LOAD;
             ReduceUnits(b, e);
             BNB_PERF_COMBINE_BEGIN();
@@ -149,6 +153,47 @@ private:
             }
             ApplyUnits(b, e, wantInput);
         }
+    }
+
+    // Tiling l2Channels: group g's channels l2Channels at a time, both passes
+    // each (their totals combined into their lanes in unit order, as
+    // GroupTotals does, and the coefficients from them), so a channel's second
+    // read follows its first within l2Channels channels per core; then the
+    // group's grad_weight / grad_bias.
+    __aicore__ inline void ChannelsInL2(int64_t g, bool wantInput)
+    {
+        const uint64_t perChannel = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+        const uint64_t b = GroupUnitBegin(k_.t, uint64_t(g));
+        const int64_t gs = GroupStart(k_.t, g);
+        const uint32_t n = GroupCount(k_.t, g);
+        ChannelVecs &v = k_.ub.v;
+        AscendC::Duplicate(v.totDy, 0.0f, k_.t.vecElems);
+        AscendC::Duplicate(v.totDyx, 0.0f, k_.t.vecElems);
+        for (uint32_t c = 0; c < n; c += k_.t.l2Channels) {
+            const uint32_t cnt = uint32_t(Min(k_.t.l2Channels, n - c));
+            const uint64_t cb = b + c * perChannel, ce = cb + cnt * perChannel;
+            k_.keepPartials = ce - cb <= SLOTS_PER_LOAD;
+            ReduceUnits(cb, ce);
+            BNB_PERF_COMBINE_BEGIN();
+            AscendC::PipeBarrier<PIPE_ALL>();
+            if (k_.keepPartials) {
+                channel_first::CombineSlots(k_.ub, k_.ub.partUb[k_.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
+                                            k_.t, cnt, c);
+            } else {
+                channel_first::CombineChannels(k_.ub, k_.part, k_.t, gs + c, cnt, c);
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            BNB_PERF_COMBINE_END();
+            if (wantInput) {
+                k_.coefGroup = -1;
+                LoadCoefs<MODE>(k_, g, true);  // from the lanes just combined
+            }
+            ApplyUnits(cb, ce, wantInput);
+        }
+        BNB_PERF_COMBINE_BEGIN();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        WriteParamRange(k_, gs, n);
+        BNB_PERF_COMBINE_END();
     }
 
     // Phase 1 over units [b, e), each tile's loads issued one unit ahead.

@@ -85,15 +85,22 @@ struct BatchNormBackwardTilingData {
     uint32_t strategy;     // Strategy
     uint32_t balanced;     // 1: group g is channels [C * g / groups, C * (g + 1) / groups) (single pass, whole-channel reduce)
     uint32_t spChannels;   // single pass: channels resident in UB at once (a sub-group of a group)
-    uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T)
+    uint32_t spRowStride;  // single pass: UB elements of one (row, channel) slice (inner rounded up to a block of T;
+                           // packed: inner itself)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
     uint32_t spSlabRows;   // single pass: rows of the sub-group per vector instruction (the float slabs hold that
                            // many rows; row n sums into accumulator row n mod spSlabRows)
     uint32_t spBuffers;    // single pass: resident sub-group buffers (2: the next sub-group loads while this one
                            // is reduced, applied and stored)
+    uint32_t spQuantum;    // single pass, packed (no DataCopyPad, slices not whole blocks): > 0 = the fewest adjacent
+                           // channels whose slices together are whole blocks; the slices lie packed in UB
+                           // (spRowStride = inner), groups and sub-groups are multiples of it; 0: not packed
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
+    uint32_t l2Channels;   // two passes, whole groups per core (no SyncAll): > 0 = channels of a group whose
+                           // two passes run before the next ones', so their second read follows their first
+                           // while it is still in L2; 0: the whole group at once
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };

@@ -115,7 +115,7 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
 // The same for the n channels of a group whose partials are still in UB:
 // `slots` holds its units' partials in unit order (KernelState keepPartials).
 __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slots, const BatchNormBackwardTilingData &t,
-                                    uint32_t n)
+                                    uint32_t n, uint32_t lane0 = 0)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
     for (uint32_t j = 0; j < n; ++j) {
@@ -124,8 +124,8 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
             sumDy += slots.GetValue(s * UNIT_SLOT_FLOATS);
             sumDyx += slots.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
         }
-        ub.v.totDy.SetValue(j, sumDy);
-        ub.v.totDyx.SetValue(j, sumDyx);
+        ub.v.totDy.SetValue(lane0 + j, sumDy);
+        ub.v.totDyx.SetValue(lane0 + j, sumDyx);
     }
 }
 

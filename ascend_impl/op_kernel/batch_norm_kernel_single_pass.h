@@ -7,18 +7,20 @@
 //
 // One sub-group (channels cs .. cs + cnt of group g, lanes s0 .. of the
 // group's channel vectors), UB layout [row][channel][spRowStride] so that one
-// row of the sub-group is one contiguous burst in GM (cnt * inner elements):
+// row of the sub-group is one contiguous burst in GM (cnt * inner elements;
+// packed slices, spQuantum: spRowStride = inner, see PackedSpan):
 //   load     MTE2, row by row, in up to SP_MAX_CHUNKS chunks of rows, each
 //            chunk signalled to V with its own MTE2_V event;
-//   reduce   V, chunk by chunk as it lands: xhat = (x - mean) * invstd
-//            (float32: in place over x), sum dy and dy * xhat over the rows
-//            into two float slabs, then one ReduceSum per channel;
+//   reduce   V, chunk by chunk as it lands: xc = x - mean (float32: in
+//            place over x), sum dy and dy * xc over the rows into two float
+//            slabs, then one ReduceSum per channel (invstd is applied per
+//            channel: grad_weight = invstd * sum(dy * xc), k * invstd);
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
 //            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
-//   apply    V, chunk by chunk: dx = a * dy + k * xhat + b over whole rows
-//            with per-element slabs of a, k, b (16-bit types: k * invstd and
-//            b - k * invstd * mean against x, so xhat is not recomputed);
-//            each chunk handed to MTE3 with
+//   apply    V, chunk by chunk: dx = a * dy + (k * invstd) * xc + b over
+//            whole rows with per-element slabs of a, k * invstd, b (16-bit
+//            types: b - k * invstd * mean against x, so xc is not
+//            recomputed); each chunk handed to MTE3 with
 //            its own V_MTE3 event, so stores overlap the next chunk's compute;
 //   release  V_MTE2 and MTE3_MTE2 before the next sub-group's loads reuse UB.
 // With two resident buffers (tiling spBuffers 2: a group of several channels
@@ -26,13 +28,12 @@
 // loads of sub-group i + 1 are issued right after the reduce of sub-group i,
 // so MTE2 streams while V and MTE3 finish sub-group i.
 // grad_weight / grad_bias of the group are written once after its last
-// sub-group (WriteParamGrads). The arithmetic per element is that of the
-// two-pass strategy (Xhat, ApplyCoefs; 16-bit apply: the folded form above);
-// the sums are over whole channels in a
+// sub-group (WriteParamGrads). The sums are over whole channels in a
 // fixed order, so the result does not depend on the number of cores.
 #ifndef BATCH_NORM_KERNEL_SINGLE_PASS_H
 #define BATCH_NORM_KERNEL_SINGLE_PASS_H
 #include "batch_norm_kernel_phases.h"
+#include "batch_norm_kernel_packed.h"
 
 namespace bnb {
 namespace single_pass {
@@ -146,27 +147,77 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
-// slab[which] lane block j = the group vector's lane (lane0 + j), for the
-// sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
+// slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
+// the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // Duplicate, the others copied from it, doubling); one channel: the scalar.
+// Packed: the shared blocks of row 0 by the scalar unit first (after the vector
+// unit's reads of the previous values: V_S), then the bodies (S_V).
+template <typename T>
+__aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
+                                 const uint32_t *which, const LocalTensor<float> *vec)
+{
+    b.scalar = s.cnt == 1;
+    if (b.scalar) {
+        for (uint32_t i = 0; i < n; ++i) {
+            b.value[which[i]] = vec[i].GetValue(s.lane0);
+        }
+        return;
+    }
+    const uint32_t rs = k.t.spRowStride;
+    if (k.t.spQuantum > 0) {
+        AscendC::SetFlag<HardEvent::V_S>(0);
+        AscendC::WaitFlag<HardEvent::V_S>(0);
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t j = 0; j < s.cnt; ++j) {
+                const PackedSpan p = SpanOf(k.t, j);
+                const float v = vec[i].GetValue(s.lane0 + j);
+                for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
+                    b.slab[which[i]].SetValue(e, v);
+                }
+                for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
+                    b.slab[which[i]].SetValue(e, v);
+                }
+            }
+        }
+        AscendC::SetFlag<HardEvent::S_V>(0);
+        AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        const LocalTensor<float> &slab = b.slab[which[i]];
+        for (uint32_t j = 0; j < s.cnt; ++j) {
+            const float v = vec[i].GetValue(s.lane0 + j);
+            if (k.t.spQuantum == 0) {
+                AscendC::Duplicate(slab[j * rs], v, Narrow<int32_t>(rs, "Duplicate count"));
+                continue;
+            }
+            const PackedSpan p = SpanOf(k.t, j);
+            if (p.bodyHi > p.bodyLo) {
+                AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
+            }
+        }
+        for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+            const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+            AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
+            filled += m;
+        }
+    }
+}
+
 template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_t which,
                                  const LocalTensor<float> &vec, const SubGroup &s)
 {
-    b.scalar = s.cnt == 1;
-    if (b.scalar) {
-        b.value[which] = vec.GetValue(s.lane0);
-        return;
-    }
-    const uint32_t rs = k.t.spRowStride;
-    for (uint32_t j = 0; j < s.cnt; ++j) {
-        AscendC::Duplicate(b.slab[which][j * rs], vec.GetValue(s.lane0 + j), Narrow<int32_t>(rs, "Duplicate count"));
-    }
-    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
-        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
-        AscendC::DataCopy(b.slab[which][filled * s.len], b.slab[which], m * s.len);
-        filled += m;
-    }
+    Broadcast(k, b, s, 1, &which, &vec);
+}
+
+template <typename T>
+__aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_t which0,
+                                 const LocalTensor<float> &vec0, uint32_t which1, const LocalTensor<float> &vec1,
+                                 const SubGroup &s)
+{
+    const uint32_t which[2] = {which0, which1};
+    const LocalTensor<float> vec[2] = {vec0, vec1};
+    Broadcast(k, b, s, 2, which, vec);
 }
 
 // Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`.
@@ -204,9 +255,10 @@ __aicore__ inline void WithValue(const Buffers<T> &b, const LocalTensor<float> &
     }
 }
 
-// xhat of row n in float (float32: in place over x, kept for apply).
+// x - mean of row n in float (float32: in place over x, kept for apply). invstd is
+// applied per channel, not per element: to the sum of dy * (x - mean) and to k.
 template <typename T>
-__aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, uint32_t len)
+__aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
     const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
     if (b.scalar) {
@@ -214,7 +266,6 @@ __aicore__ inline LocalTensor<float> XhatRow(const Buffers<T> &b, uint64_t off, 
     } else {
         AscendC::Sub(xr, xr, b.slab[SLAB_MEAN], Narrow<int32_t>(len, "Sub count"));
     }
-    WithValue<true>(b, xr, SLAB_INVSTD, len);
     return xr;
 }
 
@@ -228,7 +279,7 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
-        const LocalTensor<float> xh = XhatRow(b, off, elems);
+        const LocalTensor<float> xh = CenteredRow(b, off, elems);
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
@@ -249,8 +300,8 @@ __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, ui
     }
 }
 
-// The x term of the apply step: float32 keeps xhat in x since the reduce; 16-bit types take x itself,
-// as float (Coefs folded invstd and mean into the slabs of k and b).
+// The x term of the apply step: float32 keeps x - mean in x since the reduce; 16-bit types take x
+// itself, as float (Coefs folded mean into the slab of b).
 template <typename T>
 __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, uint32_t len)
 {
@@ -371,7 +422,9 @@ private:
             }
         }
         Release();
-        AscendC::PipeBarrier<PIPE_ALL>();  // scalar-written totals before their copies (once per group)
+        // grad_weight = invstd * sum(dy * (x - mean)) (after Totals' S_V)
+        AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        AscendC::PipeBarrier<PIPE_ALL>();  // the totals before their copies (once per group)
         k.coefGroup = -1;
         WriteParamGrads<MODE_FULL>(k, g, false);
     }
@@ -398,15 +451,14 @@ private:
         }
     }
 
-    // V: xhat and the row sums, chunk by chunk as the rows land.
+    // V: x - mean and the row sums, chunk by chunk as the rows land.
     __aicore__ inline void Reduce(KernelState<T> &k, const SubGroup &s)
     {
         if (!reduce_) {
             return;
         }
         b_.Use(s.buf);
-        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);
-        Broadcast(k, b_, SLAB_INVSTD, k.ub.v.invstd, s);
+        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, SLAB_INVSTD, k.ub.v.invstd, s);
         const uint32_t slab = k.t.spSlabRows * s.len;
         AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
         AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
@@ -458,30 +510,47 @@ private:
         }
     }
 
-    // Per channel: ReduceSum of the two row-sum slabs, then (S) into the group's lanes.
+    // Per channel: ReduceSum of the two row-sum slabs, then (S) into the group's lanes. Packed: the
+    // ReduceSum of the body, the shared blocks' elements added by the scalar unit (head, body, tail:
+    // a fixed order).
     __aicore__ inline void Totals(KernelState<T> &k, const SubGroup &s)
     {
         const uint32_t rs = k.t.spRowStride;
         for (uint32_t j = 0; j < s.cnt; ++j) {
-            AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][j * rs], b_.slab[SLAB_PROD],
-                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
-            AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][j * rs], b_.slab[SLAB_PROD],
-                               Narrow<int32_t>(k.t.inner, "ReduceSum count"));
+            uint32_t from = j * rs, count = uint32_t(k.t.inner);
+            if (k.t.spQuantum > 0) {
+                const PackedSpan p = SpanOf(k.t, j);
+                from = p.bodyLo;
+                count = p.bodyHi - p.bodyLo;
+            }
+            if (count > 0) {
+                AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][from], b_.slab[SLAB_PROD],
+                                   Narrow<int32_t>(count, "ReduceSum count"));
+                AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][from], b_.slab[SLAB_PROD],
+                                   Narrow<int32_t>(count, "ReduceSum count"));
+            }
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
         for (uint32_t j = 0; j < s.cnt; ++j) {
-            k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
-            k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
+            if (k.t.spQuantum == 0) {
+                k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
+                k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
+                continue;
+            }
+            const PackedSpan p = SpanOf(k.t, j);
+            k.ub.v.totDy.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p));
+            k.ub.v.totDyx.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p));
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
-    // LoadCoefs; a = weight * invstd is computed once per group), then the
-    // sub-group's slabs of k and b (over the sum slabs, whose sums Totals has
-    // taken; that of a: Finish, before the combine).
+    // LoadCoefs; a = weight * invstd is computed once per group; totDyx holds
+    // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
+    // k * invstd (applied to x - mean) and b (over the sum slabs, whose sums
+    // Totals has taken; that of a: Finish, before the combine).
     __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
     {
         if (!want_ || !k.t.training) {
@@ -490,18 +559,18 @@ private:
         ChannelVecs &v = k.ub.v;
         AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
         AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         if constexpr (!IsSame<T, float>::value) {
             // 16-bit types apply k * xhat + b as (k * invstd) * x + (b - k * invstd * mean): per element
-            // a cast of x, not the recomputed xhat (two vector instructions fewer).
-            AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            // a cast of x, not the recomputed x - mean (an instruction fewer).
             AscendC::Mul(v.stage, v.coefK, v.mean, Narrow<int32_t>(k.t.vecElems, "Mul count"));
             AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
-        Broadcast(k, b_, SLAB_K, v.coefK, s);
-        Broadcast(k, b_, SLAB_B, v.coefB, s);
+        Broadcast(k, b_, SLAB_K, v.coefK, SLAB_B, v.coefB, s);
     }
 
     // Chunk c of buffer buf's previous sub-group is free once its compute (V)

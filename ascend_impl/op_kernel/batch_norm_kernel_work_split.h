@@ -12,7 +12,7 @@
 //   grad_weight / grad_bias are loaded and written together: PARAM_CHUNK
 //   channels (channel-first; the last group also takes the remainder; single
 //   pass and the whole-channel reduce step: `balanced`, C / groups channels
-//   each) or one
+//   each, in runs of spQuantum with the packed single pass) or one
 //   column chunk (channel-last; with shiftLast the last one ends at C and
 //   overlaps its neighbour). A group's units are contiguous.
 // - Cores, two strategies (tiling `crossCore`):
@@ -49,10 +49,18 @@ struct TileRows {
 };
 
 // ---- channel groups ----
+// Balanced groups are cut in runs of this many channels (the packed single
+// pass: channels % spQuantum == 0, tiling), so every group starts on one.
+__aicore__ inline uint64_t BalancedQuantum(const BatchNormBackwardTilingData &t)
+{
+    return t.spQuantum > 1 ? t.spQuantum : 1;
+}
+
 __aicore__ inline int64_t GroupStart(const BatchNormBackwardTilingData &t, int64_t g)
 {
     if (t.balanced) {
-        return int64_t(uint64_t(t.channels) * uint64_t(g) / uint64_t(t.groups));
+        const uint64_t q = BalancedQuantum(t);
+        return int64_t(q * (uint64_t(t.channels) / q * uint64_t(g) / uint64_t(t.groups)));
     }
     if (!ChannelFirst(t) && t.shiftLast && g + 1 == t.groups) {
         return t.channels - t.groupWidth;
@@ -71,11 +79,12 @@ __aicore__ inline uint32_t GroupCount(const BatchNormBackwardTilingData &t, int6
     return uint32_t(Min(uint64_t(t.groupWidth), uint64_t(t.channels - GroupStart(t, g))));
 }
 
-// Channel-first: the group of a channel (balanced: the last g with C * g / groups <= channel).
+// Channel-first: the group of a channel (balanced: the last g whose GroupStart <= channel).
 __aicore__ inline int64_t GroupOf(const BatchNormBackwardTilingData &t, int64_t channel)
 {
     if (t.balanced) {
-        return int64_t((uint64_t(channel + 1) * uint64_t(t.groups) - 1) / uint64_t(t.channels));
+        const uint64_t q = BalancedQuantum(t);
+        return int64_t(((uint64_t(channel) / q + 1) * uint64_t(t.groups) - 1) / (uint64_t(t.channels) / q));
     }
     const int64_t g = channel / t.groupWidth;
     return g < t.groups ? g : t.groups - 1;

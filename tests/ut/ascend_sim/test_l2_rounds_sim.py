@@ -1,6 +1,7 @@
 """The two-pass L2 rounds of the Ascend C kernel (tiling l2Rounds) in the CPU build: with a small L2
 the tiling sizes channel groups to a third of it and the kernel runs both passes group by group
-across all cores; values against the float64 reference, and the same bits for any core count."""
+across all cores; values against the float64 reference, and the same bits for any core count.
+Without SyncAll (tiling l2Channels): both passes a few channels of a core's group at a time."""
 import numpy as np
 import pytest
 
@@ -36,3 +37,39 @@ def test_rounds_deterministic_for_any_core_count(sim):
     for other in outs[1:]:
         for x, y in zip(outs[0], other):
             assert np.array_equal(x, y)
+
+
+# Without SyncAll (whole groups per core): (shape, ub_bytes, l2_bytes, dtype) whose groups of 8 / 16
+# channels exceed a third of L2 on two cores but a few channels do not (tiling l2Channels); the second
+# keeps more than one batch of partials per step (they go through the workspace).
+CHANNEL_STEPS = [((4, 32, 12, 12), 0, 83000, "float32"), ((40, 16, 24, 24), 20000, 1474560, "float32"),
+                 ((4, 48, 12, 12), 0, 60000, "float16")]
+
+
+@pytest.mark.parametrize("soc", ["ascend910", "ascend310p"])
+@pytest.mark.parametrize("shape,ub,l2,dtype", CHANNEL_STEPS)
+@pytest.mark.parametrize("training", [True, False])
+def test_channels_in_l2_without_sync_all(sim, soc, shape, ub, l2, dtype, training):
+    """Both passes a few channels of a group at a time: values against the reference, and the same
+    bits as the whole group at once (the same sums in the same order)."""
+    info = check(sim, shape, False, dtype, training, soc=soc, cores=2, ub_bytes=ub, l2_bytes=l2, two_pass=True)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0
+    assert 0 < info.l2_channels < shape[1] // info.groups
+    args = make_inputs(shape, False, dtype, training=training)
+    runs = []
+    for l2_bytes in (l2, 0):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], args["running_mean"],
+                               args["running_var"], args["save_mean"], args["save_invstd"], training=training,
+                               dtype=dtype, soc=soc, cores=2, ub_bytes=ub, l2_bytes=l2_bytes, two_pass=True)
+        runs.append((got, info.l2_channels))
+    assert runs[0][1] > 0 and runs[1][1] == 0
+    for x, y in zip(runs[0][0], runs[1][0]):
+        assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("mask", ALL_MASKS)
+def test_channels_in_l2_masks(sim, mask):
+    for training in (True, False):
+        info = check(sim, (4, 32, 12, 12), False, "float32", training, mask, soc="ascend910", cores=2, l2_bytes=83000,
+                     two_pass=True)
+        assert info.l2_channels > 0

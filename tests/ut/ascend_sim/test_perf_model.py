@@ -79,9 +79,11 @@ def test_counts_do_not_depend_on_moving_the_data(lib, soc, shape, dtype, two_pas
         assert ca.end_ns == pytest.approx(cb.end_ns, rel=0.02)
 
 
-def _per_core_channels(c, groups):
-    """Balanced channel groups of the single pass: [C * g / groups, C * (g + 1) / groups)."""
-    return [c * (g + 1) // groups - c * g // groups for g in range(groups)]
+def _per_core_channels(c, groups, runs=1):
+    """Balanced channel groups of the single pass: [C * g / groups, C * (g + 1) / groups), in runs of
+    `runs` adjacent channels (packed slices without DataCopyPad)."""
+    m = c // runs
+    return [runs * (m * (g + 1) // groups - m * g // groups) for g in range(groups)]
 
 
 @pytest.mark.parametrize("shape,dtype", [((4, 40, 7, 7), "float32"), ((6, 19, 14, 14), "float16"),
@@ -99,6 +101,26 @@ def test_single_pass_bytes_match_an_independent_count(lib, shape, dtype):
     assert r.requested_bytes == exact and r.requested_accesses == 3.0
     assert exact <= r.gm_bytes + 32 * len(r.cores) and r.gm_bytes <= exact + 32 * sum(k.bursts for k in r.cores)
     per_core = _per_core_channels(c, r.tiling.groups)
+    assert [k.act_read_bytes for k in r.cores] == [2 * n * inner * ch * eb for ch in per_core]
+    assert [k.act_write_bytes for k in r.cores] == [n * inner * ch * eb for ch in per_core]
+    assert all(k.sync_alls == 0 for k in r.cores)
+
+
+@pytest.mark.parametrize("soc", ["ascend910", "ascend310p"])
+@pytest.mark.parametrize("shape,dtype,runs", [((4, 48, 7, 7), "float32", 8), ((6, 40, 14, 14), "float32", 2),
+                                              ((3, 64, 7, 7), "float16", 16)])
+def test_packed_single_pass_bytes_match_an_independent_count(lib, soc, shape, dtype, runs):
+    """Without DataCopyPad, slices that are not whole blocks: runs of adjacent channels whose rows are
+    whole blocks, so x and dy are read once and dx written once with whole-block copies of exactly
+    their bytes, each core those of its runs of channels; no workspace, no SyncAll."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    n, c = shape[0], shape[1]
+    inner = r.elements // (n * c)
+    assert r.strategy == "single_pass" and r.tiling.cross_core == 0 and r.tiling.workspace_bytes == 0
+    assert r.requested_accesses == 3.0 and r.act_bytes == 3 * r.elements * eb
+    per_core = _per_core_channels(c, r.tiling.groups, runs)
+    assert len(r.cores) == r.tiling.groups and all(ch % runs == 0 and ch > 0 for ch in per_core)
     assert [k.act_read_bytes for k in r.cores] == [2 * n * inner * ch * eb for ch in per_core]
     assert [k.act_write_bytes for k in r.cores] == [n * inner * ch * eb for ch in per_core]
     assert all(k.sync_alls == 0 for k in r.cores)
@@ -149,6 +171,25 @@ def test_whole_channels_per_core(lib, shape, dtype):
     # whole channels: each core's bytes are those of its channels (balanced groups, contiguous per core)
     per_core_channels = _per_core_channels(c, 48)
     assert [k.act_write_bytes for k in r.cores] == [n * eb * r.elements // c for n in per_core_channels]
+
+
+@pytest.mark.parametrize("soc,shape,dtype,cores", [("ascend910", (32, 64, 56, 56), "float32", 8),
+                                                   ("ascend910", (32, 256, 56, 56), "float16", 16),
+                                                   ("ascend310p", (32, 128, 56, 56), "float16", 8)])
+def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
+    """No SyncAll: each core's groups are whole (8 float32 / 16 float16 channels), too large for a third
+    of L2 on every core at once; both passes run l2_channels channels of a group at a time, so the
+    second reads are L2 hits."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()[soc]
+    per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
+    assert r.strategy == "two_pass" and r.tiling.cross_core == 0 and r.tiling.used_cores == cores
+    assert 0 < r.tiling.l2_channels < r.tiling.group_width
+    assert per_channel * r.tiling.l2_channels * cores <= caps["l2_bytes"] // 3
+    assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 3
+    assert all(k.sync_alls == 0 for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
 
 
 @pytest.mark.slow

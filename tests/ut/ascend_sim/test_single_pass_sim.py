@@ -34,25 +34,89 @@ def test_masks(sim, mask, training):
     assert info.strategy == SINGLE
 
 
+NO_PAD_SOCS = ("ascend910", "ascend310p")  # Atlas training / inference: no DataCopyPad
+
+
 @pytest.mark.parametrize("soc", simlib.SOCS)
 def test_every_soc(sim, soc):
-    """Atlas training / inference (no DataCopyPad): only slices of whole blocks go single pass."""
+    """Atlas training / inference (no DataCopyPad): slices of whole blocks go single pass as they are,
+    others packed, in runs of adjacent channels that are whole blocks together (8 at 7x7 float32), and
+    only when the channels are whole runs."""
     info = check(sim, (4, 24, 8, 8), False, "float16", True, soc=soc, cores=4)
-    assert info.strategy == SINGLE
+    assert info.strategy == SINGLE and info.sp_quantum == 0
     info = check(sim, (4, 24, 7, 7), False, "float32", True, soc=soc, cores=4)
-    assert info.strategy == (SINGLE if soc not in ("ascend910", "ascend310p") else simlib.STRATEGIES["two_pass"])
+    assert info.strategy == SINGLE and info.sp_quantum == (8 if soc in NO_PAD_SOCS else 0)
+    info = check(sim, (4, 20, 7, 7), False, "float32", True, soc=soc, cores=4)
+    assert info.strategy == (SINGLE if soc not in NO_PAD_SOCS else simlib.STRATEGIES["two_pass"])
 
 
+# (shape, dtype, runs of channels): inner * element bytes not whole blocks.
+PACKED = [((3, 16, 14, 14), "float32", 2), ((4, 32, 7, 7), "float16", 16), ((3, 24, 5, 5), "float32", 8),
+          ((2, 32, 3, 7), "float16", 16), ((5, 48, 14, 14), "float16", 4)]
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+@pytest.mark.parametrize("shape,dtype,runs", PACKED)
+@pytest.mark.parametrize("training", [True, False])
+def test_packed_slices_without_data_copy_pad(sim, soc, shape, dtype, runs, training):
+    info = check(sim, shape, False, dtype, training, soc=soc, cores=3)
+    assert info.strategy == SINGLE and info.sp_quantum == runs and info.sp_channels % runs == 0
+    assert info.groups * runs <= shape[1] and info.used_cores == info.groups
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+@pytest.mark.parametrize("mask", ALL_MASKS)
+@pytest.mark.parametrize("training", [True, False])
+def test_packed_masks(sim, soc, mask, training):
+    info = check(sim, (3, 32, 7, 7), False, "float32", training, mask, soc=soc, cores=2)
+    assert info.strategy == SINGLE and info.sp_quantum == 8
+    info = check(sim, (3, 32, 7, 7), False, "float16", training, mask, soc=soc, cores=2, seed=3)
+    assert info.strategy == SINGLE and info.sp_quantum == 16
+
+
+@pytest.mark.parametrize("ub_kib,shape,dtype", [(40, (6, 48, 7, 7), "float32"), (32, (5, 32, 14, 14), "float32"),
+                                                (48, (4, 64, 7, 7), "float16")])
+def test_packed_sub_groups_and_chunks(sim, ub_kib, shape, dtype):
+    """A small UB: a core's group of packed channels in several sub-groups of whole runs."""
+    info = check(sim, shape, False, dtype, True, soc="ascend910", ub_bytes=ub_kib * 1024, cores=2)
+    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_channels < shape[1] // 2
+
+
+# UB sizes that change the resident channels but keep 4 rows per vector instruction (fewer rows, where one
+# run of channels would not fit UB otherwise, sum in another order).
+DETERMINISM = [("ascend910b", (6, 37, 7, 7), ((1, 0), (3, 0), (8, 0), (5, 24 * 1024), (2, 40 * 1024))),
+               ("ascend910", (6, 96, 7, 7), ((1, 0), (3, 0), (5, 0), (4, 128 * 1024), (2, 160 * 1024)))]
+
+
+@pytest.mark.parametrize("soc,shape,configs", DETERMINISM, ids=[d[0] for d in DETERMINISM])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_deterministic_for_any_core_count_and_sub_group(sim, dtype):
-    args = make_inputs((6, 37, 7, 7), False, dtype)
+def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, configs):
+    """ascend910: packed slices, whose split between vector and scalar sums is the same whatever the cores."""
+    args = make_inputs(shape, False, dtype)
     runs = []
-    for cores, ub in ((1, 0), (3, 0), (8, 0), (5, 24 * 1024), (2, 40 * 1024)):
+    for cores, ub in configs:
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
-                               args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores)
-        assert info.strategy == SINGLE
+                               args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores, soc=soc)
+        assert info.strategy == SINGLE and (info.sp_quantum > 0) == (soc == "ascend910")
         runs.append((got, info.sp_channels))
     assert len({sp for _, sp in runs}) > 1  # the runs differ in resident channels, not only in cores
     for got, _ in runs[1:]:
         for x, y in zip(runs[0][0], got):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+@pytest.mark.parametrize("dtype,vectors_float,groups", [("float32", False, 4), ("float16", True, 4),
+                                                        ("float16", False, 2)])
+def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_float, groups):
+    """Without DataCopyPad a group holds at least one block of its narrowest per-channel vector in GM:
+    8 channels when weight, the statistics and grad_weight / grad_bias are all float32, else 16 (both
+    strategies)."""
+    params = ("weight", "save_mean", "save_invstd") if vectors_float else ()
+    info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
+                 grad_param_float32=vectors_float)
+    assert info.strategy == SINGLE and info.groups == groups and info.used_cores == groups
+    # the two-pass strategy's groups too (each group's units on one core: no SyncAll on these SoCs)
+    info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
+                 grad_param_float32=vectors_float, two_pass=True)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.groups == groups and info.used_cores == groups

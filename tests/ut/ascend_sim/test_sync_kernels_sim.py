@@ -101,6 +101,7 @@ CASES = [  # shape, channel_last, soc, cores, ub_bytes
     ((2, 5, 7, 3), False, "ascend910b", 0, 0),        # channel-first, ragged rows (pad)
     ((4, 70, 9), False, "ascend910b", 7, 0),          # two parameter groups, multi-core
     ((6, 3, 41), False, "ascend910", 0, 0),           # no DataCopyPad / SyncAll: backtracked tails
+    ((4, 44, 9), False, "ascend310p", 4, 0),          # no DataCopyPad: float32 groups of 8 channels
     ((33, 3, 16), False, "ascend910b", 5, 8192),       # several row blocks per channel, cross-core
     ((5, 4, 3, 19), True, "ascend910b", 0, 0),        # channel-last, unaligned C
     ((50, 24), True, "ascend910", 3, 0),              # rank 2, no pad
