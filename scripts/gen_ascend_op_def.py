@@ -261,6 +261,10 @@ def render_kernel_spec():
             "// The value the kernel uses for an absent per-channel input (default_value)."]
     out += [f"constexpr float DEFAULT_{i.name.upper()} = {float(i.default_value)!r}f;"
             for i in chans if i.default_value is not None]
+    out += ["", "// The per-channel inputs each mode reads (used_when), as bit masks of Param."]
+    for mode, training in (("TRAINING", True), ("INFERENCE", False)):
+        bits = " | ".join(f"(1u << {i.name.upper()})" for i in chans if i.used({"training": training}))
+        out += [f"constexpr uint32_t PARAMS_USED_IN_{mode} = {bits};"]
     out += ["", "// Output-mask bits (mask_bit of each output).", "enum Output : uint32_t {"]
     out += [f"    {o.name.upper()} = {o.mask_bit}," for o in opdef.outputs]
     out += ["};", f"constexpr uint32_t OUTPUT_MASK_LENGTH = {opdef.attr('output_mask').length};", "",

@@ -132,8 +132,7 @@ inline bool TryWholeChannels(const TilingInput &in, BatchNormBackwardTilingData 
 // follow save_mean's dtype, one of the inputs checked here.)
 inline uint64_t NoPadGroupWidth(const TilingInput &in)
 {
-    const uint32_t loaded = in.present & ((1u << WEIGHT) | (in.training ? (1u << SAVE_MEAN) | (1u << SAVE_INVSTD)
-                                                                        : (1u << RUNNING_MEAN) | (1u << RUNNING_VAR)));
+    const uint32_t loaded = in.present & (in.training ? PARAMS_USED_IN_TRAINING : PARAMS_USED_IN_INFERENCE);
     const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
     return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
 }

@@ -26,6 +26,10 @@ constexpr float DEFAULT_WEIGHT = 1.0f;
 constexpr float DEFAULT_RUNNING_MEAN = 0.0f;
 constexpr float DEFAULT_RUNNING_VAR = 1.0f;
 
+// The per-channel inputs each mode reads (used_when), as bit masks of Param.
+constexpr uint32_t PARAMS_USED_IN_TRAINING = (1u << WEIGHT) | (1u << SAVE_MEAN) | (1u << SAVE_INVSTD);
+constexpr uint32_t PARAMS_USED_IN_INFERENCE = (1u << WEIGHT) | (1u << RUNNING_MEAN) | (1u << RUNNING_VAR);
+
 // Output-mask bits (mask_bit of each output).
 enum Output : uint32_t {
     GRAD_INPUT = 0,

@@ -95,8 +95,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.dtype = uint32_t(dtype);
         in.training = training != 0;
         in.outputMask = uint32_t(outputMask);
-        const uint32_t given = training ? (1u << bnb::WEIGHT) | (1u << bnb::SAVE_MEAN) | (1u << bnb::SAVE_INVSTD)
-                                        : (1u << bnb::WEIGHT) | (1u << bnb::RUNNING_MEAN) | (1u << bnb::RUNNING_VAR);
+        const uint32_t given = training ? bnb::PARAMS_USED_IN_TRAINING : bnb::PARAMS_USED_IN_INFERENCE;
         in.present = given;
         in.ubBytes = caps->ubBytes;
         in.l2Bytes = caps->l2Bytes;
