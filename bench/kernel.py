@@ -368,23 +368,24 @@ def ms_native_graph_contestants(case):
     return con if all(con.values()) else {}
 
 
-def native_graph_cells(case, momentum=0.1, eps=1e-5):
-    """(forward + backward, forward) GRAPH cells on mint.nn.functional.batch_norm in training, with
-    running statistics of their own: (x, weight, bias, dy) -> (dx, dweight, dbias); (x, weight, bias) -> y."""
+def graph_step_cells(case, forward, tag):
+    """(forward + backward, forward) GRAPH cells in training, with running statistics of their own:
+    (x, weight, bias, dy) -> (dx, dweight, dbias); (x, weight, bias) -> y. forward(x, w, b, rm, rv) is
+    the batch norm's output (a GRAPH-compilable function)."""
     import mindspore as ms
-    from mindspore import mint, ops
+    from mindspore import ops
     c = case.channels
 
     class Forward(ms.nn.Cell):
-        def __init__(self, tag):
+        def __init__(self, part):
             super().__init__()
-            self.rm = ms.Parameter(ms.Tensor(np.zeros(c, np.float32)), name=f"bench_native_rm_{tag}",
+            self.rm = ms.Parameter(ms.Tensor(np.zeros(c, np.float32)), name=f"bench_{tag}_rm_{part}",
                                    requires_grad=False)
-            self.rv = ms.Parameter(ms.Tensor(np.ones(c, np.float32)), name=f"bench_native_rv_{tag}",
+            self.rv = ms.Parameter(ms.Tensor(np.ones(c, np.float32)), name=f"bench_{tag}_rv_{part}",
                                    requires_grad=False)
 
         def construct(self, x, w, b):
-            return mint.nn.functional.batch_norm(x, self.rm, self.rv, w, b, True, momentum, eps)
+            return forward(x, w, b, self.rm, self.rv)
 
     class ForwardBackward(ms.nn.Cell):
         def __init__(self):
@@ -398,45 +399,36 @@ def native_graph_cells(case, momentum=0.1, eps=1e-5):
     return ForwardBackward(), Forward("f")
 
 
+def native_graph_cells(case, momentum=0.1, eps=1e-5):
+    """graph_step_cells on mint.nn.functional.batch_norm (BatchNormExt, whose C++ bprop is BatchNormGradExt)."""
+    from mindspore import mint
+
+    def forward(x, w, b, rm, rv):
+        return mint.nn.functional.batch_norm(x, rm, rv, w, b, True, momentum, eps)
+    return graph_step_cells(case, forward, "native")
+
+
 def nn_route_step_contestants(case):
     """MindSpore's nn route in a GRAPH training step, on our kernels and on MindSpore's: for kernels in
-    ("ours", "mindspore"), "legacy_step_fwd_bwd_<kernels>" (a GRAPH cell taking the gradients of
-    ops.BatchNorm(is_training=True), the primitive nn.BatchNorm* calls, whose bprop is BatchNormGrad)
-    and "legacy_step_fwd_<kernels>" (the same forward alone); the backward's share of the step is their
-    difference, as in ms_native_graph_contestants. ({} where our kernels do not stand in for MindSpore's,
-    or the case is not one MindSpore's kernel runs: channel-last, not float32.)"""
+    ("ours", "mindspore"), "legacy_step_fwd_bwd_<kernels>" (graph_step_cells on ops.BatchNorm(is_training=True),
+    the primitive nn.BatchNorm* calls, whose bprop is BatchNormGrad) and "legacy_step_fwd_<kernels>" (the
+    same forward alone); the backward's share of the step is their difference, as in
+    ms_native_graph_contestants. ({} where our kernels do not stand in for MindSpore's, or the case is not
+    one MindSpore's kernel runs: channel-last, not float32.)"""
     if case.channel_last or case.dtype != "float32" or not legacy_kernels_active():
         return {}
-    import mindspore as ms
     from mindspore import ops
-    c = case.channels
+    bn = ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1)
+
+    def forward(x, w, b, rm, rv):
+        return bn(x, w, b, rm, rv)[0]
     tx, tdy, tp = _ms_inputs(case)
-
-    class Forward(ms.nn.Cell):
-        def __init__(self, tag):
-            super().__init__()
-            self.rm = ms.Parameter(ms.Tensor(np.zeros(c, np.float32)), name=f"bench_nn_rm_{tag}", requires_grad=False)
-            self.rv = ms.Parameter(ms.Tensor(np.ones(c, np.float32)), name=f"bench_nn_rv_{tag}", requires_grad=False)
-            self.bn = ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1)
-
-        def construct(self, x, w, b):
-            return self.bn(x, w, b, self.rm, self.rv)[0]
-
-    class ForwardBackward(ms.nn.Cell):
-        def __init__(self, tag):
-            super().__init__()
-            self.fwd = Forward(tag)
-            self.grad = ops.GradOperation(get_all=True, sens_param=True)
-
-        def construct(self, x, w, b, dy):
-            return self.grad(self.fwd)(x, w, b, dy)
-
     setup = _ms_mode_setter("GRAPH")
     setup()
     bias = tp["save_mean"]  # any channel vector
     con = {}
     for kernels in ("ours", "mindspore"):
-        fb, f = ForwardBackward(f"fb_{kernels}"), Forward(f"f_{kernels}")
+        fb, f = graph_step_cells(case, forward, f"nn_{kernels}")
         for key, fn in ((f"legacy_step_fwd_bwd_{kernels}", lambda fb=fb: fb(tx, tp["weight"], bias, tdy)),
                         (f"legacy_step_fwd_{kernels}", lambda f=f: f(tx, tp["weight"], bias))):
             timed = Timed(fn, _ms_sync, setup, kernels=kernels)
