@@ -183,7 +183,10 @@ inline void NormRun(const void *x, void *y, int64_t off, int64_t len, const Norm
 // j = 0, 1, ... (`inner` elements each, coefficients k[j]) side by side. One
 // stream over the whole row (with kStream: whole cache lines around the
 // cache, however short a channel's run); an 8-lane group that straddles two
-// channels takes per-lane coefficients. Same bits as NormRun per channel.
+// channels blends their coefficients by lane (inner >= 8: never three). Same
+// bits as NormRun per channel.
+static_assert(kRowMinInner >= 8, "NormBlockRow: an 8-lane group spans at most two channels");
+
 template <DType D, bool kStream>
 inline void NormBlockRow(const void *x, void *y, int64_t off, int64_t width, int64_t inner,
                          const NormCoef<ComputeType<D>> *k) {
@@ -202,26 +205,22 @@ inline void NormBlockRow(const void *x, void *y, int64_t off, int64_t width, int
   }
 #ifdef BN_GRAD_HAVE_AVX2
   if constexpr (kVec<D>) {
-    for (; e + 8 <= width; e += 8) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    while (e + 8 <= width) {
       while (e >= next) { ++j; next += inner; }
-      __m256 m, sc, b;
-      if (e + 8 <= next) {
-        m = _mm256_set1_ps(k[j].mean);
-        sc = _mm256_set1_ps(k[j].scale);
-        b = _mm256_set1_ps(k[j].bias);
-      } else {
-        alignas(32) float fm[8], fs[8], fb[8];
-        for (int l = 0, jl = static_cast<int>(j); l < 8; ++l) {
-          while (e + l >= (jl + 1) * inner) ++jl;
-          fm[l] = k[jl].mean;
-          fs[l] = k[jl].scale;
-          fb[l] = k[jl].bias;
-        }
-        m = _mm256_load_ps(fm);
-        sc = _mm256_load_ps(fs);
-        b = _mm256_load_ps(fb);
+      const __m256 m = _mm256_set1_ps(k[j].mean), sc = _mm256_set1_ps(k[j].scale), b = _mm256_set1_ps(k[j].bias);
+      for (; e + 8 <= std::min(next, width); e += 8) {  // the whole groups of channel j
+        VSt<D, kStream>(y, off + e, _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + e), m), sc, b));
       }
-      VSt<D, kStream>(y, off + e, _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + e), m), sc, b));
+      if (e + 8 > width || e >= next) continue;
+      // lanes from next - e on belong to channel j + 1
+      const __m256 hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(next - e - 1))));
+      const NormCoef<ComputeType<D>> &k1 = k[j + 1];
+      const __m256 m2 = _mm256_blendv_ps(m, _mm256_set1_ps(k1.mean), hi);
+      const __m256 sc2 = _mm256_blendv_ps(sc, _mm256_set1_ps(k1.scale), hi);
+      const __m256 b2 = _mm256_blendv_ps(b, _mm256_set1_ps(k1.bias), hi);
+      VSt<D, kStream>(y, off + e, _mm256_fmadd_ps(_mm256_sub_ps(VLd<D>(x, off + e), m2), sc2, b2));
+      e += 8;
     }
   }
 #endif
