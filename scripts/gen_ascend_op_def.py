@@ -394,7 +394,19 @@ def _mindspore_legacy_primitive(opdef):
         [f"// MindSpore's legacy {mp.name} (mindspore_legacy_primitive): its arguments in the order its",
          "// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name."],
         [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)]) + [
-        "}  // namespace mindspore_legacy_primitive"]
+        "// The argument that carries each tensor slot of this prototype as it is (-1: none, or one that",
+        "// carries another quantity or depends on the mode: the saved statistics, read by name).",
+        "constexpr int kArgOfSlot[NUM_SLOTS] = {",
+        *(f"  {_legacy_arg_of(mp, n, inference)},  // {n}" for n in opdef.input_names + opdef.output_names),
+        "};", "}  // namespace mindspore_legacy_primitive"]
+
+
+def _legacy_arg_of(mp, slot, inference):
+    """The index of the legacy primitive's argument that carries our tensor `slot` unchanged, or -1."""
+    for k, (ours, theirs) in enumerate(mp.arguments):
+        if ours == slot and theirs not in mp.carries_variance and theirs not in inference:
+            return k
+    return -1
 
 
 def _when(arg, key):

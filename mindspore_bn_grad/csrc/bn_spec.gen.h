@@ -202,6 +202,20 @@ enum Arg : int {
   NUM_ARGS = 12,
 };
 constexpr int kNumInputs = 9;
+// The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
+// carries another quantity or depends on the mode: the saved statistics, read by name).
+constexpr int kArgOfSlot[NUM_SLOTS] = {
+  0,  // grad_out
+  1,  // input
+  2,  // weight
+  -1,  // running_mean
+  -1,  // running_var
+  -1,  // save_mean
+  -1,  // save_invstd
+  9,  // grad_input
+  10,  // grad_weight
+  11,  // grad_bias
+};
 }  // namespace mindspore_legacy_primitive
 
 }  // namespace batch_norm_backward
@@ -444,6 +458,23 @@ enum Arg : int {
   NUM_ARGS = 14,
 };
 constexpr int kNumInputs = 11;
+// The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
+// carries another quantity or depends on the mode: the saved statistics, read by name).
+constexpr int kArgOfSlot[NUM_SLOTS] = {
+  1,  // grad_out
+  0,  // input
+  2,  // weight
+  -1,  // running_mean
+  -1,  // running_var
+  -1,  // save_mean
+  -1,  // save_invstd
+  5,  // grad_grad_input
+  6,  // grad_grad_weight
+  7,  // grad_grad_bias
+  12,  // grad_grad_out
+  11,  // grad_input
+  13,  // grad_weight
+};
 }  // namespace mindspore_legacy_primitive
 
 }  // namespace batch_norm_double_backward
@@ -570,6 +601,20 @@ enum Arg : int {
   NUM_ARGS = 14,
 };
 constexpr int kNumInputs = 9;
+// The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
+// carries another quantity or depends on the mode: the saved statistics, read by name).
+constexpr int kArgOfSlot[NUM_SLOTS] = {
+  0,  // input
+  1,  // weight
+  2,  // bias
+  3,  // running_mean
+  4,  // running_var
+  9,  // output
+  12,  // save_mean
+  -1,  // save_invstd
+  -1,  // running_mean_out
+  -1,  // running_var_out
+};
 }  // namespace mindspore_legacy_primitive
 
 }  // namespace batch_norm_forward

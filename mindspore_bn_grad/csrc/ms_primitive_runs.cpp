@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "bn_forward.h"
 #include "element_io.h"
@@ -188,31 +189,31 @@ int RunLegacyForward(Call call, const PrimitiveArgs &args) {
   bool channel_last = false;
   Error rc = ReadLayout(args, DATA_FORMAT, &channel_last);
   if (rc != kOk) return rc;
+  // Our entries from the arguments that carry them (kArgOfSlot); MindSpore's own by name.
+  namespace F = spec::batch_norm_forward;
+  const int x = kArgOfSlot[F::INPUT], y = kArgOfSlot[F::OUTPUT];
+  const int mean = kArgOfSlot[F::RUNNING_MEAN], var = kArgOfSlot[F::RUNNING_VAR];
   DenseInputs dense;  // as BatchNormExt: the running statistics, updated in place, must be dense
   std::vector<void *> params;
-  void *running[2] = {call.params[MEAN], call.params[VARIANCE]};
-  if ((rc = GatherInputs(args, &call, X, VARIANCE, &dense, &params)) != kOk) return rc;
-  if (call.params[MEAN] != running[0] || call.params[VARIANCE] != running[1]) return kBadShape;
+  void *running[2] = {call.params[mean], call.params[var]};
+  if ((rc = GatherInputs(args, &call, X, VARIANCE, &dense, &params)) != kOk) return rc;  // the tensor inputs
+  if (call.params[mean] != running[0] || call.params[var] != running[1]) return kBadShape;
   BnForwardArgs a;
   DType dt = DType::kNone;
   int64_t numel = 0;
-  if ((rc = ParseActivations(call, NUM_ARGS, {X, Y}, channel_last, &a, &dt, &numel)) != kOk) return rc;
-  a.input = ConstTensor{call.params[X], dt};
-  a.output = MutTensor{call.params[Y], dt};
-  ConstTensor stats[4];  // scale, bias, mean, variance: all required
-  const int slots[4] = {SCALE, BIAS, MEAN, VARIANCE};
-  for (int i = 0; i < 4; ++i) {
-    if ((rc = ParseChannelInput(call, slots[i], a.channels, /*optional=*/false, /*empty_ok=*/false, &stats[i])) !=
+  if ((rc = ParseActivations(call, NUM_ARGS, {x, y}, channel_last, &a, &dt, &numel)) != kOk) return rc;
+  a.input = ConstTensor{call.params[x], dt};
+  a.output = MutTensor{call.params[y], dt};
+  const std::pair<int, ConstTensor *> stats[] = {  // all required
+      {F::WEIGHT, &a.weight}, {F::BIAS, &a.bias}, {F::RUNNING_MEAN, &a.running_mean}, {F::RUNNING_VAR, &a.running_var}};
+  for (const auto &[slot, t] : stats) {
+    if ((rc = ParseChannelInput(call, kArgOfSlot[slot], a.channels, /*optional=*/false, /*empty_ok=*/false, t)) !=
         kOk) {
       return rc;
     }
   }
-  a.weight = stats[0];
-  a.bias = stats[1];
-  a.running_mean = stats[2];
-  a.running_var = stats[3];
   MutTensor batch[2];
-  if ((rc = ParseChannelOutput(call, RESERVE_SPACE_1, a.channels, &a.save_mean)) != kOk) return rc;
+  if ((rc = ParseChannelOutput(call, kArgOfSlot[F::SAVE_MEAN], a.channels, &a.save_mean)) != kOk) return rc;
   if ((rc = ParseChannelOutput(call, RESERVE_SPACE_2, a.channels, &a.save_var)) != kOk) return rc;
   if ((rc = ParseChannelOutput(call, BATCH_MEAN, a.channels, &batch[0])) != kOk) return rc;
   if ((rc = ParseChannelOutput(call, BATCH_VARIANCE, a.channels, &batch[1])) != kOk) return rc;
@@ -251,6 +252,12 @@ struct Slots {
     ndims[slot] = call.ndims[arg];
     shapes[slot] = call.shapes[arg];
     dtypes[slot] = call.dtypes[arg];
+  }
+  // Every slot an argument carries as it is (arg_of_slot: the prototype's kArgOfSlot; -1: not here).
+  void TakeAll(const int (&arg_of_slot)[N], const Call &call) {
+    for (int slot = 0; slot < N; ++slot) {
+      if (arg_of_slot[slot] >= 0) Take(slot, call, arg_of_slot[slot]);
+    }
   }
   Call AsCall() { return Call{N, params, ndims, shapes, dtypes}; }
 
@@ -314,12 +321,7 @@ int RunLegacyBackward(Call call, const PrimitiveArgs &args) {
   if (rc != kOk) return rc;
   for (int i = 0; i < bnb::kOutputMaskLength; ++i) attrs.output_mask[i] = true;
   Slots<bnb::NUM_SLOTS> slots;
-  slots.Take(bnb::GRAD_OUT, call, DOUT);
-  slots.Take(bnb::INPUT, call, X);
-  slots.Take(bnb::WEIGHT, call, SCALE);
-  slots.Take(bnb::GRAD_INPUT, call, DX);
-  slots.Take(bnb::GRAD_WEIGHT, call, DSCALE);
-  slots.Take(bnb::GRAD_BIAS, call, DBIAS);
+  slots.TakeAll(kArgOfSlot, call);
   if ((rc = slots.SavedStats<bnb::Slot>(call, SAVED_MEAN, SAVED_VARIANCE, attrs.training, attrs.eps)) != kOk) {
     return rc;
   }
@@ -336,15 +338,7 @@ int RunLegacyDoubleBackward(Call call, const PrimitiveArgs &args) {
                                  &call, &attrs, &dense, &gathered);
   if (rc != kOk) return rc;
   Slots<dbl::NUM_SLOTS> slots;
-  slots.Take(dbl::INPUT, call, X);
-  slots.Take(dbl::GRAD_OUT, call, DY);
-  slots.Take(dbl::WEIGHT, call, SCALE);
-  slots.Take(dbl::GRAD_GRAD_INPUT, call, DOUT_DX);
-  slots.Take(dbl::GRAD_GRAD_WEIGHT, call, DOUT_DSCALE);
-  slots.Take(dbl::GRAD_GRAD_BIAS, call, DOUT_DBIAS);
-  slots.Take(dbl::GRAD_INPUT, call, DX);
-  slots.Take(dbl::GRAD_GRAD_OUT, call, DDY);
-  slots.Take(dbl::GRAD_WEIGHT, call, DSCALE);
+  slots.TakeAll(kArgOfSlot, call);
   if ((rc = slots.SavedStats<dbl::Slot>(call, SAVED_MEAN, SAVED_VARIANCE, attrs.training, attrs.eps)) != kOk) {
     return rc;
   }

@@ -116,6 +116,7 @@ def _cpp_facts():
         ("an error code", r"\bk(BadParamCount|BadDtype|BadRank|BadShape|MissingTensor|Overflow|KernelFailed)\s*="),
         ("an absent-input default", r"LoadParam\((\w+,\s*)?(WEIGHT|RUNNING_MEAN|RUNNING_VAR)\s*,[^;]*\d\.\d*f\)"),
         ("an empty-allowed rule", r"\btraining\b[^;{]*\b(SAVE_MEAN|SAVE_INVSTD)\b|\b(SAVE_MEAN|SAVE_INVSTD)\b[^;{]*\btraining\b"),
+        ("a slot-to-argument pairing", r"\bTake\(\s*\w+::[A-Z_]+\s*,\s*\w+\s*,\s*[A-Z_]+\s*\)"),
     ]
 
 
@@ -154,7 +155,8 @@ def test_the_checks_fail_on_a_restated_fact():
                "a slot enum": "enum Slot { GRAD_OUT, INPUT, WEIGHT };",
                "an error code": "enum Error { kOk = 0, kBadParamCount = 1 };",
                "an absent-input default": "LoadParam(k, WEIGHT, c0, n, v.weight, 1.0f);",
-               "an empty-allowed rule": "const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);"}
+               "an empty-allowed rule": "const bool empty_ok = !training && (slot == SAVE_MEAN || slot == SAVE_INVSTD);",
+               "a slot-to-argument pairing": "slots.Take(bnb::GRAD_OUT, call, DOUT);"}
     for what, pattern in _cpp_facts():
         assert re.search(pattern, samples[what]), what
     py = {"a slot list": 'names = ["grad_out", "input", "weight", "running_mean"]',
