@@ -71,6 +71,14 @@ struct FwdRowPath {
 #endif
   }
 
+  // Prefetches elements [off, off + len) of the output for writing (past the end: harmless): a
+  // block row's run of y is a new store stream each row, which the hardware prefetcher would
+  // only pick up after a few misses.
+  void PrefetchOut(int64_t off, int64_t len) const {
+    const char *p = static_cast<const char *>(a.output.data) + off * static_cast<int64_t>(ElemSize(D));
+    for (int64_t b = 0, e = len * static_cast<int64_t>(ElemSize(D)); b < e; b += 64) __builtin_prefetch(p + b, 1, 2);
+  }
+
   // Moments of tile t of channels [c0, c0 + cb) into out[0 .. cb): the block's
   // runs of a row side by side (one contiguous run per row when whole, which
   // the prefetcher follows), the same arithmetic per channel for any cb.
@@ -94,8 +102,12 @@ struct FwdRowPath {
     const bool stream_rows = plan.stream && cb * inner * static_cast<int64_t>(ElemSize(D)) >= kStreamMinRun;
     ForRuns(c0, t, [&](int64_t off, int64_t l) {
       if (l == inner && cb > 1) {  // the block's runs of this row, side by side: one stream
-        if (stream_rows) NormBlockRow<D, true>(a.input.data, a.output.data, off, cb * inner, inner, k);
-        else NormBlockRow<D, false>(a.input.data, a.output.data, off, cb * inner, inner, k);
+        if (stream_rows) {
+          NormBlockRow<D, true>(a.input.data, a.output.data, off, cb * inner, inner, k);
+        } else {
+          PrefetchOut(off + C * inner, cb * inner);  // the next row's
+          NormBlockRow<D, false>(a.input.data, a.output.data, off, cb * inner, inner, k);
+        }
         return;
       }
       for (int64_t j = 0; j < cb; ++j) {
