@@ -331,7 +331,7 @@ def _forward_lib():
 
 def prepare_forward_direct(input, weight=None, bias=None, running_mean=None, running_var=None, *,
                            training=False, momentum=0.1, eps=1e-5, channel_last=False, bf16=False,
-                           stats_dtype=None, in_place=False):
+                           stats_dtype=None, in_place=False, output=None):
     """Marshals once; returns (call, (output, save_mean, save_invstd, running_mean_out, running_var_out)).
 
     bf16=True: input and output are uint16 bfloat16 bit patterns (per-channel
@@ -339,7 +339,7 @@ def prepare_forward_direct(input, weight=None, bias=None, running_mean=None, run
     weight's dtype, else input's (float32 for bf16 input). in_place=True: the
     running statistics are updated in the given arrays (returned as the last two
     outputs; they must be contiguous); else new arrays, None when the input is
-    absent.
+    absent. output: a preallocated y (contiguous, the input's shape and dtype), else a new array.
     """
     opdef = load_opdef(FORWARD_YAML)
     given = [input, weight, bias, running_mean, running_var]
@@ -349,7 +349,11 @@ def prepare_forward_direct(input, weight=None, bias=None, running_mean=None, run
         raise ValueError(f"{opdef.op_name}: running statistics expected contiguous arrays for in_place=True")
     c = ins[0].shape[-1 if channel_last else 1]
     sdt = stats_dtype or (ins[1].dtype if ins[1] is not None else (np.float32 if bf16 else ins[0].dtype))
-    out = np.full_like(ins[0], 0x7fff if bf16 else np.nan)
+    if output is not None and (output.shape != ins[0].shape or output.dtype != ins[0].dtype
+                               or not output.flags.c_contiguous):
+        raise ValueError(f"{opdef.op_name}: output expected a contiguous {ins[0].dtype} array of shape "
+                         f"{ins[0].shape}, got {output.dtype} {output.shape}")
+    out = np.full_like(ins[0], 0x7fff if bf16 else np.nan) if output is None else output
     saves = [np.full(c, np.nan, sdt), np.full(c, np.nan, sdt)]
     runs = [r if in_place or r is None else np.full(c, np.nan, r.dtype) for r in ins[3:]]
     arrays = ins + [out] + saves + runs

@@ -191,6 +191,49 @@ def test_bitwise_identical_for_any_thread_count(case, training):
             assert a.tobytes() == b.tobytes()
 
 
+def _at_offset(shape, dtype, offset):
+    """An uninitialised C-contiguous array whose data starts `offset` bytes past a 64-byte boundary."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = np.empty(n + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    return buf[start:start + n].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("sample,fmt", [((17, 31, 300), "NHWC"),    # column path, tiles of part of a row
+                                        ((9, 16, 8192), "NHWC"),     # column path, one tile spans a row
+                                        ((129, 128, 130), "NCHW")])  # row path
+def test_streamed_output_does_not_depend_on_its_alignment(dtype, sample, fmt):
+    """Outputs of >= 16 MB are stored around the cache where their alignment allows (the row
+    path peels each run's head; the column path streams aligned rows only): the same bits at
+    any offset of y, streamed or not, and the reference's values."""
+    per_sample = int(np.prod(sample)) * np.dtype(dtype).itemsize
+    shape = (-(-(16 << 20) // per_sample),) + sample
+    arrays = make(shape, fmt, seed=5)
+    x = arrays["input"].astype(dtype)
+    params = [arrays[n].astype(np.float32) for n in ("weight", "bias", "running_mean", "running_var")]
+    assert x.nbytes >= 16 << 20  # the kernel's stream threshold
+    itemsize = np.dtype(dtype).itemsize
+    results = []
+    for offset in (0, itemsize, 3 * itemsize, 16 + itemsize, 32 - itemsize):
+        y = _at_offset(shape, dtype, offset)
+        y.fill(np.nan)
+        outs = native.forward_direct(x, *params, training=True, channel_last=fmt == "NHWC", output=y)
+        assert outs[0] is y
+        results.append(y.tobytes())
+    assert all(r == results[0] for r in results[1:])
+    want = batch_norm_forward_ref(x.astype(np.float64), *(p.astype(np.float64) for p in params), training=True,
+                                  data_format=fmt)[0]
+    got = np.frombuffer(results[0], dtype).reshape(shape).astype(np.float64)
+    assert np.max(np.abs(got - want)) <= RTOL[dtype] * max(1.0, float(np.max(np.abs(want))))
+
+
+def test_direct_output_must_fit():
+    x = np.ones((2, 3, 4, 4), np.float32)
+    with pytest.raises(ValueError, match="output expected a contiguous float32 array of shape"):
+        native.forward_direct(x, training=True, output=np.empty((2, 3, 4, 5), np.float32))
+
+
 def test_direct_entry_rejects_a_call_that_does_not_fit():
     """Error codes (op_def/batch_norm_backward.yaml kernel_errors) and untouched outputs."""
     from mindspore_bn_grad.spec import FORWARD_YAML, load_opdef

@@ -12,7 +12,8 @@ import itertools
 import numpy as np
 import pytest
 
-from _harness import check_direct, direct_outputs, encode, make_arrays
+from _harness import bf16_bits_to_f64, check_direct, direct_outputs, encode, make_arrays
+from reference import batch_norm_backward_ref
 
 from mindspore_bn_grad.cpu_kernel import native
 
@@ -153,6 +154,43 @@ def test_masked_grad_input_zeroed_in_the_sums_sweep(shape, channel_last, dtype, 
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.sqrt(dyd.size / c))
         else:
             assert not got.view(np.uint8).any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape,channel_last", [((16, 17, 31, 300), True),   # column path, part rows
+                                                ((4, 9, 16, 4100), True),    # column path, whole rows
+                                                ((4, 64, 64, 130), False)])  # row path
+def test_streamed_grad_input_does_not_depend_on_its_alignment(dtype, shape, channel_last):
+    """dx of >= 4 MB is stored around the cache where its alignment allows: the same bits at
+    any offset of grad_input, streamed or not, and the reference's values."""
+    rng = np.random.default_rng(17)
+    c = shape[-1] if channel_last else shape[1]
+    dy32, x32 = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    mean = rng.standard_normal(c).astype(np.float32) * 0.1
+    invstd = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    (dy, dyd), (x, xd) = encode(dy32, dtype), encode(x32, dtype)
+    bf16, store = (("grad_out",), np.uint16) if dtype == "bfloat16" else ((), np.dtype(dtype))
+    results = []
+    for offset in (0, 2, 6, 18, 30):
+        n = dy.nbytes
+        buf = np.empty(n + 128, np.uint8)
+        start = (-buf.ctypes.data) % 64 + offset
+        gi = buf[start:start + n].view(store).reshape(shape)
+        gi.fill(0)
+        out = (gi, np.full(c, np.nan, np.float32), np.full(c, np.nan, np.float32))
+        native.direct(dy, x, w, None, None, mean, invstd, output_mask=(True, True, True),
+                      channel_last=channel_last, param_grad_dtype=np.float32, bf16=bf16, out=out)
+        results.append(gi.tobytes())
+    assert all(r == results[0] for r in results[1:])
+    assert dy.nbytes >= 4 << 20  # the kernel's stream threshold for dx
+    want = batch_norm_backward_ref(dyd, xd, w.astype(np.float64), save_mean=mean.astype(np.float64),
+                                   save_invstd=invstd.astype(np.float64), training=True,
+                                   data_format="NHWC" if channel_last else "NCHW")[0]
+    got = np.frombuffer(results[0], store).reshape(shape)
+    got = bf16_bits_to_f64(got) if dtype == "bfloat16" else got.astype(np.float64)
+    tol = 1.6e-2 if dtype == "bfloat16" else 2e-5
+    assert np.max(np.abs(got - want)) <= tol * max(1.0, float(np.max(np.abs(want))))
 
 
 @pytest.mark.parametrize("threads", [1, 2])
