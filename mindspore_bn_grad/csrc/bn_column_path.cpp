@@ -31,6 +31,7 @@ constexpr int64_t kColBlock = 256;           // columns per tile (multiple of 8)
 constexpr int64_t kColTileElems = 32768;     // target elements per tile
 constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
+constexpr int64_t kWrap = 8;                 // coefficients repeated past the last column (DxFlatStream)
 
 // SumRows and DxRows, the two hot loops, stay functions of their own
 // (noinline): inlined into the tile loops they ran slower (docs/performance.md).
@@ -62,7 +63,7 @@ struct ColPath {
   bool fused() const { return nchunks == 1 && inner == 1; }
 
   void Bind(Scratch *scratch) {
-    const int64_t tn = (sizeof(T) * L + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
+    const int64_t tn = (sizeof(T) * (L + kWrap) + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
     double *s = scratch->Doubles(static_cast<size_t>(2 * nchunks * L + 4 * tn + 8));
     p_dy = s;
     p_dyx = s + nchunks * L;
@@ -151,6 +152,66 @@ struct ColPath {
     }
   }
 
+  // dx of whole rows [r0, r1) as one run of (r1 - r0) * L elements, stored around the cache: one
+  // head to the stream store's alignment, whatever the rows' (a head per row would share the
+  // first and last line of every row between normal and stream stores). Element p is column
+  // p mod L; the coefficient arrays hold L + kWrap entries, the first kWrap again at the end,
+  // so 8 lanes that cross a row's end read the next row's first columns. The same formula as
+  // DxRows, so the same bits.
+  __attribute__((noinline)) void DxFlatStream(int64_t r0, int64_t r1, const T *mean, const T *scale, const T *ks,
+                                              const T *mdys) const {
+    const bool training = a.training;
+    const void *const gy = a.grad_out.data, *const gx = a.input.data;
+    void *const gi = a.grad_input.data;
+    int64_t p = r0 * L, j = 0;
+    const int64_t end = r1 * L;
+    auto scalar = [&]() {
+      const T d = Ld<D>(gy, p);
+      const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
+      St<D>(gi, p, training ? DxScalar<T>(d, Ld<D>(gx, p), kc) : d * kc.scale);
+      ++p;
+      if (++j == L) j = 0;
+    };
+    while (p < end && ((reinterpret_cast<uintptr_t>(gi) + p * ElemSize(D)) & (kStreamAlign<D> - 1))) scalar();
+#ifdef BN_GRAD_HAVE_AVX2
+    if constexpr (kVec<D>) {
+      for (; p + 8 <= end; p += 8) {
+        const __m256 d = VLd<D>(gy, p);
+        __m256 v;
+        if (training) {
+          const __m256 xm = _mm256_sub_ps(VLd<D>(gx, p), _mm256_loadu_ps(mean + j));
+          const __m256 t = _mm256_fmsub_ps(d, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(mdys + j));
+          v = _mm256_fnmadd_ps(xm, _mm256_loadu_ps(ks + j), t);
+        } else {
+          v = _mm256_mul_ps(d, _mm256_loadu_ps(scale + j));
+        }
+        VSt<D, true>(gi, p, v);
+        j += 8;
+        if (j >= L) j -= L;
+      }
+    }
+#endif
+    while (p < end) scalar();
+  }
+
+  // The kWrap entries past the end of the L coefficients of each array: its first ones again.
+  void Wrap(T *mean, T *scale, T *ks, T *mdys) const {
+    for (int64_t i = 0; i < kWrap; ++i) {
+      mean[L + i] = mean[i % L];
+      scale[L + i] = scale[i % L];
+      ks[L + i] = ks[i % L];
+      mdys[L + i] = mdys[i % L];
+    }
+  }
+
+  // dx of a tile by the store kind StreamDx chose (coefficients indexed from column j0).
+  void Dx(bool stream_dx, int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, const T *scale,
+          const T *ks, const T *mdys) const {
+    if (stream_dx && Flat()) DxFlatStream(r0, r1, mean, scale, ks, mdys);
+    else if (stream_dx) DxRows<true>(r0, r1, j0, w, mean, scale, ks, mdys);
+    else DxRows<false>(r0, r1, j0, w, mean, scale, ks, mdys);
+  }
+
   // Fused walk: tile b = columns (= channels) [j0, j1), every row: sums, the
   // channels' finish and dx in one visit, from arrays on the stack. Same
   // arithmetic per column as the chunked walk with one chunk.
@@ -158,7 +219,7 @@ struct ColPath {
     const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
     ChanIn ins[kColBlock];
     ChannelInputs(a, j0, j1, ins);
-    alignas(32) T mean[kColBlock], scale[kColBlock], ks[kColBlock], mdys[kColBlock];
+    alignas(32) T mean[kColBlock + kWrap], scale[kColBlock + kWrap], ks[kColBlock + kWrap], mdys[kColBlock + kWrap];
     double s_dy[kColBlock], s_dyx[kColBlock];
     for (int64_t j = 0; j < w; ++j) mean[j] = static_cast<T>(ins[j].mean);
     if (need_sums) {
@@ -172,16 +233,18 @@ struct ColPath {
       scale[j] = k.scale; ks[j] = k.ks; mdys[j] = k.mdys;
     }
     if (need_dx) {
-      if (stream_dx) DxRows<true>(0, M, j0, w, mean, scale, ks, mdys);
-      else DxRows<false>(0, M, j0, w, mean, scale, ks, mdys);
+      if (Flat()) Wrap(mean, scale, ks, mdys);
+      Dx(stream_dx, 0, M, j0, w, mean, scale, ks, mdys);
     }
   }
 
-  // Non-temporal dx stores need every row of every tile aligned.
+  // Non-temporal dx stores: as one run per tile where tiles are whole rows (DxFlatStream), else
+  // only where every row of every tile is aligned.
+  bool Flat() const { return nblocks == 1 && L >= kWrap; }
   bool StreamDx() const {
-    return stream && kVec<D> &&
-           (reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
-           (L * ElemSize(D)) % kStreamAlign<D> == 0;
+    if (!stream || !kVec<D>) return false;
+    return Flat() || ((reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
+                      (L * ElemSize(D)) % kStreamAlign<D> == 0);
   }
 
   void Run(int nthreads, Scratch *scratch) {
@@ -243,9 +306,9 @@ struct ColPath {
       }
     }
     if (need_dx) {
+      if (Flat()) Wrap(c_mean, c_scale, c_ks, c_mdys);
       parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
-        if (stream_dx) DxRows<true>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
-        else DxRows<false>(r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
+        Dx(stream_dx, r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
       }, true);
     }
   }
