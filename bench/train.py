@@ -199,23 +199,44 @@ def run_child(spec, timeout):
 
 
 def isolated_row(net, mode, args, progress):
-    """Both variants of (net, mode), each in its own fresh process. progress: (index of the first, total)."""
+    """Both variants of (net, mode), each in args.isolated_reps fresh processes, alternating which
+    variant goes first. progress: (index of the first process, total)."""
     row = {"net": net, "mode": mode}
-    for k, variant in enumerate(VARIANTS):
-        log(f"[isolated {progress[0] + k}/{progress[1]}] {net} {mode} {variant}: fresh process "
-            f"(first step, peak RSS, profile)")
-        spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick,
-                "steps": args.steps, "profile_steps": args.profile_steps}
-        t0 = time.perf_counter()
-        res = run_child(spec, args.child_timeout)
-        res["process_s"] = time.perf_counter() - t0
-        row[variant] = res
-        if "error" in res:
-            log(f"    FAILED: {res['error']}")
-        else:
-            log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
-                f"BatchNorm kernels {res['bn_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+    runs = {v: [] for v in VARIANTS}
+    k = progress[0]
+    for rep in range(args.isolated_reps):
+        for variant in (VARIANTS if rep % 2 == 0 else VARIANTS[::-1]):
+            log(f"[isolated {k}/{progress[1]}] {net} {mode} {variant}: fresh process "
+                f"(first step, peak RSS, profile)")
+            k += 1
+            spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick,
+                    "steps": args.steps, "profile_steps": args.profile_steps}
+            t0 = time.perf_counter()
+            res = run_child(spec, args.child_timeout)
+            res["process_s"] = time.perf_counter() - t0
+            runs[variant].append(res)
+            if "error" in res:
+                log(f"    FAILED: {res['error']}")
+            else:
+                log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
+                    f"BatchNorm kernels {res['bn_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+    for variant in VARIANTS:
+        row[variant] = combine_reps(runs[variant])
     return derive_isolated(row)
+
+
+def combine_reps(reps):
+    """One variant's isolated figures from its fresh processes: first step and peak RSS are their
+    medians (each process's in *_reps); the profile, and the rest, is that of the process with the
+    median profiled step (its figures stay together). A failed process: its error."""
+    failed = [r for r in reps if "error" in r]
+    if failed:
+        return failed[0]
+    out = dict(sorted(reps, key=lambda r: r["profile_wall_ms"])[(len(reps) - 1) // 2])
+    for key in ("first_step_s", "peak_rss_mb"):
+        out[f"{key}_reps"] = [r[key] for r in reps]
+        out[key] = statistics.median(out[f"{key}_reps"])
+    return out
 
 
 def derive_isolated(row):
@@ -329,7 +350,7 @@ def steady_row(net_name, mode, label, threads, steps, args):
 METHOD = (
     "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
     "the profile come from one fresh process per (network, mode, variant), run one after the other while "
-    "the main process waits; each builds the original network and deep-copies it, converted or not, so both "
+    "the main process waits ({isolated_reps} per variant, alternating which goes first: first step and peak RSS are their medians, the profile is that of the process with the median profiled step); each builds the original network and deep-copies it, converted or not, so both "
     "have the same allocation history, and collects the garbage original before the first step (peak RSS = "
     "the process's VmHWM after the first {steps} + 2 steps, before profiling; first step = the first "
     "training-step call, including GRAPH compilation, after the network was built). Steady-state step "
@@ -414,13 +435,15 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 10; --quick 2)")
     p.add_argument("--steps", type=int, default=None, help="timed steps per variant and round (default 5; --quick 2)")
     p.add_argument("--profile-steps", type=int, default=None, help="profiled steps (default 5; --quick 2)")
+    p.add_argument("--isolated-reps", type=int, default=None,
+                   help="fresh processes per variant for first step, peak RSS and profile (default 3; --quick 1)")
     p.add_argument("--child-timeout", type=float, default=1800, help="seconds per isolated process (default 1800)")
     p.add_argument("--quick", action="store_true", help="tiny networks (a test of the benchmark, not a measurement)")
     p.add_argument("--out", default=None,
                    help="directory for bench_train.{json,md} (default: bench/results/ of the checkout, "
                         "else a new temporary directory)")
     args = p.parse_args(argv)
-    for name, full, quick in (("rounds", 10, 2), ("steps", 5, 2), ("profile_steps", 5, 2)):
+    for name, full, quick in (("rounds", 10, 2), ("steps", 5, 2), ("profile_steps", 5, 2), ("isolated_reps", 3, 1)):
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
         if getattr(args, name) < 1:
@@ -441,18 +464,20 @@ def run(args, save=None):
     result = {"machine": bench.machine_info(settings[0][1]), "quick": bool(args.quick), "complete": False,
               "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
                            "default_threads": default_threads,
-                           "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps},
+                           "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps,
+                           "isolated_reps": args.isolated_reps},
               "isolated": [], "steady": []}
 
     def saved():
         result["load_avg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
         if save:
             save(result)
-    total = len(args.nets) * len(args.modes) * len(VARIANTS)
+    total = len(args.nets) * len(args.modes) * len(VARIANTS) * args.isolated_reps
     try:
         for net in args.nets:
             for mode in args.modes:
-                result["isolated"].append(isolated_row(net, mode, args, (len(result["isolated"]) * 2 + 1, total)))
+                first = len(result["isolated"]) * len(VARIANTS) * args.isolated_reps + 1
+                result["isolated"].append(isolated_row(net, mode, args, (first, total)))
                 saved()
             for mode in args.modes:
                 result["steady"] += steady_rows(net, mode, settings, args)

@@ -182,8 +182,24 @@ def test_op_times_are_read_per_op_type(tmp_path):
     (["--modes", "eager"], "--modes expected"),
     (["--threads", "0"], "--threads expected"),
     (["--rounds", "0"], "--rounds expected"),
+    (["--isolated-reps", "0"], "--isolated-reps expected"),
 ])
 def test_bad_options_are_refused(argv, msg):
     with pytest.raises(SystemExit, match=msg):
         args = train.parse_args(argv)
         train.thread_settings(args.threads)
+
+
+def test_isolated_reps_take_medians_and_keep_one_profile_whole():
+    def res(first, rss, wall, bn):
+        return {"first_step_s": first, "peak_rss_mb": rss, "profile_wall_ms": wall, "bn_ms": bn,
+                "profile_op_ms": {"BatchNorm": bn}}
+    reps = [res(1.30, 500.0, 20.0, 2.0), res(1.00, 520.0, 10.0, 1.0), res(1.10, 510.0, 30.0, 3.0)]
+    got = train.combine_reps(reps)
+    assert got["first_step_s"] == 1.10 and got["peak_rss_mb"] == 510.0
+    assert got["first_step_s_reps"] == [1.30, 1.00, 1.10] and got["peak_rss_mb_reps"] == [500.0, 520.0, 510.0]
+    # the profile of the process with the median profiled step, its figures together
+    assert (got["profile_wall_ms"], got["bn_ms"], got["profile_op_ms"]) == (20.0, 2.0, {"BatchNorm": 2.0})
+    assert train.combine_reps([res(1.0, 1.0, 1.0, 1.0)])["first_step_s"] == 1.0
+    assert train.combine_reps([res(1.0, 1.0, 1.0, 1.0), {"error": "exit code 1"}]) == {"error": "exit code 1"}
+    assert train.parse_args([]).isolated_reps == 3 and train.parse_args(["--quick"]).isolated_reps == 1
