@@ -126,6 +126,24 @@ inline void Binary(const char *intr, D *dst, S0 *s0, S1 *s1, uint64_t repeat, ui
     for (auto &o : out) Store(o.first, o.second);  // operands may alias: read everything first
 }
 
+// The multiply-adds: dst read as the third operand (vmla: s0 * s1 + d; vmadd: s0 * d + s1).
+template <typename T, typename F>
+inline void MulAdd(const char *intr, T *dst, T *s0, T *s1, uint64_t repeat, uint64_t db, uint64_t b0, uint64_t b1,
+                   uint64_t dr, uint64_t r0, uint64_t r1, F f)
+{
+    std::vector<std::pair<T *, float>> out;
+    Operand od("dst"), o0("src0"), o1("src1"), oi("dst (read)");
+    ForEachActive(repeat, sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
+        T *d = At(dst, r, e, db, dr);
+        const T *a = At(s0, r, e, b0, r0);
+        const T *b = At(s1, r, e, b1, r1);
+        od.Add(d, sizeof(T)), oi.Add(d, sizeof(T)), o0.Add(a, sizeof(T)), o1.Add(b, sizeof(T));
+        out.emplace_back(d, f(Load(a), Load(b), Load(d)));
+    });
+    PipeOp(PIPE_V, intr, {&o0, &o1, &oi}, {&od});
+    for (auto &o : out) Store(o.first, o.second);  // operands may alias: read everything first
+}
+
 template <typename D, typename S, typename F>
 inline void Unary(const char *intr, D *dst, S *src, uint64_t repeat, uint64_t db, uint64_t sb, uint64_t dr,
                   uint64_t sr, F f, bool reads = true)
@@ -363,6 +381,19 @@ BNB_STUB_BINARY(vsub, a - b)
 BNB_STUB_BINARY(vmul, a * b)
 BNB_STUB_BINARY(vdiv, a / b)
 #undef BNB_STUB_BINARY
+
+#define BNB_STUB_MUL_ADD(NAME, EXPR)                                                                           \
+    template <typename T, typename R>                                                                         \
+    inline void NAME(T *dst, T *src0, T *src1, R repeat, uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk,    \
+                     uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)                                         \
+    {                                                                                                         \
+        bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                                   \
+        bnb_stub::MulAdd(#NAME, dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,   \
+                         [](float a, float b, float d) { return EXPR; });                                      \
+    }
+BNB_STUB_MUL_ADD(vmla, a * b + d)
+BNB_STUB_MUL_ADD(vmadd, a * d + b)
+#undef BNB_STUB_MUL_ADD
 
 #define BNB_STUB_SCALAR(NAME, EXPR)                                                                        \
     template <typename T, typename S, typename R>                                                         \
