@@ -88,6 +88,22 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(buf.Get<float>(), gm, p, pad);
          }},
+        {"mul_add_dst", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 3 * 256);
+             LocalTensor<float> t = buf.Get<float>();
+             Duplicate(t, 1.0f, 3 * 64);
+             MulAddDst(t, t[64], t[128], 64);
+         }},
+        {"fused_mul_add", [] {
+             TPipe pipe;
+             TBuf<TPosition::VECCALC> buf;
+             pipe.InitBuffer(buf, 3 * 256);
+             LocalTensor<float> t = buf.Get<float>();
+             Duplicate(t, 1.0f, 3 * 64);
+             FusedMulAdd(t, t[64], t[128], 64);
+         }},
         {"sync_all", [] {
              KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
              SimBarrier one(1);
