@@ -54,17 +54,27 @@ __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool sc
 }
 
 // dst = a * dy (+ k * xhat + b in training); dst is dyF, or (float32) the
-// grad_input tile, which only the last step writes.
+// grad_input tile, which only the last step writes. xF is x as loaded: invstd
+// is applied per channel (k * invstd against x - mean), not per element, and
+// with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
+// * x + (b - k * invstd * mean), so x is not centred per element.
 // (The coefficients were computed by LoadCoefs, which ends on a full barrier.)
 __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training,
-                                  const LocalTensor<float> &dst)
+                                  const LocalTensor<float> &dst, bool foldMean)
 {
     const float a = ub.v.coefA.GetValue(r.groupLane);
     if (!training) {
         AscendC::Muls(dst, ub.dyF, a, n);
         return;
     }
-    const float k = ub.v.coefK.GetValue(r.groupLane), b = ub.v.coefB.GetValue(r.groupLane);
+    const float mean = ub.v.mean.GetValue(r.groupLane);
+    const float k = ub.v.coefK.GetValue(r.groupLane) * ub.v.invstd.GetValue(r.groupLane);
+    float b = ub.v.coefB.GetValue(r.groupLane);
+    if (foldMean) {
+        b -= k * mean;
+    } else {
+        AscendC::Adds(ub.xF, ub.xF, -mean, n);
+    }
     AscendC::Muls(ub.dyF, ub.dyF, a, n);
     AscendC::Muls(ub.xF, ub.xF, k, n);
     AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);

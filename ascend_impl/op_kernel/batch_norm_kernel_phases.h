@@ -178,16 +178,34 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
         IssueLoad(k, UnitRows(k.t, u + 1), true);
     }
     TakeTile(k, true, n);
-    Xhat<MODE>(k, r, n);
-    AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
-    if (!ChannelFirst(k.t)) {
-        k.WaitPartials();  // the previous unit's partials have left the accumulators
-    }
-    AscendC::Duplicate(ub.accDy, 0.0f, stride);
-    AscendC::Duplicate(ub.accDyx, 0.0f, stride);
-    for (uint32_t row = 0; row < r.rows; ++row) {
-        AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
-        AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+#if BNB_SOC_HAS_MUL_ADD
+    if (ChannelFirst(k.t) && k.t.mulAdd) {
+        // the row sums of dy * (x - mean) in one instruction per row; invstd once per unit, on the
+        // column sums (MODE_REDUCE: x - mean itself)
+        channel_first::Xhat(k.ub, r, n, false);
+        AscendC::Duplicate(ub.accDy, 0.0f, stride);
+        AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+        for (uint32_t row = 0; row < r.rows; ++row) {
+            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+            AscendC::MulAddDst(ub.accDyx, ub.xF[row * stride], ub.dyF[row * stride], r.cols);
+        }
+        if constexpr (MODE != MODE_REDUCE) {
+            AscendC::Muls(ub.accDyx, ub.accDyx, ub.v.invstd.GetValue(r.groupLane), r.cols);
+        }
+    } else
+#endif
+    {
+        Xhat<MODE>(k, r, n);
+        AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
+        if (!ChannelFirst(k.t)) {
+            k.WaitPartials();  // the previous unit's partials have left the accumulators
+        }
+        AscendC::Duplicate(ub.accDy, 0.0f, stride);
+        AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+        for (uint32_t row = 0; row < r.rows; ++row) {
+            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+            AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+        }
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
@@ -392,17 +410,18 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
             IssueLoad(k, UnitRows(k.t, u + 1, true), k.t.training);
         }
         TakeTile(k, k.t.training, n);
-        if (k.t.training) {
-            Xhat<MODE>(k, r, n);
-        }
         if (!ChannelFirst(k.t)) {
+            if (k.t.training) {
+                Xhat<MODE>(k, r, n);
+            }
             channel_last::ApplyCoefs(k.ub, r, k.t.rowStride, k.t.training);
         } else if constexpr (IsSame<T, float>::value) {
+            // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element)
             out = OutTile(k);
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out);  // its last step writes out
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out, false);  // its last step writes out
             written = true;
         } else {
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF);
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF, true);
         }
         if (!written) {
             out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile
