@@ -7,8 +7,8 @@
 // units that goes to the workspace in one copy (KernelState::StoreBatch).
 //
 // In one launch (flow: batch_norm_backward_kernel.h) the phases
-// (batch_norm_kernel_phases.h) call Unit, then Xhat / StorePartials in phase 1,
-// CombinePartials when a group is finalised, and Xhat / ApplyCoefs in phase 2;
+// (batch_norm_kernel_phases.h) call Unit, then Xhat (x - mean) / StorePartials
+// in phase 1, CombinePartials when a group is finalised, and ApplyCoefs in phase 2;
 // the channel-last twins are in batch_norm_kernel_channel_last.h.
 #ifndef BATCH_NORM_KERNEL_CHANNEL_FIRST_H
 #define BATCH_NORM_KERNEL_CHANNEL_FIRST_H
@@ -42,15 +42,11 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
     return r;
 }
 
-// xF = (x - mean) (* invstd when `scale`) over the n tile elements.
+// xF = x - mean over the n tile elements (invstd is applied per channel: ReduceUnit, ApplyCoefs).
 // (The scalars were loaded by LoadStats, which ends on a full barrier.)
-__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool scale)
+__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n)
 {
-    const float mean = ub.v.mean.GetValue(r.groupLane), invstd = ub.v.invstd.GetValue(r.groupLane);
-    AscendC::Adds(ub.xF, ub.xF, -mean, n);
-    if (scale) {
-        AscendC::Muls(ub.xF, ub.xF, invstd, n);
-    }
+    AscendC::Adds(ub.xF, ub.xF, -ub.v.mean.GetValue(r.groupLane), n);
 }
 
 // dst = a * dy (+ k * xhat + b in training); dst is dyF, or (float32) the
@@ -81,7 +77,8 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, b
     AscendC::Adds(dst, ub.dyF, b, n);
 }
 
-// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats).
+// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats);
+// accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit).
 __aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slot, uint32_t cols)
 {
     AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);
