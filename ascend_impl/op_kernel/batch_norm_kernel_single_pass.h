@@ -20,7 +20,11 @@
 //   apply    V, chunk by chunk: dx = a * dy + (k * invstd) * xc + b over
 //            whole rows with per-element slabs of a, k * invstd, b (16-bit
 //            types: b - k * invstd * mean against x, so xc is not
-//            recomputed); each chunk handed to MTE3 with
+//            recomputed); where the SoC has MulAddDst / FusedMulAdd (tiling
+//            mulAdd) the sums of dy * xc take one MulAddDst and dx is
+//            FusedMulAdd(dy, a, b) then MulAddDst(k, x), over slabs even for
+//            one channel (the same instructions whatever the sub-group);
+//            each chunk handed to MTE3 with
 //            its own V_MTE3 event, so stores overlap the next chunk's compute;
 //   release  V_MTE2 and MTE3_MTE2 before the next sub-group's loads reuse UB.
 // With two resident buffers (tiling spBuffers 2: a group of several channels
