@@ -54,6 +54,20 @@ COMMON_OUT = OP_HOST / "batch_norm_op_def_common.gen.h"
 KERNEL_SPEC_OUT = ROOT / "ascend_impl" / "op_kernel" / "batch_norm_spec.gen.h"
 CPU_SPEC_OUT = ROOT / "mindspore_bn_grad" / "csrc" / "bn_spec.gen.h"
 
+CAPS_YAML = ROOT / "op_def" / "ascend_soc_capabilities.yaml"
+CAPS_OUT = OP_HOST / "batch_norm_soc_caps.gen.h"
+# YAML field -> (C++ member, C++ type) of bnb::SocCaps, in order.
+CAPS_FIELDS = (("ub_bytes", "ubBytes", "uint32_t"), ("vector_cores", "vectorCores", "uint32_t"),
+               ("l2_bytes", "l2Bytes", "uint64_t"), ("gm_gbps", "gmGbps", "uint32_t"),
+               ("core_gm_bytes_per_cycle", "coreGmBytesPerCycle", "uint32_t"),
+               ("core_l2_bytes_per_cycle", "coreL2BytesPerCycle", "uint32_t"),
+               ("l2_reuse_percent", "l2ReusePercent", "uint32_t"), ("clock_mhz", "clockMhz", "uint32_t"),
+               ("vector_bytes", "vectorBytes", "uint32_t"), ("vector_issue_cycles", "vectorIssueCycles", "uint32_t"),
+               ("copy_latency_ns", "copyLatencyNs", "uint32_t"), ("scalar_ns", "scalarNs", "uint32_t"),
+               ("sync_all_ns", "syncAllNs", "uint32_t"), ("data_copy_pad", "dataCopyPad", "bool"),
+               ("sync_all", "syncAll", "bool"), ("dcci", "dcci", "bool"), ("bf16", "bf16", "bool"),
+               ("mul_add", "mulAdd", "bool"))
+
 # GE names of the dtypes and ACLNN formats (the spellings of the CANN API, not facts of the op).
 GE_DTYPE = {"float16": "ge::DT_FLOAT16", "bfloat16": "ge::DT_BF16", "float32": "ge::DT_FLOAT",
             "int32": "ge::DT_INT32", "int64": "ge::DT_INT64"}
@@ -479,11 +493,45 @@ def render_cpu_spec():
     return "\n".join(out)
 
 
+def soc_capabilities():
+    """{soc: {field: value}} of op_def/ascend_soc_capabilities.yaml, every Ascend target of the rules, every field."""
+    import yaml
+    table = yaml.safe_load(CAPS_YAML.read_text())["ascend_soc_capabilities"]
+    targets = list(support_rules.targets(device="Ascend"))
+    if sorted(table) != sorted(targets):
+        raise ValueError(f"{CAPS_YAML.name}: SoC lines {sorted(table)} differ from the rules' {sorted(targets)}")
+    for soc, caps in table.items():
+        if sorted(caps) != sorted(f for f, _, _ in CAPS_FIELDS):
+            raise ValueError(f"{CAPS_YAML.name}: {soc} has fields {sorted(caps)}")
+    return {soc: table[soc] for soc in targets}
+
+
+def render_soc_caps():
+    """ascend_impl/op_host/batch_norm_soc_caps.gen.h (host side: tiling callers, CPU build, performance model)."""
+    out = _header("op_def/ascend_soc_capabilities.yaml", "BATCH_NORM_SOC_CAPS_GEN_H", ["<cstdint>", "<cstring>"])
+    out += ["namespace bnb {", "", "// One SoC line (field meanings and public sources: the YAML).", "struct SocCaps {",
+            "    const char *name;"]
+    out += [f"    {ctype} {member};" for _, member, ctype in CAPS_FIELDS]
+    out += ["};", "", "constexpr SocCaps SOC_CAPS[] = {"]
+    for soc, caps in soc_capabilities().items():
+        out.append(f'    {{"{soc}",')
+        out += [f"     {_cpp_bool(caps[f]) if t == 'bool' else str(int(caps[f])) + 'u'},  // {member}"
+                for f, member, t in CAPS_FIELDS]
+        out.append("    },")
+    out += ["};", "constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);", "",
+            "// The line named `name`, or nullptr.", "inline const SocCaps *FindSocCaps(const char *name)", "{",
+            "    for (const SocCaps &c : SOC_CAPS) {", "        if (std::strcmp(c.name, name) == 0) {",
+            "            return &c;", "        }", "    }", "    return nullptr;", "}", "",
+            "}  // namespace bnb", "#endif  // BATCH_NORM_SOC_CAPS_GEN_H", ""]
+    return "\n".join(out)
+
+
 def jobs():
     """(path, wanted text) of every generated header."""
     return ([(COMMON_OUT, render_op_def_common()), (OUT, render())]
             + [(out, render(name)) for name, out in SYNC_OUTS.items()]
-            + [(KERNEL_SPEC_OUT, render_kernel_spec()), (CPU_SPEC_OUT, render_cpu_spec())])
+            + [(KERNEL_SPEC_OUT, render_kernel_spec()), (CPU_SPEC_OUT, render_cpu_spec()),
+               (CAPS_OUT, render_soc_caps())])
 
 
 def main(argv=None):

@@ -27,6 +27,7 @@ struct TilingInput {
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
+    bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
     bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
     uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };
@@ -293,6 +294,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     t.flat = (!t.usePad && unaligned && span < perBlock) ? 1 : 0;
     t.hasDcci = in.hasDcci ? 1 : 0;
     t.vecPad = in.hasDataCopyPad ? 1 : 0;
+    t.mulAdd = in.hasMulAdd ? 1 : 0;
     t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
     // Tiles: the span cut into balanced column chunks (whole vector blocks),

@@ -100,6 +100,7 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     in.hasSyncAll = !legacy;
     in.hasDcci = !legacy;
     in.hasBf16 = !legacy;
+    in.hasMulAdd = soc != platform_ascendc::SocVersion::ASCEND910;  // dav-c100 has no MulAddDst / FusedMulAdd
     return platform.GetLibApiWorkSpaceSize();
 }
 

@@ -28,6 +28,7 @@ struct SocCaps {
     bool syncAll;
     bool dcci;
     bool bf16;
+    bool mulAdd;
 };
 
 constexpr SocCaps SOC_CAPS[] = {
@@ -49,6 +50,7 @@ constexpr SocCaps SOC_CAPS[] = {
      false,  // syncAll
      false,  // dcci
      false,  // bf16
+     false,  // mulAdd
     },
     {"ascend310p",
      262144u,  // ubBytes
@@ -68,6 +70,7 @@ constexpr SocCaps SOC_CAPS[] = {
      false,  // syncAll
      false,  // dcci
      false,  // bf16
+     true,  // mulAdd
     },
     {"ascend910b",
      196608u,  // ubBytes
@@ -87,6 +90,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // syncAll
      true,  // dcci
      true,  // bf16
+     true,  // mulAdd
     },
     {"ascend910_93",
      196608u,  // ubBytes
@@ -106,6 +110,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // syncAll
      true,  // dcci
      true,  // bf16
+     true,  // mulAdd
     },
     {"ascend950",
      262144u,  // ubBytes
@@ -125,6 +130,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // syncAll
      true,  // dcci
      true,  // bf16
+     true,  // mulAdd
     },
 };
 constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);

@@ -80,6 +80,7 @@ struct BatchNormBackwardTilingData {
     uint32_t flat;         // 1: rows shorter than one block; grad_input is written as contiguous regions
     uint32_t hasDcci;      // DataCacheCleanAndInvalid exists (scalar GM writes are flushed with it)
     uint32_t vecPad;       // DataCopyPad exists: per-channel vectors move exactly with it whatever usePad
+    uint32_t mulAdd;       // MulAddDst / FusedMulAdd exist (single pass: fused per-element steps)
     uint32_t flatUnits;    // flat: grad_input regions
     uint32_t flatCap;      // flat: elements per region (fits one tile)
     uint32_t strategy;     // Strategy
@@ -149,7 +150,7 @@ BNB_FN uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1
 BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 
 // ---- single pass (STRATEGY_SINGLE_PASS): UB beyond the small two-pass plan ----
-constexpr uint32_t SP_SLABS = 6;           // float slabs of the sub-group's rows: mean, invstd, a, 2 sums (then k, b), product
+constexpr uint32_t SP_SLABS = 5;           // float slabs of the sub-group's rows: mean, a, 2 sums (then k, b), product
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
 constexpr uint32_t SP_MAX_CHUNKS = 4;      // pipelined chunks of rows over all resident buffers (one event id each)
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)

@@ -7,8 +7,8 @@
 // units that goes to the workspace in one copy (KernelState::StoreBatch).
 //
 // In one launch (flow: batch_norm_backward_kernel.h) the phases
-// (batch_norm_kernel_phases.h) call Unit, then Xhat / StorePartials in phase 1,
-// CombinePartials when a group is finalised, and Xhat / ApplyCoefs in phase 2;
+// (batch_norm_kernel_phases.h) call Unit, then Xhat (x - mean) / StorePartials
+// in phase 1, CombinePartials when a group is finalised, and ApplyCoefs in phase 2;
 // the channel-last twins are in batch_norm_kernel_channel_last.h.
 #ifndef BATCH_NORM_KERNEL_CHANNEL_FIRST_H
 #define BATCH_NORM_KERNEL_CHANNEL_FIRST_H
@@ -42,36 +42,43 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
     return r;
 }
 
-// xF = (x - mean) (* invstd when `scale`) over the n tile elements.
+// xF = x - mean over the n tile elements (invstd is applied per channel: ReduceUnit, ApplyCoefs).
 // (The scalars were loaded by LoadStats, which ends on a full barrier.)
-__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n, bool scale)
+__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n)
 {
-    const float mean = ub.v.mean.GetValue(r.groupLane), invstd = ub.v.invstd.GetValue(r.groupLane);
-    AscendC::Adds(ub.xF, ub.xF, -mean, n);
-    if (scale) {
-        AscendC::Muls(ub.xF, ub.xF, invstd, n);
-    }
+    AscendC::Adds(ub.xF, ub.xF, -ub.v.mean.GetValue(r.groupLane), n);
 }
 
 // dst = a * dy (+ k * xhat + b in training); dst is dyF, or (float32) the
-// grad_input tile, which only the last step writes.
+// grad_input tile, which only the last step writes. xF is x as loaded: invstd
+// is applied per channel (k * invstd against x - mean), not per element, and
+// with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
+// * x + (b - k * invstd * mean), so x is not centred per element.
 // (The coefficients were computed by LoadCoefs, which ends on a full barrier.)
 __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training,
-                                  const LocalTensor<float> &dst)
+                                  const LocalTensor<float> &dst, bool foldMean)
 {
     const float a = ub.v.coefA.GetValue(r.groupLane);
     if (!training) {
         AscendC::Muls(dst, ub.dyF, a, n);
         return;
     }
-    const float k = ub.v.coefK.GetValue(r.groupLane), b = ub.v.coefB.GetValue(r.groupLane);
+    const float mean = ub.v.mean.GetValue(r.groupLane);
+    const float k = ub.v.coefK.GetValue(r.groupLane) * ub.v.invstd.GetValue(r.groupLane);
+    float b = ub.v.coefB.GetValue(r.groupLane);
+    if (foldMean) {
+        b -= k * mean;
+    } else {
+        AscendC::Adds(ub.xF, ub.xF, -mean, n);
+    }
     AscendC::Muls(ub.dyF, ub.dyF, a, n);
     AscendC::Muls(ub.xF, ub.xF, k, n);
     AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);
     AscendC::Adds(dst, ub.dyF, b, n);
 }
 
-// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats).
+// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats);
+// accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit).
 __aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slot, uint32_t cols)
 {
     AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);

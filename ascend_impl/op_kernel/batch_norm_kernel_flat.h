@@ -47,28 +47,31 @@ __aicore__ inline Region RegionOf(const BatchNormBackwardTilingData &t, uint64_t
 
 // dyF[j] = a * dy (+ k * xhat + b in training) for every element of the
 // region, with the scalars of its channel: per element, in the same operation
-// order as the channel-first / channel-last ApplyCoefs and Xhat.
-__aicore__ inline void Apply(KernelUb &ub, const BatchNormBackwardTilingData &t, const Region &r)
+// order as channel_first::ApplyCoefs (k * invstd against x - mean; with
+// `foldMean`, 16-bit types, (k * invstd) * x + (b - k * invstd * mean)).
+__aicore__ inline void Apply(KernelUb &ub, const BatchNormBackwardTilingData &t, const Region &r, bool foldMean)
 {
     const int64_t c0 = GroupStart(t, r.group);
     int64_t lane = -1;
-    float a = 0.0f, k = 0.0f, b = 0.0f, mean = 0.0f, invstd = 0.0f;
+    float a = 0.0f, k = 0.0f, b = 0.0f, mean = 0.0f;
     for (uint32_t j = 0; j < uint32_t(r.len); ++j) {
         const int64_t l = int64_t(((r.start + j) / uint64_t(t.inner)) % uint64_t(t.channels)) - c0;
         if (l != lane) {
             lane = l;
             a = ub.v.coefA.GetValue(uint32_t(l));
             if (t.training) {
-                k = ub.v.coefK.GetValue(uint32_t(l));
+                k = ub.v.coefK.GetValue(uint32_t(l)) * ub.v.invstd.GetValue(uint32_t(l));
                 b = ub.v.coefB.GetValue(uint32_t(l));
-                mean = ub.v.mean.GetValue(uint32_t(l));
-                invstd = ub.v.invstd.GetValue(uint32_t(l));
+                mean = foldMean ? 0.0f : ub.v.mean.GetValue(uint32_t(l));
+                if (foldMean) {
+                    b -= k * ub.v.mean.GetValue(uint32_t(l));
+                }
             }
         }
         float v = ub.dyF.GetValue(j) * a;
         if (t.training) {
-            const float xh = (ub.xF.GetValue(j) + (-mean)) * invstd;
-            v = v + xh * k;
+            const float xc = foldMean ? ub.xF.GetValue(j) : ub.xF.GetValue(j) + (-mean);
+            v = v + xc * k;
             v = v + b;
         }
         ub.dyF.SetValue(j, v);

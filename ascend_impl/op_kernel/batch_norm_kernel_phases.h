@@ -28,15 +28,13 @@ __aicore__ inline TileRows UnitRows(const BatchNormBackwardTilingData &t, uint64
     return ChannelFirst(t) ? channel_first::Unit(t, u, write) : channel_last::Unit(t, u);
 }
 
-// xF = (x - mean) * invstd over the tile (REDUCE: x - mean).
+// xF = (x - mean) * invstd over the tile (REDUCE: x - mean), channel-last (channel-first applies invstd
+// per channel: ReduceUnit, channel_first::ApplyCoefs).
 template <uint32_t MODE, typename T>
 __aicore__ inline void Xhat(KernelState<T> &k, const TileRows &r, uint32_t n)
 {
-    if (ChannelFirst(k.t)) {
-        channel_first::Xhat(k.ub, r, n, MODE != MODE_REDUCE);
-    } else {
-        channel_last::Xhat(k.ub, r, k.t.rowStride, MODE != MODE_REDUCE);
-    }
+    (void)n;
+    channel_last::Xhat(k.ub, r, k.t.rowStride, MODE != MODE_REDUCE);
 }
 
 // ---- tile I/O ----
@@ -178,16 +176,39 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
         IssueLoad(k, UnitRows(k.t, u + 1), true);
     }
     TakeTile(k, true, n);
-    Xhat<MODE>(k, r, n);
-    AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
-    if (!ChannelFirst(k.t)) {
+    if (ChannelFirst(k.t)) {
+        // the row sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per
+        // unit, on the column sums (MODE_REDUCE: x - mean itself)
+        channel_first::Xhat(k.ub, r, n);
+        const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
+        if (!fused) {
+            AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);
+        }
+        AscendC::Duplicate(ub.accDy, 0.0f, stride);
+        AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+        for (uint32_t row = 0; row < r.rows; ++row) {
+            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+#if BNB_SOC_HAS_MUL_ADD
+            if (fused) {
+                AscendC::MulAddDst(ub.accDyx, ub.xF[row * stride], ub.dyF[row * stride], r.cols);
+                continue;
+            }
+#endif
+            AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+        }
+        if constexpr (MODE != MODE_REDUCE) {
+            AscendC::Muls(ub.accDyx, ub.accDyx, ub.v.invstd.GetValue(r.groupLane), r.cols);
+        }
+    } else {
+        Xhat<MODE>(k, r, n);
+        AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
         k.WaitPartials();  // the previous unit's partials have left the accumulators
-    }
-    AscendC::Duplicate(ub.accDy, 0.0f, stride);
-    AscendC::Duplicate(ub.accDyx, 0.0f, stride);
-    for (uint32_t row = 0; row < r.rows; ++row) {
-        AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
-        AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+        AscendC::Duplicate(ub.accDy, 0.0f, stride);
+        AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+        for (uint32_t row = 0; row < r.rows; ++row) {
+            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+            AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+        }
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
@@ -392,17 +413,18 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
             IssueLoad(k, UnitRows(k.t, u + 1, true), k.t.training);
         }
         TakeTile(k, k.t.training, n);
-        if (k.t.training) {
-            Xhat<MODE>(k, r, n);
-        }
         if (!ChannelFirst(k.t)) {
+            if (k.t.training) {
+                Xhat<MODE>(k, r, n);
+            }
             channel_last::ApplyCoefs(k.ub, r, k.t.rowStride, k.t.training);
         } else if constexpr (IsSame<T, float>::value) {
+            // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element)
             out = OutTile(k);
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out);  // its last step writes out
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out, false);  // its last step writes out
             written = true;
         } else {
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF);
+            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF, true);
         }
         if (!written) {
             out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile
@@ -438,7 +460,7 @@ __aicore__ inline void FlatRegionGradInput(KernelState<T> &k, uint64_t f, bool w
         LoadTile(k, r, k.t.training, n);
         LoadCoefs<MODE>(k, region.group);
         AscendC::PipeBarrier<PIPE_ALL>();
-        flat::Apply(k.ub, k.t, region);
+        flat::Apply(k.ub, k.t, region, !IsSame<T, float>::value);
         AscendC::PipeBarrier<PIPE_ALL>();
         out = OutTile(k);
     }

@@ -20,7 +20,11 @@
 //   apply    V, chunk by chunk: dx = a * dy + (k * invstd) * xc + b over
 //            whole rows with per-element slabs of a, k * invstd, b (16-bit
 //            types: b - k * invstd * mean against x, so xc is not
-//            recomputed); each chunk handed to MTE3 with
+//            recomputed); where the SoC has MulAddDst / FusedMulAdd (tiling
+//            mulAdd) the sums of dy * xc take one MulAddDst and dx is
+//            FusedMulAdd(dy, a, b) then MulAddDst(k, x), over slabs even for
+//            one channel (the same instructions whatever the sub-group);
+//            each chunk handed to MTE3 with
 //            its own V_MTE3 event, so stores overlap the next chunk's compute;
 //   release  V_MTE2 and MTE3_MTE2 before the next sub-group's loads reuse UB.
 // With two resident buffers (tiling spBuffers 2: a group of several channels
@@ -45,7 +49,7 @@ using AscendC::HardEvent;
 // sums are taken (Totals) and read before the next sub-group's sums begin (the
 // vector unit runs in order).
 enum Slab : uint32_t {
-    SLAB_MEAN, SLAB_INVSTD, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
+    SLAB_MEAN, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
@@ -61,7 +65,7 @@ struct Buffers {
     // A sub-group of one channel takes its per-channel values as scalar operands, not slabs (no
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
     bool scalar = false;
-    float value[SLAB_PROD] = {};  // by Slab: mean, invstd, a, k, b
+    float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -156,7 +160,8 @@ template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
                                  const uint32_t *which, const LocalTensor<float> *vec)
 {
-    b.scalar = s.cnt == 1;
+    // The fused steps (tiling mulAdd) take slabs only: the same instructions whatever the sub-group.
+    b.scalar = s.cnt == 1 && !k.t.mulAdd;
     if (b.scalar) {
         for (uint32_t i = 0; i < n; ++i) {
             b.value[which[i]] = vec[i].GetValue(s.lane0);
@@ -184,6 +189,12 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
     }
     for (uint32_t i = 0; i < n; ++i) {
         const LocalTensor<float> &slab = b.slab[which[i]];
+        if (s.cnt == 1 && k.t.spQuantum == 0) {
+            // one channel: the whole slab is its value, one Duplicate (no copies of row 0)
+            AscendC::Duplicate(slab, vec[i].GetValue(s.lane0),
+                               Narrow<int32_t>(k.t.spSlabRows * s.len, "Duplicate count"));
+            continue;
+        }
         for (uint32_t j = 0; j < s.cnt; ++j) {
             const float v = vec[i].GetValue(s.lane0 + j);
             if (k.t.spQuantum == 0) {
@@ -282,6 +293,12 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
         const LocalTensor<float> xh = CenteredRow(b, off, elems);
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
+#if BNB_SOC_HAS_MUL_ADD
+        if (k.t.mulAdd) {
+            AscendC::MulAddDst(b.slab[SLAB_SUM_DYX], xh, dyr, Narrow<int32_t>(elems, "MulAddDst count"));
+            continue;
+        }
+#endif
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
         AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD],
                      Narrow<int32_t>(elems, "Add count"));
@@ -333,6 +350,13 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
         }
         if (!want) {
             AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
+#if BNB_SOC_HAS_MUL_ADD
+        } else if (k.t.training && k.t.mulAdd) {
+            // dx = (a * dy + b) + k * x, two instructions over the slabs (Buffers::scalar is never set here).
+            const int32_t count = Narrow<int32_t>(elems, "vector count");
+            AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], count);
+            AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+#endif
         } else {
             WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
@@ -402,6 +426,14 @@ private:
         if (want_) {
             // a = weight * invstd does not depend on the sums: once per group, before any sub-group.
             AscendC::Mul(k.ub.v.coefA, k.ub.v.weight, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+            if (k.t.training) {
+                // -a / n, the factor of both b and k, over weight (read by nothing else): Coefs
+                AscendC::Muls(k.ub.v.weight, k.ub.v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
+                if (!IsSame<T, float>::value && k.t.mulAdd) {
+                    // -mean over stage until WriteParamGrads (Coefs: b + k * -mean in one MulAddDst)
+                    AscendC::Muls(k.ub.v.stage, k.ub.v.mean, -1.0f, Narrow<int32_t>(k.t.vecElems, "Muls count"));
+                }
+            }
             AscendC::SetFlag<HardEvent::V_S>(0);
             AscendC::WaitFlag<HardEvent::V_S>(0);
         }
@@ -458,7 +490,7 @@ private:
             return;
         }
         b_.Use(s.buf);
-        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, SLAB_INVSTD, k.ub.v.invstd, s);
+        Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         const uint32_t slab = k.t.spSlabRows * s.len;
         AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
         AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
@@ -547,7 +579,7 @@ private:
     }
 
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
-    // LoadCoefs; a = weight * invstd is computed once per group; totDyx holds
+    // LoadCoefs; a = weight * invstd and -a / n are computed once per group; totDyx holds
     // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
     // k * invstd (applied to x - mean) and b (over the sum slabs, whose sums
     // Totals has taken; that of a: Finish, before the combine).
@@ -557,16 +589,23 @@ private:
             return;
         }
         ChannelVecs &v = k.ub.v;
-        AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
-        AscendC::Mul(v.coefK, v.coefB, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        // v.weight holds -a / n since the group began (Group)
+        AscendC::Mul(v.coefK, v.weight, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::Mul(v.coefB, v.coefB, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        AscendC::Mul(v.coefB, v.weight, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         if constexpr (!IsSame<T, float>::value) {
             // 16-bit types apply k * xhat + b as (k * invstd) * x + (b - k * invstd * mean): per element
             // a cast of x, not the recomputed x - mean (an instruction fewer).
-            AscendC::Mul(v.stage, v.coefK, v.mean, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-            AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
+#if BNB_SOC_HAS_MUL_ADD
+            if (k.t.mulAdd) {
+                AscendC::MulAddDst(v.coefB, v.coefK, v.stage, Narrow<int32_t>(k.t.vecElems, "MulAddDst count"));
+            } else
+#endif
+            {
+                AscendC::Mul(v.stage, v.coefK, v.mean, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+                AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
+            }
         }
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);

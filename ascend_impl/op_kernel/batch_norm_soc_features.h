@@ -24,6 +24,14 @@
 #define BNB_SOC_HAS_DCCI (!BNB_SOC_LEGACY)
 #define BNB_SOC_HAS_DATA_COPY_PAD (!BNB_SOC_LEGACY)
 #define BNB_SOC_HAS_BF16 (!BNB_SOC_LEGACY)
+// MulAddDst / FusedMulAdd: on every line but dav-c100 (ascend910), whose headers report them not
+// supported; the kernel takes them only where the tiling says so (mulAdd).
+#if (defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001) || \
+    (!defined(__NPU_ARCH__) && defined(__CCE_AICORE__) && __CCE_AICORE__ == 100)
+#define BNB_SOC_HAS_MUL_ADD 0
+#else
+#define BNB_SOC_HAS_MUL_ADD 1
+#endif
 
 // Marks for the performance model (ascend_impl/perf_model/sim_perf.h defines
 // them in the CPU build, before this header): the combine of the per-channel

@@ -104,6 +104,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.hasSyncAll = caps->syncAll;
         in.hasDcci = caps->dcci;
         in.hasBf16 = caps->bf16;
+        in.hasMulAdd = caps->mulAdd;
         in.allowSinglePass = forceTwoPass == 0;
         bnb::BatchNormBackwardTilingData t;
         const std::string why = bnb::ComputeTiling(in, t);

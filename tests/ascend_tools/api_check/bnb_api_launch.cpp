@@ -111,6 +111,7 @@ int main(int argc, char **argv)
     ti.hasSyncAll = BNB_SOC_HAS_SYNC_ALL;
     ti.hasDcci = BNB_SOC_HAS_DCCI;
     ti.hasBf16 = BNB_SOC_HAS_BF16;
+    ti.hasMulAdd = BNB_SOC_HAS_MUL_ADD;
 
     bnb::BatchNormBackwardTilingData full{};
     bnb::BatchNormSyncTilingData sync{};

@@ -26,6 +26,10 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     Duplicate(a, s, n);
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
+#if BNB_SOC_HAS_MUL_ADD
+    MulAddDst(a, b, c, n);
+    FusedMulAdd(a, b, c, n);
+#endif
 }
 
 template <typename T>

@@ -102,6 +102,7 @@ struct Soc {
     bool hasBf16;
     bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
     bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
+    bool hasMulAdd;         // MulAddDst / FusedMulAdd: not on dav-c100 (ascend910)
 };
 // __NPU_ARCH__ of each line's vector core, as the headers define it: the one per-SoC fact here that
 // is not a chip capability. Everything else comes from op_def/ascend_soc_capabilities.yaml through
@@ -125,7 +126,7 @@ inline const std::vector<Soc> &Socs()
         std::vector<Soc> t;
         for (const auto &c : bnb::SOC_CAPS) {
             t.push_back({c.name, NpuArchOf(c.name), c.ubBytes, c.vectorCores, c.dataCopyPad, c.bf16, c.syncAll,
-                         c.dcci});
+                         c.dcci, c.mulAdd});
         }
         return t;
     }();

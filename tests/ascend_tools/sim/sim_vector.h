@@ -90,6 +90,42 @@ void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 {
     sim::Binary(dst, src0, src1, count, "Div", at, [](float x, float y) { return x / y; });
 }
+// dst = src0 * src1 + dst (MulAddDst) and dst = src0 * dst + src1 (FusedMulAdd), float and half
+// operands of one type; not on SoCs without them (Soc::hasMulAdd).
+namespace sim {
+template <typename T, typename F>
+void MulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, int32_t count,
+            const char *op, Src src, F f)
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "MulAdd: float or half only");
+    SimCheck(SimThisCore().soc.hasMulAdd, std::string(op) + ": not supported on " + SimThisCore().soc.name, src);
+    bnb_rules::CalCount(op, count, src);
+    const T *pa = src0.SimPtr(count, op, true, src, "src0");
+    const T *pb = src1.SimPtr(count, op, true, src, "src1");
+    T *pd = dst.SimPtr(count, op, true, src, "dst");
+    RecordV(op, src, {src0.SimRange(count), src1.SimRange(count), dst.SimRange(count)}, {dst.SimRange(count)});
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
+    std::vector<T> tmp(count);
+    for (int32_t i = 0; i < count; ++i) {
+        tmp[i] = static_cast<T>(f(static_cast<float>(pa[i]), static_cast<float>(pb[i]), static_cast<float>(pd[i])));
+    }
+    std::copy(tmp.begin(), tmp.end(), pd);
+}
+}  // namespace sim
+template <typename T, typename U>
+void MulAddDst(const LocalTensor<T> &dst, const LocalTensor<U> &src0, const LocalTensor<U> &src1,
+               const int32_t &count, bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(std::is_same<T, U>::value, "MulAddDst: this CPU build models operands of one type");
+    sim::MulAdd(dst, src0, src1, count, "MulAddDst", at, [](float a, float b, float d) { return a * b + d; });
+}
+template <typename T>
+void FusedMulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,
+                 const int32_t &count, bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::MulAdd(dst, src0, src1, count, "FusedMulAdd", at, [](float a, float b, float d) { return a * d + b; });
+}
 template <typename T, bool isSetMask = true>
 void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count,
           bnb_rules::Src at = bnb_rules::Here())

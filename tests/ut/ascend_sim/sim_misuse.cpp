@@ -11,6 +11,18 @@ using namespace AscendC;
 namespace {
 float g_gm[1024];
 
+// op(dst, src0, src1) on three initialised 64-float slices of one UB buffer.
+template <typename Op>
+void OnSlices(Op op)
+{
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 3 * 256);
+    LocalTensor<float> t = buf.Get<float>();
+    Duplicate(t, 1.0f, 3 * 64);
+    op(t, t[64], t[128]);
+}
+
 const std::map<std::string, std::function<void()>> &Cases()
 {
     static const std::map<std::string, std::function<void()>> cases = {
@@ -88,6 +100,8 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
              DataCopyPad(buf.Get<float>(), gm, p, pad);
          }},
+        {"mul_add_dst", [] { OnSlices([](auto d, auto a, auto b) { MulAddDst(d, a, b, 64); }); }},
+        {"fused_mul_add", [] { OnSlices([](auto d, auto a, auto b) { FusedMulAdd(d, a, b, 64); }); }},
         {"sync_all", [] {
              KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
              SimBarrier one(1);

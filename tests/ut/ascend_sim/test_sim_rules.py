@@ -45,6 +45,17 @@ def test_sync_and_cache_flush_only_where_they_exist(sim, case, soc, available):
         assert soc in msg
 
 
+@pytest.mark.parametrize("case", ["mul_add_dst", "fused_mul_add"])
+@pytest.mark.parametrize("soc,available", [("ascend910", False), ("ascend310p", True), ("ascend910b", True),
+                                           ("ascend910_93", True), ("ascend950", True)])
+def test_multiply_adds_only_where_they_exist(sim, case, soc, available):
+    """MulAddDst / FusedMulAdd: not on dav-c100 (ascend910), whose headers report them not supported."""
+    msg = simlib.misuse(sim, case, soc)
+    assert (msg is None) == available, msg
+    if not available:
+        assert soc in msg
+
+
 def test_hardware_sync_all_needs_mix_kernel_type(sim):
     msg = simlib.misuse(sim, "sync_all_without_kernel_type")
     assert msg is not None and "KERNEL_TYPE_MIX_AIV_1_0" in msg

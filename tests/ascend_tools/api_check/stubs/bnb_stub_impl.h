@@ -108,21 +108,28 @@ inline float Load(const T *p) { return static_cast<float>(*p); }
 template <typename T>
 inline void Store(T *p, float v) { *p = static_cast<T>(v); }
 
-template <typename D, typename S0, typename S1, typename F>
+// Two sources, and with READS_DST the destination as the third operand (the multiply-adds vmla:
+// s0 * s1 + d, vmadd: s0 * d + s1); f takes (s0, s1, d).
+template <bool READS_DST, typename D, typename S0, typename S1, typename F>
 inline void Binary(const char *intr, D *dst, S0 *s0, S1 *s1, uint64_t repeat, uint64_t db, uint64_t b0, uint64_t b1,
                    uint64_t dr, uint64_t r0, uint64_t r1, F f)
 {
     const uint64_t width = sizeof(D) > sizeof(S0) ? sizeof(D) : sizeof(S0);
     std::vector<std::pair<D *, float>> out;
-    Operand od("dst"), o0("src0"), o1("src1");
+    Operand od("dst"), o0("src0"), o1("src1"), oi("dst (read)");
     ForEachActive(repeat, width, [&](uint64_t r, uint64_t e, uint64_t) {
         D *d = At(dst, r, e, db, dr);
         const S0 *a = At(s0, r, e, b0, r0);
         const S1 *b = At(s1, r, e, b1, r1);
         od.Add(d, sizeof(D)), o0.Add(a, sizeof(S0)), o1.Add(b, sizeof(S1));
-        out.emplace_back(d, f(Load(a), Load(b)));
+        if (READS_DST) oi.Add(d, sizeof(D));
+        out.emplace_back(d, f(Load(a), Load(b), READS_DST ? Load(d) : 0.0f));
     });
-    PipeOp(PIPE_V, intr, {&o0, &o1}, {&od});
+    if (READS_DST) {
+        PipeOp(PIPE_V, intr, {&o0, &o1, &oi}, {&od});
+    } else {
+        PipeOp(PIPE_V, intr, {&o0, &o1}, {&od});
+    }
     for (auto &o : out) Store(o.first, o.second);  // operands may alias: read everything first
 }
 
@@ -349,19 +356,21 @@ void ffts_cross_core_sync(pipe_t pipe, uint64_t config);
 void wait_flag_dev(int64_t flagId);
 
 // ---- vector instructions ----
-#define BNB_STUB_BINARY(NAME, EXPR)                                                                            \
+#define BNB_STUB_BINARY(NAME, READS_DST, EXPR)                                                                 \
     template <typename T, typename R>                                                                         \
     inline void NAME(T *dst, T *src0, T *src1, R repeat, uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk,    \
                      uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)                                         \
     {                                                                                                         \
         bnb_rules::RepeatTimes(#NAME, uint64_t(repeat), {});                                                   \
-        bnb_stub::Binary(#NAME, dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, src1Rep,          \
-                         [](float a, float b) { return EXPR; });                                               \
+        bnb_stub::Binary<READS_DST>(#NAME, dst, src0, src1, repeat, dstBlk, src0Blk, src1Blk, dstRep, src0Rep, \
+                                    src1Rep, [](float a, float b, float d) { (void)d; return EXPR; });          \
     }
-BNB_STUB_BINARY(vadd, a + b)
-BNB_STUB_BINARY(vsub, a - b)
-BNB_STUB_BINARY(vmul, a * b)
-BNB_STUB_BINARY(vdiv, a / b)
+BNB_STUB_BINARY(vadd, false, a + b)
+BNB_STUB_BINARY(vsub, false, a - b)
+BNB_STUB_BINARY(vmul, false, a * b)
+BNB_STUB_BINARY(vdiv, false, a / b)
+BNB_STUB_BINARY(vmla, true, a * b + d)
+BNB_STUB_BINARY(vmadd, true, a * d + b)
 #undef BNB_STUB_BINARY
 
 #define BNB_STUB_SCALAR(NAME, EXPR)                                                                        \
