@@ -1,4 +1,4 @@
-"""`python -m mindspore_bn_grad bench [--train | --double | --forward | --ascend] [...]`: the benchmarks, kept outside the runtime package.
+"""`python -m mindspore_bn_grad bench [--train | --double | --forward | --ascend | --zoo] [...]`: the benchmarks, kept outside the runtime package.
 
 They are the import package ``mindspore_bn_grad_bench`` (the repository's
 bench/ folder), installed alongside this one. This command picks one and
@@ -9,12 +9,13 @@ hands it the remaining arguments:
     bench --double [...]   the double backward                             (bench/double.py)
     bench --forward [...]  the BatchNormForward rows alone                 (bench/forward.py)
     bench --ascend [...]   the Ascend C kernel's performance model         (bench/ascend.py)
+    bench --zoo [...]      a public model zoo's networks (mindcv)          (bench/zoo.py)
 """
 import importlib
 import sys
 
 # flag -> module; none of them: kernel
-BENCHMARKS = {"--train": "train", "--double": "double", "--forward": "forward", "--ascend": "ascend"}
+BENCHMARKS = {"--train": "train", "--double": "double", "--forward": "forward", "--ascend": "ascend", "--zoo": "zoo"}
 
 
 def main(argv=None):
