@@ -163,35 +163,32 @@ struct ColPath {
     const bool training = a.training;
     const void *const gy = a.grad_out.data, *const gx = a.input.data;
     void *const gi = a.grad_input.data;
-    int64_t p = r0 * L, j = 0;
-    const int64_t end = r1 * L;
-    auto scalar = [&]() {
-      const T d = Ld<D>(gy, p);
-      const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
-      St<D>(gi, p, training ? DxScalar<T>(d, Ld<D>(gx, p), kc) : d * kc.scale);
-      ++p;
-      if (++j == L) j = 0;
-    };
-    while (p < end && ((reinterpret_cast<uintptr_t>(gi) + p * ElemSize(D)) & (kStreamAlign<D> - 1))) scalar();
+    ForPeriodicStream<D>(
+        gi, r0 * L, r1 * L, L,
+        [&](int64_t p, int64_t j) {
+          const T d = Ld<D>(gy, p);
+          const DxCoef<T> kc{mean[j], scale[j], ks[j], mdys[j]};
+          St<D>(gi, p, training ? DxScalar<T>(d, Ld<D>(gx, p), kc) : d * kc.scale);
+        },
+        [&](int64_t p, int64_t j) {
 #ifdef BN_GRAD_HAVE_AVX2
-    if constexpr (kVec<D>) {
-      for (; p + 8 <= end; p += 8) {
-        const __m256 d = VLd<D>(gy, p);
-        __m256 v;
-        if (training) {
-          const __m256 xm = _mm256_sub_ps(VLd<D>(gx, p), _mm256_loadu_ps(mean + j));
-          const __m256 t = _mm256_fmsub_ps(d, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(mdys + j));
-          v = _mm256_fnmadd_ps(xm, _mm256_loadu_ps(ks + j), t);
-        } else {
-          v = _mm256_mul_ps(d, _mm256_loadu_ps(scale + j));
-        }
-        VSt<D, true>(gi, p, v);
-        j += 8;
-        if (j >= L) j -= L;
-      }
-    }
+          if constexpr (kVec<D>) {  // (never called otherwise)
+            const __m256 d = VLd<D>(gy, p);
+            __m256 v;
+            if (training) {
+              const __m256 xm = _mm256_sub_ps(VLd<D>(gx, p), _mm256_loadu_ps(mean + j));
+              const __m256 t = _mm256_fmsub_ps(d, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(mdys + j));
+              v = _mm256_fnmadd_ps(xm, _mm256_loadu_ps(ks + j), t);
+            } else {
+              v = _mm256_mul_ps(d, _mm256_loadu_ps(scale + j));
+            }
+            VSt<D, true>(gi, p, v);
+          }
+#else
+          (void)p;
+          (void)j;
 #endif
-    while (p < end) scalar();
+        });
   }
 
   // The kWrap entries past the end of the L coefficients of each array: its first ones again.

@@ -161,25 +161,20 @@ struct FwdColPath {
                                                 const T *bias) const {
     const void *const x = a.input.data;
     void *const y = a.output.data;
-    int64_t p = r0 * L, j = 0;
-    const int64_t end = r1 * L;
-    auto scalar = [&]() {
-      St<D>(y, p, std::fma(Ld<D>(x, p) - mean[j], scale[j], bias[j]));
-      ++p;
-      if (++j == L) j = 0;
-    };
-    while (p < end && ((reinterpret_cast<uintptr_t>(y) + p * ElemSize(D)) & (kStreamAlign<D> - 1))) scalar();
+    ForPeriodicStream<D>(
+        y, r0 * L, r1 * L, L,
+        [&](int64_t p, int64_t j) { St<D>(y, p, std::fma(Ld<D>(x, p) - mean[j], scale[j], bias[j])); },
+        [&](int64_t p, int64_t j) {
 #ifdef BN_GRAD_HAVE_AVX2
-    if constexpr (kVec<D>) {
-      for (; p + 8 <= end; p += 8) {
-        const __m256 xm = _mm256_sub_ps(VLd<D>(x, p), _mm256_loadu_ps(mean + j));
-        VSt<D, true>(y, p, _mm256_fmadd_ps(xm, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(bias + j)));
-        j += 8;
-        if (j >= L) j -= L;
-      }
-    }
+          if constexpr (kVec<D>) {  // (never called otherwise)
+            const __m256 xm = _mm256_sub_ps(VLd<D>(x, p), _mm256_loadu_ps(mean + j));
+            VSt<D, true>(y, p, _mm256_fmadd_ps(xm, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(bias + j)));
+          }
+#else
+          (void)p;
+          (void)j;
 #endif
-    while (p < end) scalar();
+        });
   }
 
   // The kWrap entries past the end of the L coefficients of each array: its first ones again.

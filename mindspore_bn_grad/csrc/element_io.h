@@ -139,6 +139,31 @@ inline void StreamFence() {
 // Alignment a non-temporal store needs (bytes).
 template <DType D> constexpr uintptr_t kStreamAlign = D == DType::kFloat32 ? 32 : 16;
 
+// Stream stores over elements [p, end) of a run whose element p is column p mod period (the
+// column paths' whole-row tiles): scalar(p, j) stores one element of column j with a normal store,
+// for the head up to the stream store's alignment and for the tail; vector(p, j) stores 8
+// (kVec<D>), columns j .. j + 7, the ones past the period wrapping to the next row's first (the
+// caller's per-column arrays hold period + 8 entries, the first 8 again at the end; period >= 8).
+template <DType D, class Scalar, class Vector>
+inline void ForPeriodicStream(const void *out, int64_t p, int64_t end, int64_t period, Scalar &&scalar,
+                              Vector &&vector) {
+  int64_t j = p % period;
+  auto one = [&]() {
+    scalar(p, j);
+    ++p;
+    if (++j == period) j = 0;
+  };
+  while (p < end && ((reinterpret_cast<uintptr_t>(out) + p * ElemSize(D)) & (kStreamAlign<D> - 1))) one();
+  if constexpr (kVec<D>) {
+    for (; p + 8 <= end; p += 8) {
+      vector(p, j);
+      j += 8;
+      if (j >= period) j -= period;
+    }
+  }
+  while (p < end) one();
+}
+
 // Zeros elements [off, off + len) of p; non-temporal where kStream.
 template <DType D, bool kStream>
 inline void ZeroRun(void *p, int64_t off, int64_t len) {
