@@ -133,11 +133,17 @@ def _batch(args):
             ms.Tensor(rng.integers(0, 10, args.batch).astype(np.int32)))
 
 
-def _networks(mindcv, name):
+def _original(mindcv, name):
+    """The model with the same initial weights on every call (seed 0)."""
     import mindspore as ms
-    from mindspore_bn_grad import convert_batchnorm
     ms.set_seed(0)
-    net = mindcv.create_model(name, num_classes=10, pretrained=False)
+    return mindcv.create_model(name, num_classes=10, pretrained=False)
+
+
+def _networks(mindcv, name):
+    """(original, converted deep copy of it)."""
+    from mindspore_bn_grad import convert_batchnorm
+    net = _original(mindcv, name)
     return net, convert_batchnorm(copy.deepcopy(net))
 
 
@@ -193,9 +199,9 @@ def model_row(mindcv, name, mode, args):
     (lc, gc, sc), ours = _on("ours", lambda: one_step(converted, x, y))
     whole, worst = compare_grads(go, gc)
     nudged = x * ms.Tensor(np.float32(1.0 + 2.0 ** -23))
-    (_, gn, _), _ = _on("mindspore", lambda: one_step(_networks(mindcv, name)[0], nudged, y))
+    (_, gn, _), _ = _on("mindspore", lambda: one_step(_original(mindcv, name), nudged, y))
     noise_whole, _ = compare_grads(go, gn)
-    layers, n_layers = (layer_errors(_networks(mindcv, name)[0], x, y) if mode == "PYNATIVE" else (None, 0))
+    layers, n_layers = (layer_errors(_original(mindcv, name), x, y) if mode == "PYNATIVE" else (None, 0))
     row = {"model": name, "mode": mode, "loss_original": lo, "loss_converted": lc,
            "grad_rel_l2": whole, "grad_worst": worst, "noise_rel_l2": noise_whole,
            "layer_worst_ours": layers and layers["ours"], "layer_worst_mindspore": layers and layers["mindspore"],
