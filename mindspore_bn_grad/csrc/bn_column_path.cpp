@@ -31,7 +31,6 @@ constexpr int64_t kColBlock = 256;           // columns per tile (multiple of 8)
 constexpr int64_t kColTileElems = 32768;     // target elements per tile
 constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
-constexpr int64_t kWrap = 8;                 // coefficients repeated past the last column (DxFlatStream)
 
 // SumRows and DxRows, the two hot loops, stay functions of their own
 // (noinline): inlined into the tile loops they ran slower (docs/performance.md).
@@ -63,7 +62,7 @@ struct ColPath {
   bool fused() const { return nchunks == 1 && inner == 1; }
 
   void Bind(Scratch *scratch) {
-    const int64_t tn = (sizeof(T) * (L + kWrap) + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
+    const int64_t tn = (sizeof(T) * (L + kPeriodicWrap) + 7) / 8 + 4;  // doubles per T array (+ alignment slack)
     double *s = scratch->Doubles(static_cast<size_t>(2 * nchunks * L + 4 * tn + 8));
     p_dy = s;
     p_dyx = s + nchunks * L;
@@ -155,7 +154,7 @@ struct ColPath {
   // dx of whole rows [r0, r1) as one run of (r1 - r0) * L elements, stored around the cache: one
   // head to the stream store's alignment, whatever the rows' (a head per row would share the
   // first and last line of every row between normal and stream stores). Element p is column
-  // p mod L; the coefficient arrays hold L + kWrap entries, the first kWrap again at the end,
+  // p mod L; the coefficient arrays hold L + kPeriodicWrap entries, the first kPeriodicWrap again at the end,
   // so 8 lanes that cross a row's end read the next row's first columns. The same formula as
   // DxRows, so the same bits.
   __attribute__((noinline)) void DxFlatStream(int64_t r0, int64_t r1, const T *mean, const T *scale, const T *ks,
@@ -191,15 +190,6 @@ struct ColPath {
         });
   }
 
-  // The kWrap entries past the end of the L coefficients of each array: its first ones again.
-  void Wrap(T *mean, T *scale, T *ks, T *mdys) const {
-    for (int64_t i = 0; i < kWrap; ++i) {
-      mean[L + i] = mean[i % L];
-      scale[L + i] = scale[i % L];
-      ks[L + i] = ks[i % L];
-      mdys[L + i] = mdys[i % L];
-    }
-  }
 
   // dx of a tile by the store kind StreamDx chose (coefficients indexed from column j0).
   void Dx(bool stream_dx, int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, const T *scale,
@@ -216,7 +206,7 @@ struct ColPath {
     const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock), w = j1 - j0;
     ChanIn ins[kColBlock];
     ChannelInputs(a, j0, j1, ins);
-    alignas(32) T mean[kColBlock + kWrap], scale[kColBlock + kWrap], ks[kColBlock + kWrap], mdys[kColBlock + kWrap];
+    alignas(32) T mean[kColBlock + kPeriodicWrap], scale[kColBlock + kPeriodicWrap], ks[kColBlock + kPeriodicWrap], mdys[kColBlock + kPeriodicWrap];
     double s_dy[kColBlock], s_dyx[kColBlock];
     for (int64_t j = 0; j < w; ++j) mean[j] = static_cast<T>(ins[j].mean);
     if (need_sums) {
@@ -230,14 +220,14 @@ struct ColPath {
       scale[j] = k.scale; ks[j] = k.ks; mdys[j] = k.mdys;
     }
     if (need_dx) {
-      if (Flat()) Wrap(mean, scale, ks, mdys);
+      if (Flat()) RepeatHead(L, mean, scale, ks, mdys);
       Dx(stream_dx, 0, M, j0, w, mean, scale, ks, mdys);
     }
   }
 
   // Non-temporal dx stores: as one run per tile where tiles are whole rows (DxFlatStream), else
   // only where every row of every tile is aligned.
-  bool Flat() const { return nblocks == 1 && L >= kWrap; }
+  bool Flat() const { return nblocks == 1 && L >= kPeriodicWrap; }
   bool StreamDx() const {
     if (!stream || !kVec<D>) return false;
     return Flat() || ((reinterpret_cast<uintptr_t>(a.grad_input.data) % kStreamAlign<D>) == 0 &&
@@ -303,7 +293,7 @@ struct ColPath {
       }
     }
     if (need_dx) {
-      if (Flat()) Wrap(c_mean, c_scale, c_ks, c_mdys);
+      if (Flat()) RepeatHead(L, c_mean, c_scale, c_ks, c_mdys);
       parallel_tiles([&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
         Dx(stream_dx, r0, r1, j0, w, c_mean + j0, c_scale + j0, c_ks + j0, c_mdys + j0);
       }, true);

@@ -28,7 +28,6 @@ constexpr int64_t kColTileElems = 32768;      // target elements per tile
 constexpr int64_t kColFlushRows = 256;        // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial moments
 constexpr int64_t kFusedBytes = 256 << 10;    // a column block of every row at most this big: fused
-constexpr int64_t kWrap = 8;                  // coefficients repeated past the last column (NormFlatStream)
 
 template <DType D>
 struct FwdColPath {
@@ -60,8 +59,8 @@ struct FwdColPath {
   bool fused() const { return nchunks == 1 && inner == 1; }
 
   void Bind(Scratch *scratch) {
-    // doubles per T array: L + kWrap coefficients, and the slack of a 32-byte alignment
-    const int64_t tn = (static_cast<int64_t>(sizeof(T)) * (L + kWrap) + 7) / 8 + 4;
+    // doubles per T array: L + kPeriodicWrap coefficients, and the slack of a 32-byte alignment
+    const int64_t tn = (static_cast<int64_t>(sizeof(T)) * (L + kPeriodicWrap) + 7) / 8 + 4;
     const int64_t nparts = a.training ? nchunks * L : 0;
     double *s = scratch->Doubles(static_cast<size_t>(3 * nparts + 3 * tn + 8));
     part = reinterpret_cast<Moments *>(s);
@@ -154,7 +153,7 @@ struct FwdColPath {
   // y of whole rows [r0, r1) as one run of (r1 - r0) * L elements, stored around the cache: one
   // head to the stream store's alignment, whatever the rows' (a head per row would share the
   // first and last line of every row between normal and stream stores). Element p is column
-  // p mod L; the coefficient arrays hold L + kWrap entries, the first kWrap again at the end,
+  // p mod L; the coefficient arrays hold L + kPeriodicWrap entries, the first kPeriodicWrap again at the end,
   // so 8 lanes that cross a row's end read the next row's first columns. The same formula as
   // NormRows, so the same bits.
   __attribute__((noinline)) void NormFlatStream(int64_t r0, int64_t r1, const T *mean, const T *scale,
@@ -177,18 +176,10 @@ struct FwdColPath {
         });
   }
 
-  // The kWrap entries past the end of the L coefficients of each array: its first ones again.
-  void Wrap(T *mean, T *scale, T *bias) const {
-    for (int64_t i = 0; i < kWrap; ++i) {
-      mean[L + i] = mean[i % L];
-      scale[L + i] = scale[i % L];
-      bias[L + i] = bias[i % L];
-    }
-  }
 
   // Non-temporal stores: as one run per tile where tiles are whole rows (NormFlatStream), else
   // only where every row of every tile is aligned.
-  bool Flat() const { return nblocks == 1 && L >= kWrap; }
+  bool Flat() const { return nblocks == 1 && L >= kPeriodicWrap; }
   bool StreamOk() const {
     if (!plan.stream || !kVec<D>) return false;
     return Flat() || ((reinterpret_cast<uintptr_t>(a.output.data) % kStreamAlign<D>) == 0 &&
@@ -219,7 +210,7 @@ struct FwdColPath {
   void Fused(int64_t b, bool stream) const {
     const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
     Moments m[kColBlock];
-    alignas(32) T mean[kColBlock + kWrap], scale[kColBlock + kWrap], bias[kColBlock + kWrap];
+    alignas(32) T mean[kColBlock + kPeriodicWrap], scale[kColBlock + kPeriodicWrap], bias[kColBlock + kPeriodicWrap];
     if (a.training) TileMoments(0, M, j0, w, m);
     for (int64_t j = 0; j < w; ++j) {
       const NormCoef<T> k = Cast<T>(FinishChannel(a, j0 + j, m[j]));
@@ -227,7 +218,7 @@ struct FwdColPath {
       scale[j] = k.scale;
       bias[j] = k.bias;
     }
-    if (Flat()) Wrap(mean, scale, bias);
+    if (Flat()) RepeatHead(L, mean, scale, bias);
     Norm(stream, 0, M, j0, w, mean, scale, bias);
   }
 
@@ -260,7 +251,7 @@ struct FwdColPath {
         c_bias[c * inner + i] = coef.bias;
       }
     }
-    if (Flat()) Wrap(c_mean, c_scale, c_bias);
+    if (Flat()) RepeatHead(L, c_mean, c_scale, c_bias);
     const bool stream = StreamOk();
     ParallelTiles(true, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {
       Norm(stream, r0, r1, j0, w, c_mean + j0, c_scale + j0, c_bias + j0);

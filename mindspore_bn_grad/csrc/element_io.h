@@ -139,11 +139,20 @@ inline void StreamFence() {
 // Alignment a non-temporal store needs (bytes).
 template <DType D> constexpr uintptr_t kStreamAlign = D == DType::kFloat32 ? 32 : 16;
 
+// Per-column arrays for ForPeriodicStream hold this many entries past the period: their first ones again.
+constexpr int64_t kPeriodicWrap = 8;
+
+// Writes the kPeriodicWrap entries past the first `period` of each array: its first ones again.
+template <class... T>
+inline void RepeatHead(int64_t period, T *...arrays) {
+  for (int64_t i = 0; i < kPeriodicWrap; ++i) ((arrays[period + i] = arrays[i % period]), ...);
+}
+
 // Stream stores over elements [p, end) of a run whose element p is column p mod period (the
 // column paths' whole-row tiles): scalar(p, j) stores one element of column j with a normal store,
 // for the head up to the stream store's alignment and for the tail; vector(p, j) stores 8
 // (kVec<D>), columns j .. j + 7, the ones past the period wrapping to the next row's first (the
-// caller's per-column arrays hold period + 8 entries, the first 8 again at the end; period >= 8).
+// caller's per-column arrays hold period + kPeriodicWrap entries: RepeatHead; period >= 8).
 template <DType D, class Scalar, class Vector>
 inline void ForPeriodicStream(const void *out, int64_t p, int64_t end, int64_t period, Scalar &&scalar,
                               Vector &&vector) {
