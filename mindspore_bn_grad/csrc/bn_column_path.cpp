@@ -2,10 +2,12 @@
 // ones whose channels have runs shorter than kRowMinInner (bn_walk.h).
 //
 // The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
-// channels). Tiles are (row chunk, column block): SumRows accumulates
-// per-column sums (statistics) in float, flushed to double every
-// kColFlushRows rows; per-column sums are combined in double, in chunk
-// order, then per channel, which is finished (bn_channel.h); DxRows applies
+// channels). Tiles are (row chunk, column block), blocks of kColBlock columns
+// or kWideBlock for a tensor past the caches (whole rows up to that width: one
+// contiguous run per tile): SumRows accumulates per-column sums (statistics)
+// in float, flushed to double every kColFlushRows rows; per-column sums are
+// combined in double, in chunk order (column blocks on the walk's threads),
+// then per channel, which is finished (bn_channel.h); DxRows applies
 // per-column dx coefficients. Partial sums and coefficients live in the
 // Scratch.
 //
@@ -27,10 +29,13 @@ namespace bn_grad {
 namespace bwd {
 namespace {
 
-constexpr int64_t kColBlock = 256;           // columns per tile (multiple of 8)
+constexpr int64_t kColBlock = 256;           // columns per tile of the fused walk and of cached tensors (multiple of 8)
+constexpr int64_t kWideBlock = 1024;         // columns per tile of a large tensor's chunked walk (multiple of 8)
+constexpr int64_t kWideMinBytes = 8 << 20;   // x at least this big: kWideBlock
 constexpr int64_t kColTileElems = 32768;     // target elements per tile
 constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
+constexpr int64_t kMinParallelTotals = 32768; // partial sums to add up, below: one thread
 
 // SumRows and DxRows, the two hot loops, stay functions of their own
 // (noinline): inlined into the tile loops they ran slower (docs/performance.md).
@@ -38,7 +43,7 @@ template <DType D>
 struct ColPath {
   using T = ComputeType<D>;
   const BnBackwardArgs &a;
-  int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
+  int64_t C, inner, M, L, bw, nblocks, rows_per_chunk, nchunks;
   bool need_sums, need_dx, stream, zero_dx;
   // scratch views (chunked walk only)
   double *p_dy = nullptr, *p_dyx = nullptr;  // [nchunks][L]
@@ -47,13 +52,20 @@ struct ColPath {
   ColPath(const BnBackwardArgs &args, const Plan &plan)
       : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
         need_sums(plan.need_sums), need_dx(plan.need_dx), stream(plan.stream), zero_dx(plan.zero_dx) {
-    nblocks = (L + kColBlock - 1) / kColBlock;
-    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
+    // A tensor past the caches gets tiles as wide as kWideBlock, so that up to that many columns
+    // a tile is whole rows, one contiguous run the prefetchers follow and stream stores can
+    // write (Flat); a cached one keeps kColBlock, whose taller tiles spend less per row on the
+    // per-tile sums. The fused walk (one chunk) always has kColBlock.
+    const bool wide = M * L * static_cast<int64_t>(ElemSize(D)) >= kWideMinBytes &&
+                      M * std::min<int64_t>(L, kColBlock) > kColTileElems;
+    bw = wide ? kWideBlock : kColBlock;
+    nblocks = (L + bw - 1) / bw;
+    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, bw));
     const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
     nchunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
-    if (nchunks > max_chunks) {
-      nchunks = max_chunks;
-      rows_per_chunk = (M + nchunks - 1) / nchunks;
+    if (nchunks > max_chunks) {  // taller chunks, and as many as that leaves (none empty)
+      rows_per_chunk = (M + max_chunks - 1) / max_chunks;
+      nchunks = (M + rows_per_chunk - 1) / rows_per_chunk;
     }
   }
 
@@ -81,7 +93,7 @@ struct ColPath {
   __attribute__((noinline)) void SumRows(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *mean, double *o_dy,
                double *o_dyx) const {
     for (int64_t j = 0; j < w; ++j) { o_dy[j] = 0.0; o_dyx[j] = 0.0; }
-    alignas(32) T f_dy[kColBlock], f_dyx[kColBlock];
+    alignas(32) T f_dy[kWideBlock], f_dyx[kWideBlock];
     const void *const gy = a.grad_out.data, *const gx = a.input.data;  // (not reloaded per store)
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
       const int64_t re = std::min(r1, rb + kColFlushRows);
@@ -260,7 +272,7 @@ struct ColPath {
     auto parallel_tiles = [&](auto &&tile_fn, bool backwards) {
       ParallelFor(ntiles, nthreads, backwards, [&](int64_t q) {
         const int64_t k = q / nblocks, b = q % nblocks;
-        const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+        const int64_t j0 = b * bw, w = std::min(L, j0 + bw) - j0;
         const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
         tile_fn(r0, r1, j0, w, k);
         if (backwards) StreamFence();
@@ -271,6 +283,19 @@ struct ColPath {
         SumRows(r0, r1, j0, w, c_mean + j0, p_dy + k * L + j0, p_dyx + k * L + j0);
       }, false);
     }
+    if (need_sums && nchunks > 1) {
+      // Column totals into chunk 0's row, chunk by chunk (each column's sum in chunk order),
+      // columns in blocks on the walk's threads: contiguous, where a walk down each column
+      // strided through every chunk's row.
+      const int64_t cblocks = (L + kColBlock - 1) / kColBlock;
+      ParallelFor(cblocks, nchunks * L < kMinParallelTotals ? 1 : nthreads, false, [&](int64_t b) {
+        const int64_t j0 = b * kColBlock, j1 = std::min(L, j0 + kColBlock);
+        for (int64_t k = 1; k < nchunks; ++k) {
+          const double *qd = p_dy + k * L, *qx = p_dyx + k * L;
+          for (int64_t j = j0; j < j1; ++j) { p_dy[j] += qd[j]; p_dyx[j] += qx[j]; }
+        }
+      });
+    }
     for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
       const int64_t c1 = std::min(C, c0 + kChanChunk);
       ChannelInputs(a, c0, c1, ins);
@@ -278,11 +303,8 @@ struct ColPath {
         double s_dy = 0.0, s_dyx = 0.0;
         if (need_sums) {
           for (int64_t i = 0; i < inner; ++i) {
-            const int64_t j = c * inner + i;
-            double cd = 0.0, cx = 0.0;
-            for (int64_t k = 0; k < nchunks; ++k) { cd += p_dy[k * L + j]; cx += p_dyx[k * L + j]; }
-            s_dy += cd;
-            s_dyx += cx;
+            s_dy += p_dy[c * inner + i];
+            s_dyx += p_dyx[c * inner + i];
           }
         }
         const DxCoef<T> k = FinishChannel<T>(a, c, ins[c - c0], s_dy, s_dyx, n);

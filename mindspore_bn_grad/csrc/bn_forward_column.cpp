@@ -2,14 +2,16 @@
 // ones whose channels have runs shorter than kRowMinInner (bn_forward_walk.h).
 //
 // The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
-// columns). Tiles are (row chunk, column block). A tile's per-column moments
-// come from two passes over it while it is cached (column sums, then the
-// deviations from the column means), float lanes flushed to double every
-// kColFlushRows rows, into the Scratch. A channel's moments combine its
-// columns' in the order (column, chunk). Then every tile is normalized with
-// per-column coefficients, the tiles backwards (those read last are still
-// cached). Tile boundaries depend on the shape only, so results are bitwise
-// identical for any thread count.
+// columns). Tiles are (row chunk, column block): blocks of kColBlock columns,
+// or kWideBlock for a tensor past the caches (whole rows up to that width: one
+// contiguous run per tile). A tile's per-column moments come from two passes
+// over it while it is cached (column sums, then the deviations from the
+// column means), float lanes flushed to double every kColFlushRows rows, into
+// the Scratch. A channel's moments combine its partials around the channel's
+// mean (FinishGroup), channels in groups on the walk's threads. Then every
+// tile is normalized with per-column coefficients, the tiles backwards (those
+// read last are still cached). Tile boundaries and the combine order depend
+// on the shape only, so results are bitwise identical for any thread count.
 //
 // Fused walk: when a column block of every row fits kFusedBytes and a column
 // is a channel (channel-last or (N, C) with few rows), each column block is
@@ -23,35 +25,50 @@ namespace bn_grad {
 namespace fwd {
 namespace {
 
-constexpr int64_t kColBlock = 256;            // columns per tile (multiple of 8)
+constexpr int64_t kColBlock = 256;            // columns per tile of the fused walk (multiple of 8)
+constexpr int64_t kWideBlock = 1024;          // columns per tile of a large tensor's chunked walk (multiple of 8)
+constexpr int64_t kWideMinBytes = 8 << 20;    // input at least this big: kWideBlock
 constexpr int64_t kColTileElems = 32768;      // target elements per tile
 constexpr int64_t kColFlushRows = 256;        // float rows before a double flush
 constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial moments
 constexpr int64_t kFusedBytes = 256 << 10;    // a column block of every row at most this big: fused
+constexpr int64_t kFinishGroup = 64;          // channels per task of the channels' finish
+constexpr int64_t kMinParallelFinish = 8192;  // partial moments to combine, below: one thread
 
 template <DType D>
 struct FwdColPath {
   using T = ComputeType<D>;
   const BnForwardArgs &a;
   FwdPlan plan;
-  int64_t C, inner, M, L, nblocks, rows_per_chunk, nchunks;
+  int64_t C, inner, M, L, bw, nblocks, rows_per_chunk, nchunks;
   Moments *part = nullptr;                                  // [nchunks][L] (training)
   T *c_mean = nullptr, *c_scale = nullptr, *c_bias = nullptr;  // [L], 32-byte aligned
 
   FwdColPath(const BnForwardArgs &args, const FwdPlan &p)
       : a(args), plan(p), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner) {
-    nblocks = (L + kColBlock - 1) / kColBlock;
-    rows_per_chunk = std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, kColBlock));
+    if (inner == 1 && M * std::min<int64_t>(L, kColBlock) * static_cast<int64_t>(ElemSize(D)) <= kFusedBytes) {
+      Tile(kColBlock, std::max<int64_t>(1, M));  // every row in one (L2-sized) tile: see Fused
+      nchunks = 1;
+      return;
+    }
+    // Chunked walk. A tensor past the caches gets tiles as wide as kWideBlock, so that up to
+    // that many columns a tile is whole rows, one contiguous run the prefetchers follow and
+    // stream stores can write (Flat); a cached one keeps kColBlock, whose taller tiles spend
+    // less per row on the per-tile sums.
+    const int64_t width = M * L * static_cast<int64_t>(ElemSize(D)) >= kWideMinBytes ? kWideBlock : kColBlock;
+    Tile(width, std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, width)));
     const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);
     nchunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
-    if (nchunks > max_chunks) {
-      nchunks = max_chunks;
-      rows_per_chunk = (M + nchunks - 1) / nchunks;
+    if (nchunks > max_chunks) {  // taller chunks, and as many as that leaves (none empty)
+      rows_per_chunk = (M + max_chunks - 1) / max_chunks;
+      nchunks = (M + rows_per_chunk - 1) / rows_per_chunk;
     }
-    if (inner == 1 && M * std::min<int64_t>(L, kColBlock) * static_cast<int64_t>(ElemSize(D)) <= kFusedBytes) {
-      rows_per_chunk = std::max<int64_t>(1, M);  // every row in one (L2-sized) tile: see Fused
-      nchunks = 1;
-    }
+  }
+
+  void Tile(int64_t width, int64_t rows) {
+    bw = width;
+    nblocks = (L + bw - 1) / bw;
+    rows_per_chunk = rows;
   }
 
   // One chunk of rows and one column per channel: a tile holds whole channels,
@@ -77,8 +94,8 @@ struct FwdColPath {
   // Per-column moments of rows [r0, r1), columns [j0, j0 + w), into out[0 .. w).
   __attribute__((noinline)) void TileMoments(int64_t r0, int64_t r1, int64_t j0, int64_t w, Moments *out) const {
     const void *const x = a.input.data;
-    alignas(32) T f1[kColBlock], f2[kColBlock], kc[kColBlock];
-    double s1[kColBlock], s2[kColBlock];
+    alignas(32) T f1[kWideBlock], f2[kWideBlock], kc[kWideBlock];
+    double s1[kWideBlock], s2[kWideBlock];
     const double rows = static_cast<double>(r1 - r0);
     // pass 1: column sums -> the tile's column means kc
     for (int64_t j = 0; j < w; ++j) s1[j] = 0.0;
@@ -99,7 +116,8 @@ struct FwdColPath {
       }
       for (int64_t j = 0; j < w; ++j) s1[j] += f1[j];
     }
-    for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(s1[j] / rows);
+    const double inv_rows = 1.0 / rows;
+    for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(s1[j] * inv_rows);
     // pass 2: sums of d = x - kc and d^2
     for (int64_t j = 0; j < w; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
@@ -125,7 +143,11 @@ struct FwdColPath {
       }
       for (int64_t j = 0; j < w; ++j) { s1[j] += f1[j]; s2[j] += f2[j]; }
     }
-    for (int64_t j = 0; j < w; ++j) out[j] = FromShifted(rows, static_cast<double>(kc[j]), s1[j], s2[j]);
+    for (int64_t j = 0; j < w; ++j) {  // FromShifted, with one division per tile
+      out[j].n = rows;
+      out[j].mean = static_cast<double>(kc[j]) + s1[j] * inv_rows;
+      out[j].m2 = std::max(0.0, s2[j] - s1[j] * s1[j] * inv_rows);
+    }
   }
 
   // y of rows [r0, r1), columns [j0, j0 + w), from the per-column coefficients.
@@ -184,7 +206,7 @@ struct FwdColPath {
     if (!plan.stream || !kVec<D>) return false;
     return Flat() || ((reinterpret_cast<uintptr_t>(a.output.data) % kStreamAlign<D>) == 0 &&
                       (L * static_cast<int64_t>(ElemSize(D))) % kStreamAlign<D> == 0 &&
-                      (kColBlock * ElemSize(D)) % 32 == 0);
+                      (bw * static_cast<int64_t>(ElemSize(D))) % 32 == 0);
   }
 
   // y of rows [r0, r1), columns [j0, j0 + w) (coefficients indexed from column j0), by the store
@@ -200,7 +222,7 @@ struct FwdColPath {
   void ParallelTiles(bool backwards, F &&tile_fn) const {
     ParallelFor(nchunks * nblocks, plan.nthreads, backwards, [&](int64_t q) {
       const int64_t k = q / nblocks, b = q % nblocks;
-      const int64_t j0 = b * kColBlock, w = std::min(L, j0 + kColBlock) - j0;
+      const int64_t j0 = b * bw, w = std::min(L, j0 + bw) - j0;
       const int64_t r0 = k * rows_per_chunk, r1 = std::min(M, r0 + rows_per_chunk);
       if (r0 < r1) tile_fn(r0, r1, j0, w, k);
     });
@@ -222,6 +244,52 @@ struct FwdColPath {
     Norm(stream, 0, M, j0, w, mean, scale, bias);
   }
 
+  // Channels [c0, c1): their partial moments (columns c * inner + i of every chunk) combined
+  // around the channel's mean: n-weighted means first, then m2 = sum of (m2 + n * (mean_k -
+  // mean)^2), so no division per partial and no cancellation. The partials are visited chunk
+  // by chunk across the group (independent sums, each in one fixed order: the same bits for
+  // any thread count), then the channels finish.
+  void FinishGroup(int64_t c0, int64_t c1) const {
+    double n[kFinishGroup] = {}, s[kFinishGroup] = {}, m2[kFinishGroup] = {}, mean[kFinishGroup] = {};
+    const int64_t g = c1 - c0;
+    if (a.training) {
+      for (int64_t k = 0; k < nchunks; ++k) {
+        const Moments *pk = part + k * L + c0 * inner;
+        for (int64_t c = 0; c < g; ++c) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const Moments &q = pk[c * inner + i];
+            n[c] += q.n;
+            s[c] += q.n * q.mean;
+          }
+        }
+      }
+      for (int64_t c = 0; c < g; ++c) mean[c] = n[c] > 0.0 ? s[c] / n[c] : 0.0;
+      for (int64_t k = 0; k < nchunks; ++k) {
+        const Moments *pk = part + k * L + c0 * inner;
+        for (int64_t c = 0; c < g; ++c) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const Moments &q = pk[c * inner + i];
+            const double d = q.mean - mean[c];
+            m2[c] += q.m2 + q.n * d * d;
+          }
+        }
+      }
+    }
+    for (int64_t c = 0; c < g; ++c) {
+      Moments m;
+      m.n = n[c];
+      m.mean = mean[c];
+      m.m2 = m2[c];
+      const NormCoef<T> coef = Cast<T>(FinishChannel(a, c0 + c, m));
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t j = (c0 + c) * inner + i;
+        c_mean[j] = coef.mean;
+        c_scale[j] = coef.scale;
+        c_bias[j] = coef.bias;
+      }
+    }
+  }
+
   void Run(Scratch *scratch) {
     if (fused()) {
       const bool stream = StreamOk();
@@ -237,20 +305,12 @@ struct FwdColPath {
         TileMoments(r0, r1, j0, w, part + k * L + j0);
       });
     }
-    for (int64_t c = 0; c < C; ++c) {
-      Moments m;
-      if (a.training) {
-        for (int64_t i = 0; i < inner; ++i) {
-          for (int64_t k = 0; k < nchunks; ++k) Combine(&m, part[k * L + c * inner + i]);
-        }
-      }
-      const NormCoef<T> coef = Cast<T>(FinishChannel(a, c, m));
-      for (int64_t i = 0; i < inner; ++i) {
-        c_mean[c * inner + i] = coef.mean;
-        c_scale[c * inner + i] = coef.scale;
-        c_bias[c * inner + i] = coef.bias;
-      }
-    }
+    // The channels' finish, in groups of kFinishGroup channels on the walk's threads.
+    const int64_t groups = (C + kFinishGroup - 1) / kFinishGroup;
+    const int finish_threads = (a.training ? nchunks : 1) * L < kMinParallelFinish ? 1 : plan.nthreads;
+    ParallelFor(groups, finish_threads, false, [&](int64_t g) {
+      FinishGroup(g * kFinishGroup, std::min(C, (g + 1) * kFinishGroup));
+    });
     if (Flat()) RepeatHead(L, c_mean, c_scale, c_bias);
     const bool stream = StreamOk();
     ParallelTiles(true, [&](int64_t r0, int64_t r1, int64_t j0, int64_t w, int64_t) {

@@ -162,3 +162,52 @@ def test_tensor_over_2_31_elements(channel_last):
     del dy, x, gi
     gc.collect()
     assert math.isfinite(float(gw.sum()))
+
+
+# The column paths cap their partial sums at 2^21 (chunks x columns): past that the row chunks
+# grow. (81921, 1024) float16 (84M elements, 168 MB) walks wide tiles of 32 rows, which would be
+# 2561 chunks against a cap of 2048: 41 rows each, and chunks of 41 rows cover M with 1999, so the
+# cap's 2048 would leave 49 empty chunks (a masked grad_input's zero-fill of a negative count
+# crashed there). The data repeats every 37 rows, so the references come from one period.
+@pytest.mark.parametrize("mask", [(True, True, True), (False, True, True)])
+def test_column_path_at_the_partial_sums_cap(mask):
+    m_rows, cols, period = 81921, 1024, 37
+    rng = np.random.default_rng(23)
+    xb = (rng.standard_normal((period, cols)) + rng.uniform(-2, 2, cols)).astype(np.float16)
+    dyb = rng.standard_normal((period, cols)).astype(np.float16)
+    reps = -(-m_rows // period)
+    x = np.tile(xb, (reps, 1))[:m_rows]
+    dy = np.tile(dyb, (reps, 1))[:m_rows]
+    q, r = divmod(m_rows, period)
+    weights = np.full(period, q, np.float64)
+    weights[:r] += 1  # how often each row of the period occurs
+    x64, dy64 = xb.astype(np.float64), dyb.astype(np.float64)
+    mean = weights @ x64 / m_rows
+    var = weights @ (x64 - mean) ** 2 / m_rows
+    ones, zeros = np.ones(cols, np.float32), np.zeros(cols, np.float32)  # statistics stored in float32
+    y, save_mean, save_invstd = native.forward_direct(x, ones, zeros, zeros.copy(), ones.copy(), training=True)[:3]
+    np.testing.assert_allclose(save_mean, mean, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(save_invstd, 1.0 / np.sqrt(var + 1e-5), rtol=1e-6)
+    y_period = (x64 - mean) / np.sqrt(var + 1e-5)
+    for s in range(0, m_rows, 8192):  # every element of y, against its row of the period
+        e = min(m_rows, s + 8192)
+        np.testing.assert_allclose(y[s:e], y_period[np.arange(s, e) % period], rtol=2e-3, atol=2e-3)
+    del y
+    mean32, invstd32 = mean.astype(np.float32), (1.0 / np.sqrt(var + 1e-5)).astype(np.float32)
+    gi = np.full(x.shape, np.nan, np.float16)
+    out = (gi, np.full(cols, np.nan, np.float32), np.full(cols, np.nan, np.float32))
+    native.direct(dy, x, np.ones(cols, np.float32), None, None, mean32, invstd32, training=True,
+                  output_mask=mask, param_grad_dtype=np.float32, out=out)
+    xm = x64 - mean32.astype(np.float64)
+    s_dy, s_dyx = weights @ dy64, weights @ (dy64 * xm)
+    scale = weights @ np.abs(dy64 * xm) + 1.0
+    np.testing.assert_allclose(out[2], s_dy, rtol=1e-6, atol=1e-6 * (weights @ np.abs(dy64)).max())
+    np.testing.assert_allclose(out[1], s_dyx * invstd32, rtol=1e-6, atol=1e-6 * scale.max())
+    if not mask[0]:
+        assert not gi.view(np.uint16).any(), "a masked grad_input must come back all zero bits"
+        return
+    iv = invstd32.astype(np.float64)
+    dx_period = iv * (dy64 - s_dy / m_rows - xm * iv * iv * s_dyx / m_rows)
+    for s in range(0, m_rows, 8192):
+        e = min(m_rows, s + 8192)
+        np.testing.assert_allclose(gi[s:e], dx_period[np.arange(s, e) % period], rtol=2e-3, atol=2e-3)

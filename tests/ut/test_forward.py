@@ -191,6 +191,33 @@ def test_bitwise_identical_for_any_thread_count(case, training):
             assert a.tobytes() == b.tobytes()
 
 
+# Column-path tensors of 8 MB and more walk tiles up to 1024 columns wide (whole rows up to
+# that width); below, 256. Samples: channel-last with a partial second block (1100 = 1024 + 76),
+# NC with 1030 channels, and channel-first with short runs (inner 5, 3500 columns).
+WIDE_SAMPLES = [((8, 8, 1100), "NHWC"), ((1030,), "NCHW"), ((700, 5), "NCHW")]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("sample,fmt", WIDE_SAMPLES)
+@pytest.mark.parametrize("training", [True, False])
+def test_wide_column_tiles(dtype, sample, fmt, training):
+    """The wide tiles' values against the reference, the same bits on 1, 2 and 3 threads."""
+    per_sample = int(np.prod(sample)) * np.dtype(dtype).itemsize
+    shape = (-(-(8 << 20) // per_sample) + 3,) + sample  # past the wide-tile threshold, a partial chunk
+    arrays = make(shape, fmt, seed=13, offset=3.0)
+    got, want = run_direct(arrays, dtype, training=training, momentum=0.2, data_format=fmt)
+    assert_matches(got, want, RTOL[dtype], stats_rtol(dtype, dtype))
+    x = arrays["input"].astype(dtype)
+    assert x.nbytes >= 8 << 20
+    params = [arrays[n].astype(dtype) for n in ("weight", "bias", "running_mean", "running_var")]
+    results = []
+    for threads in (1, 2, 3):
+        native.set_num_threads(min(threads, native.max_threads()))
+        outs = native.forward_direct(x, *params, training=training, channel_last=fmt == "NHWC")
+        results.append([o.tobytes() for o in outs if o is not None])
+    assert all(r == results[0] for r in results[1:])
+
+
 def _at_offset(shape, dtype, offset):
     """An uninitialised C-contiguous array whose data starts `offset` bytes past a 64-byte boundary."""
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -200,7 +227,8 @@ def _at_offset(shape, dtype, offset):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("sample,fmt", [((17, 31, 300), "NHWC"),    # column path, tiles of part of a row
+@pytest.mark.parametrize("sample,fmt", [((17, 31, 300), "NHWC"),    # column path, wide tiles of whole rows
+                                        ((7, 3, 1096), "NHWC"),      # column path, tiles of part of a row
                                         ((9, 16, 8192), "NHWC"),     # column path, one tile spans a row
                                         ((129, 128, 130), "NCHW")])  # row path
 def test_streamed_output_does_not_depend_on_its_alignment(dtype, sample, fmt):

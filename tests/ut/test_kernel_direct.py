@@ -95,7 +95,8 @@ def test_empty(shape, fmt, training):
 
 
 DET_SHAPES = [((4, 1, 300, 300), "NCHW"), ((3, 12, 70, 70), "NCHW"), ((16, 64, 14, 14), "NCHW"),
-              ((32, 14, 14, 64), "NHWC"), ((128, 1000), "NCHW"), ((2, 3, 3, 2000), "NHWC")]
+              ((32, 14, 14, 64), "NHWC"), ((128, 1000), "NCHW"), ((2, 3, 3, 2000), "NHWC"),
+              ((31, 8, 8, 1100), "NHWC")]  # float32: 8.7 MB, the column path's wide tiles
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -111,6 +112,17 @@ def test_deterministic_across_threads(shape, fmt, dtype):
     for r in results[1:]:
         for a, b in zip(results[0], r):
             np.testing.assert_array_equal(a, b)
+
+
+# Column-path tensors of 8 MB and more walk tiles up to 1024 columns wide (whole rows up to
+# that width); below, 256: channel-last with a partial second block, NC, short runs (inner 5).
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("sample,fmt", [((8, 8, 1100), "NHWC"), ((1030,), "NCHW"), ((700, 5), "NCHW")])
+@pytest.mark.parametrize("training", [True, False])
+def test_wide_column_tiles(dtype, sample, fmt, training):
+    per_sample = int(np.prod(sample)) * np.dtype(dtype).itemsize
+    shape = (-(-(8 << 20) // per_sample) + 3,) + sample
+    check_direct(make_arrays(shape, fmt, seed=19), {"grad_out": dtype}, data_format=fmt, training=training)
 
 
 # The kernel zeroes a masked grad_input in the sweep that reads x and dy for
@@ -157,8 +169,9 @@ def test_masked_grad_input_zeroed_in_the_sums_sweep(shape, channel_last, dtype, 
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("shape,channel_last", [((16, 17, 31, 300), True),   # column path, part rows
-                                                ((4, 9, 16, 4100), True),    # column path, whole rows
+@pytest.mark.parametrize("shape,channel_last", [((16, 17, 31, 300), True),   # column path, whole rows (float32:
+                                                                             # wide tiles), part rows (bfloat16)
+                                                ((4, 9, 16, 4100), True),    # column path, part rows
                                                 ((4, 64, 64, 130), False)])  # row path
 def test_streamed_grad_input_does_not_depend_on_its_alignment(dtype, shape, channel_last):
     """dx of >= 4 MB is stored around the cache where its alignment allows: the same bits at
