@@ -23,8 +23,10 @@ of the original: the same initial parameters, the same batch).
 2. Steady state, in this one process with both variants built side by side:
    for each thread setting (our kernel's threads, mindspore_bn_grad.set_num_threads;
    MindSpore's own kernels are not affected), `rounds` rounds of k steps of each
-   variant, the first variant alternating between rounds; every step synced
-   and timed; garbage collection off inside the rounds. Step time = median of
+   variant, the variants alternating step by step (a slow spell of the machine or
+   of MindSpore's runtime falls on both alike), the first variant alternating
+   between rounds; every step synced and timed; garbage collection off inside the
+   rounds. Step time = median of
    all timed steps of a variant; ratio = original / converted (> 1: converted
    is faster); the spread of the per-round ratios is reported too.
 
@@ -322,10 +324,12 @@ def steady_row(net_name, mode, label, threads, steps, args):
     try:
         for r in range(args.rounds):
             order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
-            this_round = {}
-            for v in order:
-                _select(v)
-                this_round[v] = [_timed_step(steps[v])[0] * 1e3 for _ in range(args.steps)]
+            this_round = {v: [] for v in VARIANTS}
+            for _ in range(args.steps):  # step by step: a slow spell of the machine falls on both alike
+                for v in order:
+                    _select(v)
+                    this_round[v].append(_timed_step(steps[v])[0] * 1e3)
+            for v in VARIANTS:
                 times[v] += this_round[v]
             rr = statistics.median(this_round["original"]) / statistics.median(this_round["converted"])
             round_ratios.append(rr)
@@ -354,8 +358,8 @@ METHOD = (
     "have the same allocation history, and collects the garbage original before the first step (peak RSS = "
     "the process's VmHWM after the first {steps} + 2 steps, before profiling; first step = the first "
     "training-step call, including GRAPH compilation, after the network was built). Steady-state step "
-    "times come from one process holding both variants: {rounds} rounds of {steps} steps of each, "
-    "alternating which variant goes first, every step synced; medians over all timed "
+    "times come from one process holding both variants: {rounds} rounds of {steps} steps of each, the "
+    "variants alternating step by step, which goes first alternating between rounds, every step synced; medians over all timed "
     "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
     "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
     "as they do by default. BatchNorm kernel time (forward + backward) is from MindSpore's profiler (CPU activity, "
