@@ -24,6 +24,9 @@
 //    A yielding caller would keep its core busy, so the scheduler would never
 //    move a pool thread that another process or a framework thread preempted
 //    there; a sleeping one leaves its core idle and the kernel pulls it over.
+//  * When the caller still waited that way longer than it worked itself (a
+//    pool thread was preempted holding a task: more runnable threads than
+//    CPUs), the next jobs run on the caller alone for a while (Stalled).
 // A Run issued while another is in progress (nested inside a task, or from a
 // second caller thread) runs its tasks serially on its calling thread. No
 // heap allocation per Run. A forked child gets a fresh pool.
@@ -105,6 +108,9 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   static constexpr auto kSpinTime = std::chrono::microseconds(300);
   // The caller polls this long for the other threads' last tasks, then sleeps.
   static constexpr auto kTailSpin = std::chrono::microseconds(30);
+  // A wait this long for other threads' tasks, and longer than the caller's own share: a stall.
+  static constexpr auto kStallMin = std::chrono::microseconds(200);
+  static constexpr int kMinSerialRuns = 16, kMaxSerialRuns = 1024;
 
   // state_ packs generation (22 bits) | ntasks (21 bits) | next task (21 bits),
   // so claiming a task (a CAS) is tied to the job it belongs to.
@@ -122,6 +128,10 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     std::unique_lock<std::mutex> run_lock(run_mu_, std::defer_lock);
     if (nthreads > 1 && ntasks <= kMaxTasks && run_lock.try_lock()) {
       nthreads = std::min(nthreads, EnsureWorkers(nthreads - 1) + 1);
+      if (serial_runs_left_ > 0) {  // a recent job stalled on a preempted pool thread: see Stalled
+        --serial_runs_left_;
+        nthreads = 1;
+      }
     }
     if (nthreads <= 1 || !run_lock.owns_lock()) {
       for (int64_t t = 0; t < ntasks; ++t) call(ctx, t);  // serial (also: nested/concurrent)
@@ -143,9 +153,27 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     }
     if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
     const uint64_t gen = Gen(state_.load(std::memory_order_relaxed));
+    const auto t0 = std::chrono::steady_clock::now();
     Work(gen);
+    const auto t1 = std::chrono::steady_clock::now();
     WaitDone(ntasks);
     last_job_end_ = std::chrono::steady_clock::now();
+    Stalled(t1 - t0, last_job_end_ - t1);
+  }
+
+  // The caller waited for the last tasks of other threads longer than it worked itself: with
+  // tasks of equal size that happens when a pool thread holding one was preempted (more runnable
+  // threads than CPUs: a framework's own threads, another process), and the job then ends only
+  // when the scheduler runs that thread again. The next jobs run on the calling thread alone,
+  // for kMinSerialRuns jobs, twice as many after each stall in a row (up to kMaxSerialRuns),
+  // then one job tries the pool again. Results never depend on the thread count.
+  void Stalled(std::chrono::steady_clock::duration own, std::chrono::steady_clock::duration tail) {
+    if (tail > kStallMin && tail > own) {
+      serial_runs_left_ = serial_backoff_;
+      serial_backoff_ = std::min(2 * serial_backoff_, kMaxSerialRuns);
+    } else {
+      serial_backoff_ = kMinSerialRuns;
+    }
   }
 
   // Returns once all ntasks of the current job are done: polls kTailSpin,
@@ -229,6 +257,8 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> spin_after_job_{true};   // the last gap between jobs was short
   std::chrono::steady_clock::time_point last_job_end_{};  // under run_mu_
+  int serial_runs_left_ = 0;                  // under run_mu_: see Stalled
+  int serial_backoff_ = kMinSerialRuns;       // under run_mu_
   std::mutex done_mu_;                        // with done_cv_: the caller waiting for the tail
   std::condition_variable done_cv_;
   std::atomic<bool> caller_waiting_{false};
