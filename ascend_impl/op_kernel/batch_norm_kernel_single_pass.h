@@ -61,6 +61,7 @@ struct Buffers {
     LocalTensor<T> dy, x;            // the one in use (Use): [row][channel][spRowStride]
     LocalTensor<float> slab[SLAB_COUNT];
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
+    LocalTensor<float> scratch;          // spSegSum: the slot buffer as BlockBroadcast's Brcb blocks
     uint32_t residentElems = 0;
     // A sub-group of one channel takes its per-channel values as scalar operands, not slabs (no
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
@@ -70,7 +71,8 @@ struct Buffers {
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
         const SinglePassPlan p =
-            MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows);
+            MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
+                               t.spSegSum);
         pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
         for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
@@ -83,6 +85,7 @@ struct Buffers {
         residentElems = p.residentBytes / uint32_t(sizeof(T));
         Use(0);
         slotDy = slotBuf.template Get<float>();
+        scratch = slotDy;
         slotDyx = slotDy[t.spChannels * SLOT_FLOATS];
     }
 
@@ -151,6 +154,54 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
+// A sub-group of one channel takes its per-channel values as scalar operands (no slabs) where the SoC
+// lacks the fused steps (tiling mulAdd), which take slabs only.
+template <typename T>
+__aicore__ inline bool ScalarValues(const KernelState<T> &k, const SubGroup &s)
+{
+    return s.cnt == 1 && !k.t.mulAdd;
+}
+
+// Broadcast reads no value with the scalar unit (tiling spSegSum: per-block broadcasts).
+template <typename T>
+__aicore__ inline bool BlockBroadcasts(const KernelState<T> &k, const SubGroup &s)
+{
+    return k.t.spSegSum && !ScalarValues(k, s);
+}
+
+// Rows 1 .. spSlabRows - 1 of a slab copied from row 0, doubling.
+template <typename T>
+__aicore__ inline void FillSlabRows(const KernelState<T> &k, const LocalTensor<float> &slab, const SubGroup &s)
+{
+    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+        AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
+        filled += m;
+    }
+}
+
+#if BNB_SOC_HAS_SEG_SUM
+// Tiling spSegSum: row 0 of the slab, channel j's spRowStride elements = vec[lane0 + j], by the vector
+// unit alone: a Brcb puts each lane of the block-aligned run holding the channels' lanes into a block of
+// the scratch (the slot buffer), then a masked Copy repeats channel j's block over its slice (source block
+// stride 0), a repeat per channel; SP_SEG_MAX_REPEAT channels a call.
+template <typename T>
+__aicore__ inline void BlockBroadcast(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
+                                      const LocalTensor<float> &slab, const LocalTensor<float> &vec)
+{
+    const uint32_t rs = k.t.spRowStride, blocks = rs / SLOT_FLOATS;
+    for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
+        const uint32_t n = uint32_t(Min(SP_SEG_MAX_REPEAT, s.cnt - j));
+        const uint32_t lane = s.lane0 + j, a0 = lane / SLOT_FLOATS * SLOT_FLOATS, off = lane - a0;
+        const uint32_t repeats = uint32_t(CeilDiv(off + n, SLOT_FLOATS));
+        AscendC::Brcb(b.scratch, vec[a0], Narrow<uint8_t>(repeats, "Brcb repeatTime"),
+                      AscendC::BrcbRepeatParams(1, uint16_t(SLOT_FLOATS)));
+        AscendC::Copy(slab[j * rs], b.scratch[off * SLOT_FLOATS], uint64_t(rs), Narrow<uint8_t>(n, "Copy repeatTime"),
+                      AscendC::CopyRepeatParams(1, 0, Narrow<uint16_t>(blocks, "Copy dstRepeatSize"), 1));
+    }
+}
+#endif
+
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
 // the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // Duplicate, the others copied from it, doubling); one channel: the scalar.
@@ -160,14 +211,22 @@ template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
                                  const uint32_t *which, const LocalTensor<float> *vec)
 {
-    // The fused steps (tiling mulAdd) take slabs only: the same instructions whatever the sub-group.
-    b.scalar = s.cnt == 1 && !k.t.mulAdd;
+    b.scalar = ScalarValues(k, s);
     if (b.scalar) {
         for (uint32_t i = 0; i < n; ++i) {
             b.value[which[i]] = vec[i].GetValue(s.lane0);
         }
         return;
     }
+#if BNB_SOC_HAS_SEG_SUM
+    if (k.t.spSegSum) {
+        for (uint32_t i = 0; i < n; ++i) {
+            BlockBroadcast(k, b, s, b.slab[which[i]], vec[i]);
+            FillSlabRows(k, b.slab[which[i]], s);
+        }
+        return;
+    }
+#endif
     const uint32_t rs = k.t.spRowStride;
     if (k.t.spQuantum > 0) {
         AscendC::SetFlag<HardEvent::V_S>(0);
@@ -206,11 +265,7 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
                 AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
             }
         }
-        for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
-            const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
-            AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
-            filled += m;
-        }
+        FillSlabRows(k, slab, s);
     }
 }
 
@@ -548,6 +603,12 @@ private:
     __aicore__ inline void Totals(KernelState<T> &k, const SubGroup &s)
     {
         const uint32_t rs = k.t.spRowStride;
+#if BNB_SOC_HAS_SEG_SUM
+        if (k.t.spSegSum) {
+            SegmentedTotals(k, s);
+            return;
+        }
+#endif
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
             if (k.t.spQuantum > 0) {
@@ -578,6 +639,32 @@ private:
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
+#if BNB_SOC_HAS_SEG_SUM
+    // Tiling spSegSum (a slice of at most one float repeat): each sum of the sub-group's channels is one
+    // ReduceRepeat, a repeat per channel (spRowStride apart) over its `inner` elements, written straight
+    // into the group's lanes; no ReduceSum, no scalar hand-over. A channel's sum is the instruction's
+    // binary tree over its slice, whatever the sub-group (at most SP_SEG_MAX_REPEAT channels a call).
+    __aicore__ inline void SegmentedTotals(KernelState<T> &k, const SubGroup &s)
+    {
+        const int32_t mask = Narrow<int32_t>(k.t.inner, "ReduceRepeat mask");
+        const int32_t repStride = Narrow<int32_t>(k.t.spRowStride * sizeof(float) / BLOCK_BYTES, "srcRepStride");
+        if (ScalarValues(k, s)) {
+            // The scalar reads of the previous sub-group's coefficients (Broadcast) before Coefs rewrites
+            // them (S_V: the scalar unit is ahead, so the vector unit does not wait).
+            AscendC::SetFlag<HardEvent::S_V>(0);
+            AscendC::WaitFlag<HardEvent::S_V>(0);
+        }
+        for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
+            const int32_t n = int32_t(Min(SP_SEG_MAX_REPEAT, s.cnt - j));
+            const uint32_t lane = s.lane0 + j, from = j * k.t.spRowStride;
+            AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totDy[lane], b_.slab[SLAB_SUM_DY][from], mask, n, 1, 1, repStride);
+            AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totDyx[lane], b_.slab[SLAB_SUM_DYX][from], mask, n, 1, 1, repStride);
+        }
+    }
+#endif
+
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
     // LoadCoefs; a = weight * invstd and -a / n are computed once per group; totDyx holds
     // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
@@ -607,8 +694,10 @@ private:
                 AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
             }
         }
-        AscendC::SetFlag<HardEvent::V_S>(0);
-        AscendC::WaitFlag<HardEvent::V_S>(0);
+        if (!BlockBroadcasts(k, s)) {
+            AscendC::SetFlag<HardEvent::V_S>(0);  // Broadcast reads the coefficients with the scalar unit
+            AscendC::WaitFlag<HardEvent::V_S>(0);
+        }
         Broadcast(k, b_, SLAB_K, v.coefK, SLAB_B, v.coefB, s);
     }
 

@@ -60,6 +60,8 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.hasDcci = s.hasDcci;
         in.hasBf16 = s.hasBf16;
         in.hasMulAdd = s.hasMulAdd;
+        in.hasReduceRepeat = s.hasReduceRepeat;
+        in.hasBlockCopy = s.hasBlockCopy;
         in.allowSinglePass = !g_forceTwoPass;
         in.l2Bytes = g_l2Bytes;
         bnb::BatchNormBackwardTilingData t;
