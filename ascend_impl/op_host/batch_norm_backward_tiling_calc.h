@@ -184,7 +184,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
-                                          segSum).Total() <= in.ubBytes;
+                                          segSum, vecElems).Total() <= in.ubBytes;
     };
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
     uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));

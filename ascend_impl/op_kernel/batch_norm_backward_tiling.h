@@ -38,7 +38,7 @@ constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPa
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
                                            // float32 computes in place in the input queues' buffers)
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
-constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
+constexpr uint32_t CHANNEL_VECS = 10;      // weight, scaleK, mean, invstd, 3 coefficients, 2 totals, staging
 constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
 constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
 constexpr uint32_t PARAM_CHUNK_NO_PAD = 16;  // the same without DataCopyPad: the narrowest whole blocks of
@@ -164,6 +164,7 @@ constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions s
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
 constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
 constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
+constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and b up to this many vector lanes
 
 // UB bytes of the single-pass buffers for `channels` resident channels.
 struct SinglePassPlan {
@@ -179,22 +180,28 @@ struct SinglePassPlan {
     }
 };
 
-// spSegSum: blocks of the Brcb of a sub-group's lanes, from the block-aligned lane before its first one.
-BNB_FN uint32_t SegScratchBlocks(uint32_t channels)
+// spSegSum: the coefficients k and b take one Brcb over the pair [coefB | coefK] (the lanes of both) where
+// the channel vectors are short (a repeat of Brcb costs a cycle, an instruction SP_SEG_PAIR_MAX_LANES / 8).
+BNB_FN bool SegPairBrcb(uint32_t vecElems) { return vecElems <= SP_SEG_PAIR_MAX_LANES; }
+
+// spSegSum: blocks of a Brcb of a sub-group's lanes (SP_SEG_MAX_REPEAT at most), from the block-aligned lane
+// before its first one (and the same lanes of the second vector of a pair, SegPairBrcb).
+BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
 {
     const uint32_t perCall = channels < SP_SEG_MAX_REPEAT ? channels : SP_SEG_MAX_REPEAT;
-    return (perCall + 2 * SLOT_FLOATS - 2) / SLOT_FLOATS * SLOT_FLOATS;  // AlignUp(perCall + 7, 8)
+    const uint32_t lanes = (SegPairBrcb(vecElems) ? vecElems : 0) + perCall + SLOT_FLOATS - 1;
+    return (lanes + SLOT_FLOATS - 1) / SLOT_FLOATS * SLOT_FLOATS;
 }
 
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
-                                         uint32_t buffers, uint32_t slabRows, uint32_t segSum)
+                                         uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
     p.buffers = buffers;
     p.slabBytes = slabRows * channels * rowStride * uint32_t(sizeof(float));
-    const uint32_t slots = segSum && SegScratchBlocks(channels) > 2u * channels ? SegScratchBlocks(channels)
-                                                                                 : 2u * channels;
+    const uint32_t seg = segSum ? SegScratchBlocks(channels, vecElems) : 0;
+    const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;
     p.slotBytes = slots * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
     return p;

@@ -131,6 +131,27 @@ int64_t BnbLastOfBits(const char *intr, uint64_t elemBytes, const uint64_t mask[
     return R::LastMaskElement(elemBytes, mask[1], mask[0]);
 }
 
+// ---- ReduceRepeat / WholeReduceSum (a result per repeat) ----
+void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    R::ReduceRepeatParams(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride,
+                          p.src0RepeatStride, {});
+    const uint64_t repeats = last < 0 ? 0 : uint64_t(p.repeatTimes);
+    const uint64_t srcBytes = BnbMaskedExtent(p.src0DtypeBytes, repeats, p.src0BlockStride, p.src0RepeatStride, last,
+                                              false, 0);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, srcBytes, p.src0Size);
+    // dst: its element's alignment only (ReduceRepeat.md 表3, SUM), a result every dstRepStride elements
+    const uint64_t dstBytes = repeats == 0 ? 0 : ((repeats - 1) * p.dstRepeatStride + 1) * p.dstDtypeBytes;
+    R::InUbPosition(intr, "dst", BnbIsUb(p.dstPos), BnbPosName(p.dstPos), {});
+    const uint64_t off = p.dstAddr - BnbUbBase();
+    R::Require(off % p.dstDtypeBytes == 0, intr, "UB address of dst not aligned to its element", "UB offset " + R::N(off),
+               {});
+    R::FitsTensor(intr, "dst", dstBytes, p.dstSize, {});
+    R::InUb(intr, "dst", off, dstBytes, AscendC::TOTAL_UB_SIZE, {});
+}
+
 // ---- data movement ----
 void BnbCopy(AscendC::check::DataCopyBaseParams &p, const char *intr, bool pad)
 {
@@ -221,6 +242,17 @@ bool CheckFunReduceImplMode2(VecReduceApiParams &p, const char *intr)
     return true;
 }
 bool CheckFunReduceImpl(VecReduceApiParams &p, const char *intr) { return CheckFunReduceImplMode2(p, intr); }
+bool CheckFunReduceOtherImpl(VecReduceApiParams &p, const uint64_t mask, const char *intr)
+{
+    R::ContinuousMask(intr, int64_t(mask), {});
+    BnbReduceRepeat(p, intr, BnbLastOfCount(p.src0DtypeBytes, mask));
+    return true;
+}
+bool CheckFunReduceOtherImplForMaskArray(VecReduceApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbReduceRepeat(p, intr, BnbLastOfBits(intr, p.src0DtypeBytes, mask));
+    return true;
+}
 bool CheckFuncDataCopyImpl(DataCopyApiParams &p, const char *intr)
 {
     BnbCopy(p, intr, false);

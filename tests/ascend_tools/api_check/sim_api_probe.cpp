@@ -26,6 +26,7 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     Duplicate(a, s, n);
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
+    DataCopy(a, b, DataCopyParams(uint16_t(2), uint16_t(1), uint16_t(1), uint16_t(1)));
 #if BNB_SOC_HAS_MUL_ADD
     MulAddDst(a, b, c, n);
     FusedMulAdd(a, b, c, n);

@@ -180,6 +180,36 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
 }
 
 // ---- DataCopy, strided blocks (all units 32 bytes) ----
+// UB -> UB (DataCopy（UBToUB高维切分数据搬运）.md): blockCount runs of blockLen blocks, srcStride /
+// dstStride blocks between runs; the vector pipe, as the count form.
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p,
+              bnb_rules::Src at = bnb_rules::Here())
+{
+    const char *op = "DataCopy UB->UB";
+    bnb_rules::CopyParams(op, p.blockCount, p.blockLen, p.srcStride, p.dstStride, at);
+    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
+    const uint64_t dSpan = sim::Span(p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE);
+    const uint64_t sSpan = sim::Span(p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE);
+    uint8_t *d = reinterpret_cast<uint8_t *>(dst.SimPtr(sim::Elems<T>(dSpan), op, true, at, "dst"));
+    const uint8_t *s = reinterpret_cast<const uint8_t *>(src.SimPtr(sim::Elems<T>(sSpan), op, true, at, "src"));
+    const sim::Ranges reads = sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(src), p.blockCount, blk,
+                                          uint64_t(p.srcStride) * ONE_BLK_SIZE);
+    const sim::Ranges writes = sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(dst), p.blockCount, blk,
+                                           uint64_t(p.dstStride) * ONE_BLK_SIZE);
+    for (const auto &w : writes) {
+        for (const auto &r : reads) {
+            bnb_rules::NoPartialOverlap(op, "dst", w.lo, w.hi - w.lo, "src", r.lo, r.hi - r.lo, at);
+        }
+    }
+    sim::Record(bnb_hazards::V, op, at, reads, writes);
+    perf::Vector(uint64_t(p.blockCount) * blk / sizeof(T), sizeof(T));
+    if (perf::SkipData()) return;
+    for (uint16_t i = 0; i < p.blockCount; ++i) {
+        std::memmove(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
+    }
+}
+
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p,
               bnb_rules::Src at = bnb_rules::Here())
