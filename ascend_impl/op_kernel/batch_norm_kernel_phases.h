@@ -279,11 +279,12 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     ChannelVecs &v = k.ub.v;
     AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    // Events, not PIPE_ALL: the grad_weight / grad_bias stores of CombineShare need not land first.
+    SetWaitFlag<AscendC::HardEvent::V_S>();  // the zeros before the scalar unit's totals
     if (ca < cb) {
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    SetWaitFlag<AscendC::HardEvent::S_V>();  // the totals before the coefficients (LoadCoefs)
 }
 
 template <typename T>
