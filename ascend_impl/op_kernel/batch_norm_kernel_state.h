@@ -130,6 +130,7 @@ struct KernelState {
     uint64_t partFirst = 0;                         // ... and its first unit
     uint64_t applyBegin = 0, applyEnd = 0;  // the phase-2 units being run (OwnTotals: the channels to combine)
     bool keepPartials = false;  // GroupByGroup, a group within one batch: its partials stay in UB (batch partHalf)
+    uint64_t cachedLo = 0, cachedHi = 0;  // OwnTotals: units whose partials CombineShare left in partUb
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
