@@ -17,6 +17,9 @@
 //            channel: grad_weight = invstd * sum(dy * xc), k * invstd);
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
 //            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
+//            tiling spSegSum (a slice of at most one float repeat): V alone,
+//            one ReduceRepeat per sum straight into the lanes, the values
+//            broadcast per block (Brcb, masked Copy), no scalar hand-over;
 //   apply    V, chunk by chunk: dx = a * dy + (k * invstd) * xc + b over
 //            whole rows with per-element slabs of a, k * invstd, b (16-bit
 //            types: b - k * invstd * mean against x, so xc is not
