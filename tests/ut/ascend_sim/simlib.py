@@ -45,7 +45,8 @@ class TilingError(RuntimeError):
 class TilingInfo(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in (
         "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
-        "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels")]
+        "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels",
+        "sp_seg_sum")]
 
 
 def _sources(includes=None, units=None):
