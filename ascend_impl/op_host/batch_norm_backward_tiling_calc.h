@@ -28,6 +28,8 @@ struct TilingInput {
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
     bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
+    bool hasReduceRepeat = false; // ReduceRepeat<SUM> on float (not on Atlas training, ascend910)
+    bool hasBlockCopy = false;    // Brcb and the masked UB -> UB Copy (not on Atlas training / inference)
     bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
     uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };
@@ -162,6 +164,11 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return false;
     }
     const uint64_t rowStride = q > 1 ? inner : AlignUp(inner, BLOCK_BYTES / eb);
+    // The per-channel sums of a sub-group in one segmented reduction per sum (a repeat per channel) and the
+    // per-channel values broadcast per block: where a slice is at most one float repeat, not packed, and the
+    // SoC has ReduceRepeat on float, Brcb and the masked Copy. The choice depends on the shape and the SoC
+    // only, so every sub-group of a launch sums the same way.
+    const uint32_t segSum = in.hasReduceRepeat && in.hasBlockCopy && q == 1 && inner <= SP_SEG_MAX_INNER ? 1 : 0;
     if (2 * outer * rowStride * eb * q >= in.ubBytes) {
         return false;  // not even one run of channels
     }
@@ -176,8 +183,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fixed =
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
-        return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows)
-                           .Total() <= in.ubBytes;
+        return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
+                                          segSum, vecElems).Total() <= in.ubBytes;
     };
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
     uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
@@ -229,6 +236,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spRowStride = uint32_t(rowStride);
     t.spBuffers = buffers;
     t.spQuantum = q > 1 ? uint32_t(q) : 0;
+    t.spSegSum = segSum;
     t.spSlabRows = slabRows;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));

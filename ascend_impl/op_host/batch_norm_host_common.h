@@ -101,6 +101,8 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     in.hasDcci = !legacy;
     in.hasBf16 = !legacy;
     in.hasMulAdd = soc != platform_ascendc::SocVersion::ASCEND910;  // dav-c100 has no MulAddDst / FusedMulAdd
+    in.hasReduceRepeat = soc != platform_ascendc::SocVersion::ASCEND910;  // Atlas training: half only
+    in.hasBlockCopy = !legacy;  // Brcb / masked Copy: not on Atlas training / inference
     return platform.GetLibApiWorkSpaceSize();
 }
 

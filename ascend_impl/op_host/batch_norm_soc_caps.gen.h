@@ -29,6 +29,8 @@ struct SocCaps {
     bool dcci;
     bool bf16;
     bool mulAdd;
+    bool reduceRepeat;
+    bool blockCopy;
 };
 
 constexpr SocCaps SOC_CAPS[] = {
@@ -51,6 +53,8 @@ constexpr SocCaps SOC_CAPS[] = {
      false,  // dcci
      false,  // bf16
      false,  // mulAdd
+     false,  // reduceRepeat
+     false,  // blockCopy
     },
     {"ascend310p",
      262144u,  // ubBytes
@@ -71,6 +75,8 @@ constexpr SocCaps SOC_CAPS[] = {
      false,  // dcci
      false,  // bf16
      true,  // mulAdd
+     true,  // reduceRepeat
+     false,  // blockCopy
     },
     {"ascend910b",
      196608u,  // ubBytes
@@ -91,6 +97,8 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // dcci
      true,  // bf16
      true,  // mulAdd
+     true,  // reduceRepeat
+     true,  // blockCopy
     },
     {"ascend910_93",
      196608u,  // ubBytes
@@ -111,6 +119,8 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // dcci
      true,  // bf16
      true,  // mulAdd
+     true,  // reduceRepeat
+     true,  // blockCopy
     },
     {"ascend950",
      262144u,  // ubBytes
@@ -131,6 +141,8 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // dcci
      true,  // bf16
      true,  // mulAdd
+     true,  // reduceRepeat
+     true,  // blockCopy
     },
 };
 constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);

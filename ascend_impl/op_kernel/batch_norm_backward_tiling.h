@@ -38,7 +38,7 @@ constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPa
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
                                            // float32 computes in place in the input queues' buffers)
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
-constexpr uint32_t CHANNEL_VECS = 9;       // weight, mean, invstd, 3 coefficients, 2 totals, staging
+constexpr uint32_t CHANNEL_VECS = 10;      // weight, scaleK, mean, invstd, 3 coefficients, 2 totals, staging
 constexpr uint32_t MAX_CORES = 64;         // upper bound of the launch's block dim
 constexpr uint32_t PARAM_CHUNK = 64;       // channels per parameter group (channel-first)
 constexpr uint32_t PARAM_CHUNK_NO_PAD = 16;  // the same without DataCopyPad: the narrowest whole blocks of
@@ -96,6 +96,10 @@ struct BatchNormBackwardTilingData {
     uint32_t spQuantum;    // single pass, packed (no DataCopyPad, slices not whole blocks): > 0 = the fewest adjacent
                            // channels whose slices together are whole blocks; the slices lie packed in UB
                            // (spRowStride = inner), groups and sub-groups are multiples of it; 0: not packed
+    uint32_t spSegSum;     // single pass: 1 = a sub-group's per-channel sums are one ReduceRepeat per sum (a slice
+                           // of at most SP_SEG_MAX_INNER elements is one repeat) and its per-channel values are
+                           // broadcast per block (Brcb, masked Copy); not packed; SoCs with reduce_repeat and
+                           // block_copy
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
@@ -158,13 +162,17 @@ constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at mo
 constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...
 constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions span at least this many elements
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
+constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
+constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
+constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and b up to this many vector lanes
 
 // UB bytes of the single-pass buffers for `channels` resident channels.
 struct SinglePassPlan {
     uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride, per buffer
     uint32_t buffers;        // resident buffers (tiling spBuffers)
     uint32_t slabBytes;      // slabRows float rows of the sub-group: slabRows x channels x rowStride floats
-    uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets
+    uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets (spSegSum: a block per
+                             // lane of a Brcb, SegScratchBlocks)
     uint32_t castSlabs;
     BNB_FN uint64_t Total() const
     {
@@ -172,14 +180,29 @@ struct SinglePassPlan {
     }
 };
 
+// spSegSum: the coefficients k and b take one Brcb over the pair [coefB | coefK] (the lanes of both) where
+// the channel vectors are short (a repeat of Brcb costs a cycle, an instruction SP_SEG_PAIR_MAX_LANES / 8).
+BNB_FN bool SegPairBrcb(uint32_t vecElems) { return vecElems <= SP_SEG_PAIR_MAX_LANES; }
+
+// spSegSum: blocks of a Brcb of a sub-group's lanes (SP_SEG_MAX_REPEAT at most), from the block-aligned lane
+// before its first one (and the same lanes of the second vector of a pair, SegPairBrcb).
+BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
+{
+    const uint32_t perCall = channels < SP_SEG_MAX_REPEAT ? channels : SP_SEG_MAX_REPEAT;
+    const uint32_t lanes = (SegPairBrcb(vecElems) ? vecElems : 0) + perCall + SLOT_FLOATS - 1;
+    return (lanes + SLOT_FLOATS - 1) / SLOT_FLOATS * SLOT_FLOATS;
+}
+
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
-                                         uint32_t buffers, uint32_t slabRows)
+                                         uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
     p.buffers = buffers;
     p.slabBytes = slabRows * channels * rowStride * uint32_t(sizeof(float));
-    p.slotBytes = 2u * channels * BLOCK_BYTES;
+    const uint32_t seg = segSum ? SegScratchBlocks(channels, vecElems) : 0;
+    const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;
+    p.slotBytes = slots * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
     return p;
 }

@@ -102,7 +102,8 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     for (uint64_t s0 = first; s0 < last; s0 += batch) {
         const uint32_t k = uint32_t(Min(batch, last - s0));
         AscendC::DataCopy(ub.partUb, part[s0 * UNIT_SLOT_FLOATS], k * UNIT_SLOT_FLOATS);
-        AscendC::PipeBarrier<PIPE_ALL>();
+        SetWaitFlag<AscendC::HardEvent::MTE2_S>();  // the batch in UB before the scalar reads (not PIPE_ALL:
+                                                    // stores still in flight need not land first)
         for (uint32_t s = 0; s < k; ++s) {
             sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
             sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
@@ -115,7 +116,7 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
                 sumDyx = 0.0f;
             }
         }
-        AscendC::PipeBarrier<PIPE_ALL>();
+        SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar reads before the next batch lands
     }
 }
 

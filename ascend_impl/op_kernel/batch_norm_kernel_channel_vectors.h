@@ -130,6 +130,23 @@ __aicore__ inline void WriteChannelRange(KernelState<T> &k, uint32_t which, int6
     }
 }
 
+// Outputs `which0` and `which1` (both stored in T, the same conversion) of channels [c0, c0 + n) from
+// src0 / src1: both cast into the two halves of `stage` (vecElems floats hold 2 x vecElems of T), both
+// stores in flight together, a V_MTE3 event after the casts and one barrier after the stores.
+template <typename T>
+__aicore__ inline void WriteChannelPairT(KernelState<T> &k, uint32_t which0, uint32_t which1, int64_t c0, uint32_t n,
+                                         const LocalTensor<float> &src0, const LocalTensor<float> &src1)
+{
+    LocalTensor<T> staged = k.ub.v.stage.template ReinterpretCast<T>();
+    AscendC::Cast(staged, src0, NarrowRound<T>(), n);
+    AscendC::Cast(staged[k.t.vecElems], src1, NarrowRound<T>(), n);
+    SetWaitFlag<AscendC::HardEvent::V_MTE3>();  // the casts before their stores (stores still in flight, such
+                                                // as PublishTotals', need not land first)
+    k.copy.Out(k.gradT[which0], staged, c0, 1, n, n, k.t.vecElems, true);
+    k.copy.Out(k.gradT[which1], staged[k.t.vecElems], c0, 1, n, n, k.t.vecElems, true);
+    AscendC::PipeBarrier<PIPE_ALL>();
+}
+
 // The same for the channels of group g.
 template <typename T>
 __aicore__ inline void WriteChannels(KernelState<T> &k, uint32_t which, int64_t g, const LocalTensor<float> &src)

@@ -279,11 +279,16 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     ChannelVecs &v = k.ub.v;
     AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (ca < cb) {
+    // Events, not PIPE_ALL: the grad_weight / grad_bias stores of CombineShare need not land first.
+    SetWaitFlag<AscendC::HardEvent::V_S>();  // the zeros before the scalar unit's totals
+    if (ca < cb && ca * perChannel >= k.cachedLo && cb * perChannel <= k.cachedHi) {
+        // CombineShare loaded these partials with its own (one copy): summed from UB, the same arithmetic
+        channel_first::CombineSlots(k.ub, k.ub.partUb[(ca * perChannel - k.cachedLo) * UNIT_SLOT_FLOATS], k.t,
+                                    uint32_t(cb - ca), uint32_t(ca - gs));
+    } else if (ca < cb) {
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    SetWaitFlag<AscendC::HardEvent::S_V>();  // the totals before the coefficients (LoadCoefs)
 }
 
 template <typename T>
@@ -347,6 +352,13 @@ __aicore__ inline void WriteParamRange(KernelState<T> &k, int64_t c0, uint32_t n
         AscendC::PipeBarrier<PIPE_ALL>();
         k.coefGroup = -1;
     }
+    if constexpr (!IsSame<T, float>::value) {
+        if (!k.t.gradParamFloat32) {
+            WriteChannelPairT(k, OUT_GRAD_WEIGHT, OUT_GRAD_BIAS, c0, n, wantW ? v.totDyx : v.coefA,
+                              wantB ? v.totDy : v.coefA);
+            return;
+        }
+    }
     WriteChannelRange(k, OUT_GRAD_WEIGHT, c0, n, wantW ? v.totDyx : v.coefA, true);  // both stores in flight,
     WriteChannelRange(k, OUT_GRAD_BIAS, c0, n, wantB ? v.totDy : v.coefA);          // one barrier
 }
@@ -381,12 +393,28 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
     const uint64_t cores = k.t.usedCores;
     const uint64_t b = cb + (ce - cb) * core / cores, e = cb + (ce - cb) * (core + 1) / cores;
     ChannelVecs &v = k.ub.v;
+    // OwnTotals: the partials of the share and of the channels this core's units touch in one copy, when
+    // they are one batch (CombineOwnChannels sums its own from UB then).
+    const uint64_t pc = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t lo = Min(b, k.share.unitBegin / pc) * pc;
+    const uint64_t hi = (e > CeilDiv(k.share.unitEnd, pc) ? e : CeilDiv(k.share.unitEnd, pc)) * pc;
+    const bool together = OwnTotals<MODE>(k) && b < e && e - b <= k.t.vecElems &&
+                          hi - lo <= uint64_t(PART_HALVES) * SLOTS_PER_LOAD;
+    k.cachedLo = k.cachedHi = 0;
     for (uint64_t c0 = b; c0 < e; c0 += k.t.vecElems) {
         const uint32_t n = uint32_t(Min(k.t.vecElems, e - c0));
         AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
         AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
         AscendC::PipeBarrier<PIPE_ALL>();
-        channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
+        if (together) {
+            AscendC::DataCopy(k.ub.partUb, k.part[lo * UNIT_SLOT_FLOATS], uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
+            SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+            channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, n);
+            k.cachedLo = lo;
+            k.cachedHi = hi;
+        } else {
+            channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
+        }
         AscendC::PipeBarrier<PIPE_ALL>();
         if (!OwnTotals<MODE>(k)) {
             PublishTotals(k, int64_t(c0), n);

@@ -17,6 +17,9 @@
 //            channel: grad_weight = invstd * sum(dy * xc), k * invstd);
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
 //            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
+//            tiling spSegSum (a slice of at most one float repeat): V alone,
+//            one ReduceRepeat per sum straight into the lanes, the values
+//            broadcast per block (Brcb, masked Copy), no scalar hand-over;
 //   apply    V, chunk by chunk: dx = a * dy + (k * invstd) * xc + b over
 //            whole rows with per-element slabs of a, k * invstd, b (16-bit
 //            types: b - k * invstd * mean against x, so xc is not
@@ -60,7 +63,10 @@ struct Buffers {
     LocalTensor<T> dyAll, xAll;      // spBuffers resident sub-groups, one after the other
     LocalTensor<T> dy, x;            // the one in use (Use): [row][channel][spRowStride]
     LocalTensor<float> slab[SLAB_COUNT];
+    LocalTensor<float> sumPair;      // the slabs of the two sums (k, b), one buffer: [SLAB_SUM_DY | SLAB_SUM_DYX]
+    uint32_t slabElems = 0;
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
+    LocalTensor<float> scratch;          // spSegSum: the slot buffer as BlockBroadcast's Brcb blocks
     uint32_t residentElems = 0;
     // A sub-group of one channel takes its per-channel values as scalar operands, not slabs (no
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
@@ -70,12 +76,22 @@ struct Buffers {
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
         const SinglePassPlan p =
-            MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows);
+            MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
+                               t.spSegSum, t.vecElems);
         pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
+        slabElems = p.slabBytes / uint32_t(sizeof(float));
         for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
-            pipe.InitBuffer(slabBuf[i], p.slabBytes);
-            slab[i] = slabBuf[i].template Get<float>();
+            if (i == SLAB_SUM_DYX) {
+                continue;  // in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
+            }
+            const bool pair = i == SLAB_SUM_DY;
+            pipe.InitBuffer(slabBuf[i], p.slabBytes * (pair ? 2 : 1));
+            slab[i] = slabBuf[i].template Get<float>(slabElems);
+            if (pair) {
+                sumPair = slabBuf[i].template Get<float>(2 * slabElems);
+                slab[SLAB_SUM_DYX] = sumPair[slabElems];
+            }
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
         dyAll = dyBuf.template Get<T>();
@@ -83,6 +99,7 @@ struct Buffers {
         residentElems = p.residentBytes / uint32_t(sizeof(T));
         Use(0);
         slotDy = slotBuf.template Get<float>();
+        scratch = slotDy;
         slotDyx = slotDy[t.spChannels * SLOT_FLOATS];
     }
 
@@ -151,24 +168,143 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
     AscendC::DataCopy(dst[off], src, Narrow<uint32_t>(s.cnt * k.t.inner, "DataCopy count"));
 }
 
+// A sub-group of one channel takes its per-channel values as scalar operands (no slabs) where the SoC
+// lacks the fused steps (tiling mulAdd), which take slabs only.
+template <typename T>
+__aicore__ inline bool ScalarValues(const KernelState<T> &k, const SubGroup &s)
+{
+    return s.cnt == 1 && !k.t.mulAdd;
+}
+
+// Broadcast reads no value with the scalar unit (tiling spSegSum: per-block broadcasts).
+template <typename T>
+__aicore__ inline bool BlockBroadcasts(const KernelState<T> &k, const SubGroup &s)
+{
+    return k.t.spSegSum && !ScalarValues(k, s);
+}
+
+// Rows 1 .. spSlabRows - 1 of a slab copied from row 0, doubling.
+template <typename T>
+__aicore__ inline void FillSlabRows(const KernelState<T> &k, const LocalTensor<float> &slab, const SubGroup &s)
+{
+    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+        AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
+        filled += m;
+    }
+}
+
+// Rows 1 .. spSlabRows - 1 of the k and b slabs (one buffer, b right after k) copied from their rows 0
+// together: one strided copy per doubling.
+template <typename T>
+__aicore__ inline void FillPairRows(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t slabBlocks = b.slabElems / SLOT_FLOATS;
+    for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
+        const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
+        const uint32_t blocks = m * s.len / SLOT_FLOATS, gap = slabBlocks - blocks;
+        AscendC::DataCopy(b.sumPair[filled * s.len], b.sumPair,
+                          AscendC::DataCopyParams(2, Narrow<uint16_t>(blocks, "DataCopy blockLen"),
+                                                  Narrow<uint16_t>(gap, "DataCopy srcStride"),
+                                                  Narrow<uint16_t>(gap, "DataCopy dstStride")));
+        filled += m;
+    }
+}
+
+#if BNB_SOC_HAS_SEG_SUM
+// Tiling spSegSum: row 0 of each of `count` slabs, channel j's spRowStride elements = vec[first[i] +
+// lane0 + j] (a vector, or a pair of them: first 0 and vecElems), by the vector unit alone: one Brcb puts
+// each lane of the block-aligned run holding those lanes into a block of the scratch (the slot buffer),
+// then per slab a masked Copy repeats channel j's block over its slice (source block stride 0), a repeat
+// per channel; SP_SEG_MAX_REPEAT channels a call.
+template <typename T>
+__aicore__ inline void BlockBroadcast(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
+                                      uint32_t count, const LocalTensor<float> *slabs, const uint32_t *first,
+                                      const LocalTensor<float> &vec)
+{
+    const uint32_t rs = k.t.spRowStride, blocks = rs / SLOT_FLOATS;
+    for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
+        const uint32_t n = uint32_t(Min(SP_SEG_MAX_REPEAT, s.cnt - j));
+        const uint32_t lane = s.lane0 + j, a0 = lane / SLOT_FLOATS * SLOT_FLOATS, off = lane - a0;
+        const uint32_t repeats = uint32_t(CeilDiv(first[count - 1] + off + n, SLOT_FLOATS));
+        AscendC::Brcb(b.scratch, vec[a0], Narrow<uint8_t>(repeats, "Brcb repeatTime"),
+                      AscendC::BrcbRepeatParams(1, uint16_t(SLOT_FLOATS)));
+        for (uint32_t i = 0; i < count; ++i) {
+            AscendC::Copy(slabs[i][j * rs], b.scratch[(first[i] + off) * SLOT_FLOATS], uint64_t(rs),
+                          Narrow<uint8_t>(n, "Copy repeatTime"),
+                          AscendC::CopyRepeatParams(1, 0, Narrow<uint16_t>(blocks, "Copy dstRepeatSize"), 1));
+        }
+    }
+}
+
+template <typename T>
+__aicore__ inline void BlockBroadcast(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
+                                      const LocalTensor<float> &slab, const LocalTensor<float> &vec)
+{
+    const uint32_t first = 0;
+    BlockBroadcast(k, b, s, 1, &slab, &first, vec);
+}
+
+// The slabs of k and b (Coefs) from the pair [coefB | coefK] with one Brcb (SegPairBrcb), their rows
+// filled together.
+template <typename T>
+__aicore__ inline void BroadcastCoefPair(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const LocalTensor<float> slabs[2] = {b.slab[SLAB_B], b.slab[SLAB_K]};
+    const uint32_t first[2] = {0, k.t.vecElems};
+    BlockBroadcast(k, b, s, 2, slabs, first, k.ub.v.coefPair);
+    FillPairRows(k, b, s);
+}
+#endif
+
+// Row 0 of a slab: each channel's spRowStride elements (packed: its blocks of its own) = its value;
+// false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate).
+template <typename T>
+__aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
+                                const LocalTensor<float> &slab, const LocalTensor<float> &vec)
+{
+#if BNB_SOC_HAS_SEG_SUM
+    if (k.t.spSegSum) {
+        BlockBroadcast(k, b, s, slab, vec);
+        return true;
+    }
+#endif
+    if (s.cnt == 1 && k.t.spQuantum == 0) {
+        AscendC::Duplicate(slab, vec.GetValue(s.lane0), Narrow<int32_t>(k.t.spSlabRows * s.len, "Duplicate count"));
+        return false;
+    }
+    const uint32_t rs = k.t.spRowStride;
+    for (uint32_t j = 0; j < s.cnt; ++j) {
+        const float v = vec.GetValue(s.lane0 + j);
+        if (k.t.spQuantum == 0) {
+            AscendC::Duplicate(slab[j * rs], v, Narrow<int32_t>(rs, "Duplicate count"));
+            continue;
+        }
+        const PackedSpan p = SpanOf(k.t, j);
+        if (p.bodyHi > p.bodyLo) {
+            AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
+        }
+    }
+    return true;
+}
+
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
 // the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
-// Duplicate, the others copied from it, doubling); one channel: the scalar.
-// Packed: the shared blocks of row 0 by the scalar unit first (after the vector
-// unit's reads of the previous values: V_S), then the bodies (S_V).
+// FillRow0, the others copied from it, doubling: the k and b slabs, one buffer,
+// together); one channel: the scalar. Packed: the shared blocks of row 0 by the
+// scalar unit first (after the vector unit's reads of the previous values: V_S),
+// then the bodies (S_V). At most two slabs.
 template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
                                  const uint32_t *which, const LocalTensor<float> *vec)
 {
-    // The fused steps (tiling mulAdd) take slabs only: the same instructions whatever the sub-group.
-    b.scalar = s.cnt == 1 && !k.t.mulAdd;
+    b.scalar = ScalarValues(k, s);
     if (b.scalar) {
         for (uint32_t i = 0; i < n; ++i) {
             b.value[which[i]] = vec[i].GetValue(s.lane0);
         }
         return;
     }
-    const uint32_t rs = k.t.spRowStride;
     if (k.t.spQuantum > 0) {
         AscendC::SetFlag<HardEvent::V_S>(0);
         AscendC::WaitFlag<HardEvent::V_S>(0);
@@ -187,29 +323,17 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
+    bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
-        const LocalTensor<float> &slab = b.slab[which[i]];
-        if (s.cnt == 1 && k.t.spQuantum == 0) {
-            // one channel: the whole slab is its value, one Duplicate (no copies of row 0)
-            AscendC::Duplicate(slab, vec[i].GetValue(s.lane0),
-                               Narrow<int32_t>(k.t.spSlabRows * s.len, "Duplicate count"));
-            continue;
-        }
-        for (uint32_t j = 0; j < s.cnt; ++j) {
-            const float v = vec[i].GetValue(s.lane0 + j);
-            if (k.t.spQuantum == 0) {
-                AscendC::Duplicate(slab[j * rs], v, Narrow<int32_t>(rs, "Duplicate count"));
-                continue;
-            }
-            const PackedSpan p = SpanOf(k.t, j);
-            if (p.bodyHi > p.bodyLo) {
-                AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
-            }
-        }
-        for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
-            const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
-            AscendC::DataCopy(slab[filled * s.len], slab, m * s.len);
-            filled += m;
+        rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
+    }
+    if (n == 2 && rows[0] && rows[1] && which[0] == SLAB_K && which[1] == SLAB_B) {
+        FillPairRows(k, b, s);
+        return;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        if (rows[i]) {
+            FillSlabRows(k, b.slab[which[i]], s);
         }
     }
 }
@@ -427,8 +551,12 @@ private:
             // a = weight * invstd does not depend on the sums: once per group, before any sub-group.
             AscendC::Mul(k.ub.v.coefA, k.ub.v.weight, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
             if (k.t.training) {
-                // -a / n, the factor of both b and k, over weight (read by nothing else): Coefs
-                AscendC::Muls(k.ub.v.weight, k.ub.v.coefA, -k.t.invCount, Narrow<int32_t>(k.t.vecElems, "Muls count"));
+                // -a / n, the factor of b, over weight (read by nothing else), and scaleK = -a / n * invstd^2,
+                // that of k * invstd: Coefs takes both in one instruction
+                const int32_t n = Narrow<int32_t>(k.t.vecElems, "vector count");
+                AscendC::Muls(k.ub.v.weight, k.ub.v.coefA, -k.t.invCount, n);
+                AscendC::Mul(k.ub.v.scaleK, k.ub.v.weight, k.ub.v.invstd, n);
+                AscendC::Mul(k.ub.v.scaleK, k.ub.v.scaleK, k.ub.v.invstd, n);
                 if (!IsSame<T, float>::value && k.t.mulAdd) {
                     // -mean over stage until WriteParamGrads (Coefs: b + k * -mean in one MulAddDst)
                     AscendC::Muls(k.ub.v.stage, k.ub.v.mean, -1.0f, Narrow<int32_t>(k.t.vecElems, "Muls count"));
@@ -548,6 +676,12 @@ private:
     __aicore__ inline void Totals(KernelState<T> &k, const SubGroup &s)
     {
         const uint32_t rs = k.t.spRowStride;
+#if BNB_SOC_HAS_SEG_SUM
+        if (k.t.spSegSum) {
+            SegmentedTotals(k, s);
+            return;
+        }
+#endif
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
             if (k.t.spQuantum > 0) {
@@ -578,6 +712,32 @@ private:
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
+#if BNB_SOC_HAS_SEG_SUM
+    // Tiling spSegSum (a slice of at most one float repeat): each sum of the sub-group's channels is one
+    // ReduceRepeat, a repeat per channel (spRowStride apart) over its `inner` elements, written straight
+    // into the group's lanes; no ReduceSum, no scalar hand-over. A channel's sum is the instruction's
+    // binary tree over its slice, whatever the sub-group (at most SP_SEG_MAX_REPEAT channels a call).
+    __aicore__ inline void SegmentedTotals(KernelState<T> &k, const SubGroup &s)
+    {
+        const int32_t mask = Narrow<int32_t>(k.t.inner, "ReduceRepeat mask");
+        const int32_t repStride = Narrow<int32_t>(k.t.spRowStride * sizeof(float) / BLOCK_BYTES, "srcRepStride");
+        if (ScalarValues(k, s)) {
+            // The scalar reads of the previous sub-group's coefficients (Broadcast) before Coefs rewrites
+            // them (S_V: the scalar unit is ahead, so the vector unit does not wait).
+            AscendC::SetFlag<HardEvent::S_V>(0);
+            AscendC::WaitFlag<HardEvent::S_V>(0);
+        }
+        for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
+            const int32_t n = int32_t(Min(SP_SEG_MAX_REPEAT, s.cnt - j));
+            const uint32_t lane = s.lane0 + j, from = j * k.t.spRowStride;
+            AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totDy[lane], b_.slab[SLAB_SUM_DY][from], mask, n, 1, 1, repStride);
+            AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totDyx[lane], b_.slab[SLAB_SUM_DYX][from], mask, n, 1, 1, repStride);
+        }
+    }
+#endif
+
     // Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n (the two-pass
     // LoadCoefs; a = weight * invstd and -a / n are computed once per group; totDyx holds
     // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
@@ -589,11 +749,8 @@ private:
             return;
         }
         ChannelVecs &v = k.ub.v;
-        // v.weight holds -a / n since the group began (Group)
-        AscendC::Mul(v.coefK, v.weight, v.totDyx, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::Mul(v.coefK, v.coefK, v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::Mul(v.coefB, v.weight, v.totDy, Narrow<int32_t>(k.t.vecElems, "Mul count"));
+        // [coefB | coefK] = [-a / n | scaleK] * [totDy | totDyx] (Group), one instruction over the pairs
+        AscendC::Mul(v.coefPair, v.weightPair, v.totPair, Narrow<int32_t>(2 * k.t.vecElems, "Mul count"));
         if constexpr (!IsSame<T, float>::value) {
             // 16-bit types apply k * xhat + b as (k * invstd) * x + (b - k * invstd * mean): per element
             // a cast of x, not the recomputed x - mean (an instruction fewer).
@@ -607,8 +764,16 @@ private:
                 AscendC::Sub(v.coefB, v.coefB, v.stage, Narrow<int32_t>(k.t.vecElems, "Sub count"));
             }
         }
-        AscendC::SetFlag<HardEvent::V_S>(0);
-        AscendC::WaitFlag<HardEvent::V_S>(0);
+#if BNB_SOC_HAS_SEG_SUM
+        if (BlockBroadcasts(k, s) && SegPairBrcb(k.t.vecElems)) {
+            BroadcastCoefPair(k, b_, s);
+            return;
+        }
+#endif
+        if (!BlockBroadcasts(k, s)) {
+            AscendC::SetFlag<HardEvent::V_S>(0);  // Broadcast reads the coefficients with the scalar unit
+            AscendC::WaitFlag<HardEvent::V_S>(0);
+        }
         Broadcast(k, b_, SLAB_K, v.coefK, SLAB_B, v.coefB, s);
     }
 

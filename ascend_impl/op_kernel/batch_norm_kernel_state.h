@@ -19,20 +19,25 @@ namespace bnb {
 // SyncBatchNorm sums (outputs of the reduce step, inputs of the elemt step).
 constexpr uint32_t OUT_GRAD_WEIGHT = 0, OUT_GRAD_BIAS = 1, SUM_DY = 2, SUM_DY_XMU = 3, CHANNEL_OUTS = 4;
 
-// The per-channel float vectors (vecElems floats each; CHANNEL_VECS of them).
+// The per-channel float vectors (vecElems floats each; CHANNEL_VECS of them). Three pairs share a buffer,
+// the second right after the first, so one instruction takes both (the single pass's coefficients):
+// [weight | scaleK], [coefB | coefK], [totDy | totDyx], each also as one view (the *Pair tensors).
 struct ChannelVecs {
     LocalTensor<float> weight, mean, invstd;  // statistics of the group in UB (LoadStats)
+    LocalTensor<float> scaleK;                // single pass: -a / n * invstd^2, the factor of k * invstd
     LocalTensor<float> coefA, coefB, coefK;   // grad_input = a * dy + k * xhat + b
     LocalTensor<float> totDy, totDyx;         // group totals of dy and dy * xhat
     LocalTensor<float> stage;                 // a channel vector in T on its way to / from GM
+    LocalTensor<float> weightPair, coefPair, totPair;
 };
+constexpr uint32_t CHANNEL_PAIRS = 3;
 
 // UB of one launch, in the order UbPlan counts it.
 struct KernelUb {
     AscendC::TQue<AscendC::QuePosition::VECIN, QUEUE_DEPTH> inDy, inX;
     AscendC::TQue<AscendC::QuePosition::VECOUT, QUEUE_DEPTH> outGi;
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, accDyBuf, accDyxBuf, reduceTmpBuf, partBuf;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS];
+    AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS - CHANNEL_PAIRS];
     LocalTensor<float> dyF, xF;               // float tiles of grad_out and input (float32: the dequeued tiles)
     bool dyHeld = false, xHeld = false;       // float32: dyF / xF are queue buffers not yet freed (ReleaseTile)
     LocalTensor<float> accDy, accDyx;         // per-row accumulators of a unit
@@ -55,24 +60,37 @@ struct KernelUb {
         pipe.InitBuffer(accDyBuf, plan.rowVecBytes);
         pipe.InitBuffer(accDyxBuf, plan.rowVecBytes);
         pipe.InitBuffer(reduceTmpBuf, plan.rowVecBytes);
-        for (uint32_t i = 0; i < CHANNEL_VECS; ++i) {
-            pipe.InitBuffer(vecBuf[i], plan.channelVecBytes);
-        }
+        const uint32_t n = plan.channelVecBytes / uint32_t(sizeof(float));
+        InitPair(pipe, vecBuf[0], n, v.weightPair, v.weight, v.scaleK);
+        InitVec(pipe, vecBuf[1], n, v.mean);
+        InitVec(pipe, vecBuf[2], n, v.invstd);
+        InitVec(pipe, vecBuf[3], n, v.coefA);
+        InitPair(pipe, vecBuf[4], n, v.coefPair, v.coefB, v.coefK);
+        InitPair(pipe, vecBuf[5], n, v.totPair, v.totDy, v.totDyx);
+        InitVec(pipe, vecBuf[6], n, v.stage);
         pipe.InitBuffer(partBuf, plan.partBytes);
 
         accDy = accDyBuf.Get<float>();
         accDyx = accDyxBuf.Get<float>();
         reduceTmp = reduceTmpBuf.Get<float>();
         partUb = partBuf.Get<float>();
-        v.weight = vecBuf[0].Get<float>();
-        v.mean = vecBuf[1].Get<float>();
-        v.invstd = vecBuf[2].Get<float>();
-        v.coefA = vecBuf[3].Get<float>();
-        v.coefB = vecBuf[4].Get<float>();
-        v.coefK = vecBuf[5].Get<float>();
-        v.totDy = vecBuf[6].Get<float>();
-        v.totDyx = vecBuf[7].Get<float>();
-        v.stage = vecBuf[8].Get<float>();
+    }
+
+private:
+    __aicore__ inline static void InitVec(AscendC::TPipe &pipe, AscendC::TBuf<AscendC::TPosition::VECCALC> &buf,
+                                          uint32_t n, LocalTensor<float> &vec)
+    {
+        pipe.InitBuffer(buf, n * uint32_t(sizeof(float)));
+        vec = buf.Get<float>(n);
+    }
+    __aicore__ inline static void InitPair(AscendC::TPipe &pipe, AscendC::TBuf<AscendC::TPosition::VECCALC> &buf,
+                                           uint32_t n, LocalTensor<float> &pair, LocalTensor<float> &first,
+                                           LocalTensor<float> &second)
+    {
+        pipe.InitBuffer(buf, 2 * n * uint32_t(sizeof(float)));
+        pair = buf.Get<float>(2 * n);
+        first = buf.Get<float>(n);
+        second = pair[n];
     }
 };
 
@@ -112,6 +130,7 @@ struct KernelState {
     uint64_t partFirst = 0;                         // ... and its first unit
     uint64_t applyBegin = 0, applyEnd = 0;  // the phase-2 units being run (OwnTotals: the channels to combine)
     bool keepPartials = false;  // GroupByGroup, a group within one batch: its partials stay in UB (batch partHalf)
+    uint64_t cachedLo = 0, cachedHi = 0;  // OwnTotals: units whose partials CombineShare left in partUb
 
     __aicore__ inline void Init(GM_ADDR gradOut, GM_ADDR input, GM_ADDR *params, GM_ADDR gradInput,
                                 GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,

@@ -32,6 +32,15 @@
 #else
 #define BNB_SOC_HAS_MUL_ADD 1
 #endif
+// ReduceRepeat<ReduceType::SUM> on float (a sum per repeat: the single pass's per-channel sums of a
+// sub-group in one instruction): Atlas training (dav-c100, ascend910) has it for half only; the kernel
+// takes it only where the tiling says so (spSegSum).
+#define BNB_SOC_HAS_REDUCE_REPEAT BNB_SOC_HAS_MUL_ADD
+// Brcb and the masked repeat form of the UB -> UB Copy (the single pass's per-block broadcasts, with
+// spSegSum): not on Atlas training / inference.
+#define BNB_SOC_HAS_BLOCK_COPY (!BNB_SOC_LEGACY)
+// The single pass's segmented sums and per-block broadcasts (tiling spSegSum) need both.
+#define BNB_SOC_HAS_SEG_SUM (BNB_SOC_HAS_REDUCE_REPEAT && BNB_SOC_HAS_BLOCK_COPY)
 
 // Marks for the performance model (ascend_impl/perf_model/sim_perf.h defines
 // them in the CPU build, before this header): the combine of the per-channel

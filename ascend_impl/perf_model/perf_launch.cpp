@@ -105,6 +105,8 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.hasDcci = caps->dcci;
         in.hasBf16 = caps->bf16;
         in.hasMulAdd = caps->mulAdd;
+        in.hasReduceRepeat = caps->reduceRepeat;
+        in.hasBlockCopy = caps->blockCopy;
         in.allowSinglePass = forceTwoPass == 0;
         bnb::BatchNormBackwardTilingData t;
         const std::string why = bnb::ComputeTiling(in, t);

@@ -112,6 +112,8 @@ int main(int argc, char **argv)
     ti.hasDcci = BNB_SOC_HAS_DCCI;
     ti.hasBf16 = BNB_SOC_HAS_BF16;
     ti.hasMulAdd = BNB_SOC_HAS_MUL_ADD;
+    ti.hasReduceRepeat = BNB_SOC_HAS_REDUCE_REPEAT;
+    ti.hasBlockCopy = BNB_SOC_HAS_BLOCK_COPY;
 
     bnb::BatchNormBackwardTilingData full{};
     bnb::BatchNormSyncTilingData sync{};

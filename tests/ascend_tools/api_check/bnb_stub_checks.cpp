@@ -131,6 +131,60 @@ int64_t BnbLastOfBits(const char *intr, uint64_t elemBytes, const uint64_t mask[
     return R::LastMaskElement(elemBytes, mask[1], mask[0]);
 }
 
+// ---- ReduceRepeat / WholeReduceSum (a result per repeat) ----
+void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    R::ReduceRepeatParams(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride,
+                          p.src0RepeatStride, {});
+    const uint64_t repeats = last < 0 ? 0 : uint64_t(p.repeatTimes);
+    const uint64_t srcBytes = BnbMaskedExtent(p.src0DtypeBytes, repeats, p.src0BlockStride, p.src0RepeatStride, last,
+                                              false, 0);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, srcBytes, p.src0Size);
+    // dst: its element's alignment only (ReduceRepeat.md 表3, SUM), a result every dstRepStride elements
+    const uint64_t dstBytes = repeats == 0 ? 0 : ((repeats - 1) * p.dstRepeatStride + 1) * p.dstDtypeBytes;
+    R::InUbPosition(intr, "dst", BnbIsUb(p.dstPos), BnbPosName(p.dstPos), {});
+    const uint64_t off = p.dstAddr - BnbUbBase();
+    R::Require(off % p.dstDtypeBytes == 0, intr, "UB address of dst not aligned to its element", "UB offset " + R::N(off),
+               {});
+    R::FitsTensor(intr, "dst", dstBytes, p.dstSize, {});
+    R::InUb(intr, "dst", off, dstBytes, AscendC::TOTAL_UB_SIZE, {});
+}
+
+// ---- Copy, masked repeat form (UB -> UB) ----
+void BnbMaskedCopy(AscendC::check::CopyApiParams &p, const char *intr, int64_t last)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    R::MaskedCopyParams(intr, *soc, p.dstDtypeBytes, p.dstRepeatSize, p.srcRepeatSize, {});
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    R::BlockStride(intr, "dst", p.dstStride, 65535, true, {});
+    R::BlockStride(intr, "src", p.srcStride, 65535, false, {});
+    const uint64_t d = BnbMaskedExtent(p.dstDtypeBytes, p.repeatTimes, p.dstStride, p.dstRepeatSize, last, false, 0);
+    const uint64_t s = BnbMaskedExtent(p.srcDtypeBytes, p.repeatTimes, p.srcStride, p.srcRepeatSize, last, false, 0);
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, d, p.dstSize);
+    BnbOperand(intr, "src", p.srcAddr, p.srcPos, s, p.srcSize);
+    BnbNoPartialOverlap(intr, p.dstAddr, d, "src", p.srcAddr, s);
+}
+
+// ---- Brcb ----
+void BnbBrcb(AscendC::check::VecBroadCastApiParams &p, uint32_t elemBytes, const char *intr)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    // (UB in use is not known here: the 8 KB the Atlas inference AI Core keeps free is the simulator's check)
+    R::BrcbParams(intr, *soc, elemBytes, p.dstBlockStride, 0, {});
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    const uint64_t n = p.repeatTimes;
+    const uint64_t d = n == 0 ? 0 : ((n - 1) * p.dstRepeatStride + 7 * uint64_t(p.dstBlockStride) + 1) * R::BLOCK;
+    const uint64_t s = 8 * n * elemBytes;
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, d, p.dstSize);
+    BnbOperand(intr, "src", p.srcAddr, p.srcPos, s, p.srcSize);
+    R::Require(n == 0 || p.srcAddr + s <= p.dstAddr || p.dstAddr + d <= p.srcAddr, intr, "src and dst share memory",
+               "", {});
+}
+
 // ---- data movement ----
 void BnbCopy(AscendC::check::DataCopyBaseParams &p, const char *intr, bool pad)
 {
@@ -221,6 +275,32 @@ bool CheckFunReduceImplMode2(VecReduceApiParams &p, const char *intr)
     return true;
 }
 bool CheckFunReduceImpl(VecReduceApiParams &p, const char *intr) { return CheckFunReduceImplMode2(p, intr); }
+bool CheckFunBcBImpl(VecBroadCastApiParams &p, uint32_t dtypeSize, const char *intr)
+{
+    BnbBrcb(p, dtypeSize, intr);
+    return true;
+}
+bool CheckFuncCopyImpl(CopyApiParams &p, const uint64_t mask, const char *intr)
+{
+    BnbMaskedCopy(p, intr, BnbLastOfCount(p.dstDtypeBytes, mask));
+    return true;
+}
+bool CheckFuncCopyImplForMaskArray(CopyApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbMaskedCopy(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask));
+    return true;
+}
+bool CheckFunReduceOtherImpl(VecReduceApiParams &p, const uint64_t mask, const char *intr)
+{
+    R::ContinuousMask(intr, int64_t(mask), {});
+    BnbReduceRepeat(p, intr, BnbLastOfCount(p.src0DtypeBytes, mask));
+    return true;
+}
+bool CheckFunReduceOtherImplForMaskArray(VecReduceApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbReduceRepeat(p, intr, BnbLastOfBits(intr, p.src0DtypeBytes, mask));
+    return true;
+}
 bool CheckFuncDataCopyImpl(DataCopyApiParams &p, const char *intr)
 {
     BnbCopy(p, intr, false);

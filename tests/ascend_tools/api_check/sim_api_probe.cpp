@@ -26,9 +26,27 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     Duplicate(a, s, n);
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
+    DataCopy(a, b, DataCopyParams(uint16_t(2), uint16_t(1), uint16_t(1), uint16_t(1)));
 #if BNB_SOC_HAS_MUL_ADD
     MulAddDst(a, b, c, n);
     FusedMulAdd(a, b, c, n);
+#endif
+#if BNB_SOC_HAS_SEG_SUM
+    const int32_t mask = 8, repeats = 2, dstRep = 1, srcBlk = 1, srcRep = 1;
+    ReduceRepeat<ReduceType::SUM, T, T>(a, b, mask, repeats, dstRep, srcBlk, srcRep);
+    ReduceRepeat<ReduceType::SUM, T, T, true>(a, b, mask, repeats, dstRep, srcBlk, srcRep,
+                                              ReduceOrder::ORDER_ONLY_VALUE);
+    WholeReduceSum<T>(a, b, mask, repeats, dstRep, srcBlk, srcRep);
+    BrcbRepeatParams brcb(uint16_t(1), uint16_t(8));
+    brcb.dstBlkStride = 1;
+    brcb.dstRepStride = 8;
+    Brcb(a, b, uint8_t(1), brcb);
+    CopyRepeatParams copy(uint16_t(1), uint16_t(0), uint16_t(8), uint16_t(1));
+    copy.dstStride = 1;
+    copy.srcStride = 0;
+    copy.dstRepeatSize = 8;
+    copy.srcRepeatSize = 1;
+    Copy(a, b, uint64_t(64), uint8_t(1), copy);
 #endif
 }
 

@@ -15,6 +15,7 @@
 #include "../../../ascend_impl/op_host/batch_norm_soc_caps.gen.h"  // the chip capabilities, from op_def
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -103,6 +104,8 @@ struct Soc {
     bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
     bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
     bool hasMulAdd;         // MulAddDst / FusedMulAdd: not on dav-c100 (ascend910)
+    bool hasReduceRepeat;   // ReduceRepeat<SUM> on float: not on Atlas training (ascend910, half only)
+    bool hasBlockCopy;      // Brcb and the masked UB -> UB Copy: not on Atlas training / inference
 };
 // __NPU_ARCH__ of each line's vector core, as the headers define it: the one per-SoC fact here that
 // is not a chip capability. Everything else comes from op_def/ascend_soc_capabilities.yaml through
@@ -126,7 +129,7 @@ inline const std::vector<Soc> &Socs()
         std::vector<Soc> t;
         for (const auto &c : bnb::SOC_CAPS) {
             t.push_back({c.name, NpuArchOf(c.name), c.ubBytes, c.vectorCores, c.dataCopyPad, c.bf16, c.syncAll,
-                         c.dcci, c.mulAdd});
+                         c.dcci, c.mulAdd, c.reduceRepeat, c.blockCopy});
         }
         return t;
     }();
@@ -266,6 +269,72 @@ inline int64_t LastMaskElement(uint64_t elemBytes, uint64_t maskHigh, uint64_t m
 inline void CalCount(const char *intr, int64_t count, Src src)
 {
     Require(count >= 0, intr, "negative element count", "count " + std::to_string(count), src);
+}
+
+// Continuous-mode mask of the repeat forms (掩码.md, "连续模式": mask∈[0, 256 / sizeof(T)]; a larger
+// value acts as the maximum, 0 is a NOP, "若设成了负值可能产生未定义行为").
+inline void ContinuousMask(const char *intr, int64_t mask, Src src)
+{
+    Require(mask >= 0, intr, "negative continuous mask (undefined)", "mask " + std::to_string(mask), src);
+}
+// Elements a continuous mask enables in one repeat of `elemBytes` elements.
+inline uint64_t MaskElems(int64_t mask, uint64_t elemBytes)
+{
+    const uint64_t per = REPEAT / elemBytes;
+    return mask < 0 ? 0 : std::min<uint64_t>(uint64_t(mask), per);
+}
+// ReduceRepeat<ReduceType::SUM> (WholeReduceSum) (归约计算/ReduceRepeat.md): repeatTime∈[0, 255];
+// dstRepStride, srcBlkStride, srcRepStride∈[0, 2^16 - 1]; "Atlas 训练系列产品不支持配置0" for dstRepStride;
+// half and float, float not on Atlas training (its "支持half"); dst aligned to its element (表3:
+// SUM half 2 bytes, float 4 bytes), src 32 bytes (通用地址对齐约束).
+inline void ReduceRepeatParams(const char *intr, const Soc &soc, uint64_t elemBytes, int64_t repeat,
+                               int64_t dstRep, int64_t srcBlk, int64_t srcRep, Src src)
+{
+    Require(repeat >= 0 && repeat <= 255, intr, "repeatTime outside [0, 255]", "repeatTime " + std::to_string(repeat),
+            src);
+    Require(dstRep >= 0 && dstRep <= 65535 && srcBlk >= 0 && srcBlk <= 65535 && srcRep >= 0 && srcRep <= 65535,
+            intr, "stride outside [0, 65535]",
+            "dstRepStride " + std::to_string(dstRep) + ", srcBlkStride " + std::to_string(srcBlk) +
+                ", srcRepStride " + std::to_string(srcRep),
+            src);
+    Require(!(soc.npuArch == 1001 && dstRep == 0), intr, std::string("dstRepStride 0 not supported on ") + soc.name,
+            "", src);
+    Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
+            "", src);
+}
+// Brcb (数据填充/Brcb.md): repeatTime∈[0, 255] (its uint8_t); dst and src 32-byte aligned; 16- and 32-bit
+// types (bfloat16 not on Atlas inference); not on Atlas training; dstBlkStride 0 undefined; src and dst
+// never the same memory ("不支持源操作数与目的操作数使用同一块内存地址"); the Atlas inference AI Core
+// keeps 8 KB of UB free for the instruction ("需要预留8KB的Unified Buffer空间").
+constexpr uint64_t BRCB_RESERVED_UB_310P = 8192;
+inline void BrcbParams(const char *intr, const Soc &soc, uint64_t elemBytes, uint64_t dstBlkStride, uint64_t ubUsed,
+                       Src src)
+{
+    Require(soc.npuArch != 1001, intr, std::string("not supported on ") + soc.name, "", src);
+    Require(elemBytes == 2 || elemBytes == 4, intr, "16- or 32-bit elements only", "element " + N(elemBytes) + " bytes",
+            src);
+    Require(dstBlkStride != 0, intr, "dstBlkStride 0 (undefined)", "", src);
+    if (soc.npuArch == 2002) {
+        Require(ubUsed + BRCB_RESERVED_UB_310P <= soc.ubBytes, intr,
+                "needs 8 KB of UB left free for its temporary data on " + std::string(soc.name),
+                "UB in use " + N(ubUsed) + " of " + N(soc.ubBytes), src);
+    }
+}
+// Copy, masked repeat form (数据搬运/Copy（UBToUB掩码式高维数据搬运）.md): not on Atlas training / inference;
+// 16- and 32-bit types; repeatTime∈[0, 255] (its uint8_t); CopyRepeatParams dstStride / srcStride∈[0, 65535],
+// dstRepeatSize / srcRepeatSize∈[0, 4095] DataBlocks; both addresses 32-byte aligned.
+inline void CopyRepeatSizes(const char *intr, uint64_t dstRepeatSize, uint64_t srcRepeatSize, Src src)
+{
+    Require(dstRepeatSize <= 4095 && srcRepeatSize <= 4095, intr, "repeat size above 4095 blocks",
+            "dstRepeatSize " + N(dstRepeatSize) + ", srcRepeatSize " + N(srcRepeatSize), src);
+}
+inline void MaskedCopyParams(const char *intr, const Soc &soc, uint64_t elemBytes, uint64_t dstRepeatSize,
+                             uint64_t srcRepeatSize, Src src)
+{
+    Require(soc.npuArch != 1001 && soc.npuArch != 2002, intr, std::string("not supported on ") + soc.name, "", src);
+    Require(elemBytes == 2 || elemBytes == 4, intr, "16- or 32-bit elements only", "element " + N(elemBytes) + " bytes",
+            src);
+    CopyRepeatSizes(intr, dstRepeatSize, srcRepeatSize, src);
 }
 
 // ---- DataCopy (数据搬运/DataCopy（GM与UB连续数据搬运）.md, DataCopy（GM与UB高维切分数据搬运）.md) ----

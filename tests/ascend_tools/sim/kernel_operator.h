@@ -10,6 +10,7 @@
 #include "sim_pipe.h"
 #include "sim_copy.h"
 #include "sim_vector.h"
+#include "sim_vector_repeat.h"
 #include "sim_sync.h"
 
 // Kernel type of the launch (recorded per core; SyncAll() checks it).

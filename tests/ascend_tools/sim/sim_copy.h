@@ -180,26 +180,67 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
 }
 
 // ---- DataCopy, strided blocks (all units 32 bytes) ----
+namespace sim {
+// A strided copy's checked fields: bytes per block, and the bytes its destination / source span
+// (blockCount runs of blockLen blocks, dstStride / srcStride blocks between runs).
+struct Strided {
+    uint64_t blk, dstSpan, srcSpan;
+};
+inline Strided StridedOf(const char *op, const DataCopyParams &p, Src at)
+{
+    bnb_rules::CopyParams(op, p.blockCount, p.blockLen, p.srcStride, p.dstStride, at);
+    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
+    return {blk, Span(p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE),
+            Span(p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE)};
+}
+// The blocks of its destination (dstSide) or source side from `base`.
+inline Ranges SideBlocks(bnb_hazards::Space space, uint64_t base, const DataCopyParams &p, uint64_t blk, bool dstSide)
+{
+    return Blocks(space, base, p.blockCount, blk, uint64_t(dstSide ? p.dstStride : p.srcStride) * ONE_BLK_SIZE);
+}
+inline void MoveBlocks(uint8_t *d, const uint8_t *s, const DataCopyParams &p, uint64_t blk)
+{
+    for (uint16_t i = 0; i < p.blockCount; ++i) {
+        std::memmove(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
+    }
+}
+}  // namespace sim
+
+// UB -> UB (DataCopy（UBToUB高维切分数据搬运）.md): the vector pipe, as the count form.
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p,
+              bnb_rules::Src at = bnb_rules::Here())
+{
+    const char *op = "DataCopy UB->UB";
+    const sim::Strided c = sim::StridedOf(op, p, at);
+    uint8_t *d = reinterpret_cast<uint8_t *>(dst.SimPtr(sim::Elems<T>(c.dstSpan), op, true, at, "dst"));
+    const uint8_t *s = reinterpret_cast<const uint8_t *>(src.SimPtr(sim::Elems<T>(c.srcSpan), op, true, at, "src"));
+    const sim::Ranges reads = sim::SideBlocks(bnb_hazards::Space::UB, sim::UbOff(src), p, c.blk, false);
+    const sim::Ranges writes = sim::SideBlocks(bnb_hazards::Space::UB, sim::UbOff(dst), p, c.blk, true);
+    for (const auto &w : writes) {
+        for (const auto &r : reads) {
+            bnb_rules::NoPartialOverlap(op, "dst", w.lo, w.hi - w.lo, "src", r.lo, r.hi - r.lo, at);
+        }
+    }
+    sim::Record(bnb_hazards::V, op, at, reads, writes);
+    perf::Vector(uint64_t(p.blockCount) * c.blk / sizeof(T), sizeof(T));
+    if (perf::SkipData()) return;
+    sim::MoveBlocks(d, s, p, c.blk);
+}
+
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p,
               bnb_rules::Src at = bnb_rules::Here())
 {
     const char *op = "DataCopy GM->UB";
-    bnb_rules::CopyParams(op, p.blockCount, p.blockLen, p.srcStride, p.dstStride, at);
-    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
-    const uint64_t ubSpan = sim::Span(p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE);
-    const uint64_t gmSpan = sim::Span(p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE);
-    uint8_t *d = reinterpret_cast<uint8_t *>(dst.SimPtr(sim::Elems<T>(ubSpan), op, true, at, "dst"));
-    const uint8_t *s = reinterpret_cast<const uint8_t *>(sim::Gm(src, gmSpan, op, at));
-    sim::Record(bnb_hazards::MTE2, op, at,
-                sim::Blocks(bnb_hazards::Space::GM, sim::Addr(s), p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE),
-                sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(dst), p.blockCount, blk,
-                            uint64_t(p.dstStride) * ONE_BLK_SIZE));
-    perf::Copy(true, s, p.blockCount, blk);
+    const sim::Strided c = sim::StridedOf(op, p, at);
+    uint8_t *d = reinterpret_cast<uint8_t *>(dst.SimPtr(sim::Elems<T>(c.dstSpan), op, true, at, "dst"));
+    const uint8_t *s = reinterpret_cast<const uint8_t *>(sim::Gm(src, c.srcSpan, op, at));
+    sim::Record(bnb_hazards::MTE2, op, at, sim::SideBlocks(bnb_hazards::Space::GM, sim::Addr(s), p, c.blk, false),
+                sim::SideBlocks(bnb_hazards::Space::UB, sim::UbOff(dst), p, c.blk, true));
+    perf::Copy(true, s, p.blockCount, c.blk);
     if (perf::SkipData()) return;
-    for (uint16_t i = 0; i < p.blockCount; ++i) {
-        std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
-    }
+    sim::MoveBlocks(d, s, p, c.blk);
 }
 
 template <typename T>
@@ -207,22 +248,15 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
               bnb_rules::Src at = bnb_rules::Here())
 {
     const char *op = "DataCopy UB->GM";
-    bnb_rules::CopyParams(op, p.blockCount, p.blockLen, p.srcStride, p.dstStride, at);
-    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
-    const uint64_t ubSpan = sim::Span(p.blockCount, blk, uint64_t(p.srcStride) * ONE_BLK_SIZE);
-    const uint64_t gmSpan = sim::Span(p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE);
-    const uint8_t *s = reinterpret_cast<const uint8_t *>(src.SimPtr(sim::Elems<T>(ubSpan), op, true, at, "src"));
-    uint8_t *d = reinterpret_cast<uint8_t *>(sim::Gm(dst, gmSpan, op, at));
-    sim::Record(bnb_hazards::MTE3, op, at,
-                sim::Blocks(bnb_hazards::Space::UB, sim::UbOff(src), p.blockCount, blk,
-                            uint64_t(p.srcStride) * ONE_BLK_SIZE),
-                sim::Blocks(bnb_hazards::Space::GM, sim::Addr(d), p.blockCount, blk, uint64_t(p.dstStride) * ONE_BLK_SIZE),
-                sim::Sources(s, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
-    perf::Copy(false, d, p.blockCount, blk);
+    const sim::Strided c = sim::StridedOf(op, p, at);
+    const uint8_t *s = reinterpret_cast<const uint8_t *>(src.SimPtr(sim::Elems<T>(c.srcSpan), op, true, at, "src"));
+    uint8_t *d = reinterpret_cast<uint8_t *>(sim::Gm(dst, c.dstSpan, op, at));
+    sim::Record(bnb_hazards::MTE3, op, at, sim::SideBlocks(bnb_hazards::Space::UB, sim::UbOff(src), p, c.blk, false),
+                sim::SideBlocks(bnb_hazards::Space::GM, sim::Addr(d), p, c.blk, true),
+                sim::Sources(s, p.blockCount, c.blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
+    perf::Copy(false, d, p.blockCount, c.blk);
     if (perf::SkipData()) return;
-    for (uint16_t i = 0; i < p.blockCount; ++i) {
-        std::memcpy(d + i * (blk + p.dstStride * ONE_BLK_SIZE), s + i * (blk + p.srcStride * ONE_BLK_SIZE), blk);
-    }
+    sim::MoveBlocks(d, s, p, c.blk);
 }
 
 // ---- DataCopyPad: any byte length; each block starts 32-byte aligned in UB ----

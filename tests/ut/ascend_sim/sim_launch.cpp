@@ -20,7 +20,7 @@ void CopyError(const std::string &msg, char *err, int errLen)
 // Tiling summary handed back to the tests.
 struct SimTilingInfo {
     int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast,
-        strategy, spChannels, l2Rounds, spQuantum, l2Channels;
+        strategy, spChannels, l2Rounds, spQuantum, l2Channels, spSegSum;
 };
 
 namespace {
@@ -60,6 +60,8 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.hasDcci = s.hasDcci;
         in.hasBf16 = s.hasBf16;
         in.hasMulAdd = s.hasMulAdd;
+        in.hasReduceRepeat = s.hasReduceRepeat;
+        in.hasBlockCopy = s.hasBlockCopy;
         in.allowSinglePass = !g_forceTwoPass;
         in.l2Bytes = g_l2Bytes;
         bnb::BatchNormBackwardTilingData t;
@@ -69,7 +71,8 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
             return 1;
         }
         *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad,
-                 t.crossCore, t.flat, t.shiftLast, t.strategy, t.spChannels, t.l2Rounds, t.spQuantum, t.l2Channels};
+                 t.crossCore, t.flat, t.shiftLast, t.strategy, t.spChannels, t.l2Rounds, t.spQuantum, t.l2Channels,
+                 t.spSegSum};
         std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0);
         std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));
         AscendC::SimBarrier barrier(t.usedCores);

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 INCLUDES = [ROOT / "tests" / "ascend_tools" / "sim", ROOT / "tests" / "ascend_tools" / "rules",
             ROOT / "ascend_impl" / "perf_model", ROOT / "ascend_impl" / "op_kernel", ROOT / "ascend_impl" / "op_host"]
-UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp", HERE / "sim_rule_probes.cpp"]
+UNITS = [HERE / "sim_launch.cpp", HERE / "sim_misuse.cpp", HERE / "sim_rule_probes.cpp", HERE / "sim_repeat_ops.cpp"]
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -45,7 +45,8 @@ class TilingError(RuntimeError):
 class TilingInfo(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in (
         "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
-        "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels")]
+        "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels",
+        "sp_seg_sum")]
 
 
 def _sources(includes=None, units=None):
@@ -188,6 +189,24 @@ def rule_probe(lib, name, soc="ascend910b", cores=1):
     if rc == 3:
         raise KeyError(name)
     return err.value.decode() if rc == 2 else None
+
+
+def repeat_op(lib, op, src, dst, args, soc="ascend910b", half=False, src_offset=0, dst_offset=0, alias=False,
+              reserve_bytes=0, scalar_read=False):
+    """One call of a repeat-form instruction (sim_repeat_ops.cpp: reduce_repeat, whole_reduce_sum, brcb,
+    copy) with `args` in API order on `src`, over a destination holding `dst`; returns (dst after the
+    call as float64, None) or (None, the refusal message)."""
+    s = np.ascontiguousarray(src, dtype=np.float32)
+    d = np.ascontiguousarray(dst, dtype=np.float32).copy()
+    params = [src_offset, dst_offset, int(alias), reserve_bytes, int(scalar_read)] + [int(a) for a in args]
+    p = (ctypes.c_int64 * len(params))(*params)
+    err = ctypes.create_string_buffer(2048)
+    rc = lib.bnb_sim_repeat_op(soc.encode(), op.encode(), int(half), p, len(params),
+                               ctypes.c_void_p(s.ctypes.data), len(s), ctypes.c_void_p(d.ctypes.data), len(d), err,
+                               len(err))
+    if rc == 3:
+        raise KeyError(op)
+    return (None, err.value.decode()) if rc == 2 else (d.astype(np.float64), None)
 
 
 def probe_line(path, name):

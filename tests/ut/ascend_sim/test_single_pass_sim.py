@@ -82,6 +82,37 @@ def test_packed_sub_groups_and_chunks(sim, ub_kib, shape, dtype):
     assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_channels < shape[1] // 2
 
 
+# Segmented sums and per-block broadcasts (tiling spSegSum): a slice of at most one float repeat, not
+# packed, on the SoC lines with float ReduceRepeat, Brcb and the masked Copy.
+@pytest.mark.parametrize("soc,shape,dtype,seg", [
+    ("ascend910b", (4, 40, 7, 7), "float32", 1), ("ascend910_93", (4, 40, 8, 8), "float16", 1),
+    ("ascend950", (3, 24, 7, 7), "bfloat16", 1), ("ascend910b", (4, 19, 14, 14), "float32", 0),
+    ("ascend910", (4, 48, 7, 7), "float32", 0), ("ascend310p", (4, 16, 8, 8), "float32", 0),
+])
+def test_segmented_sums_where_the_soc_has_them(sim, soc, shape, dtype, seg):
+    info = check(sim, shape, False, dtype, True, soc=soc, cores=3)
+    assert info.strategy == SINGLE and info.sp_seg_sum == seg
+
+
+@pytest.mark.parametrize("dtype,soc", [("float32", "ascend910b"), ("float16", "ascend950")])  # 950: a larger UB
+def test_segmented_sums_over_255_channels_and_unaligned_lanes(sim, dtype, soc):
+    """One core, 1200 channels of 2x2 in one row: sub-groups of more than 255 channels (ReduceRepeat,
+    Brcb and Copy in calls of 255), then 7 cores (sub-groups starting off a block of lanes): values
+    against the reference and the same bits."""
+    shape = (1, 1200, 2, 2)
+    args = make_inputs(shape, False, dtype, seed=5)
+    runs = []
+    for cores in (1, 7):
+        info = check(sim, shape, False, dtype, True, soc=soc, cores=cores, seed=5, two_pass=False)
+        assert info.strategy == SINGLE and info.sp_seg_sum == 1
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores)
+        runs.append((got, info.sp_channels))
+    assert runs[0][1] > 255
+    for x, y in zip(runs[0][0], runs[1][0]):
+        assert np.array_equal(x, y)
+
+
 # UB sizes that change the resident channels but keep 4 rows per vector instruction (fewer rows, where one
 # run of channels would not fit UB otherwise, sum in another order).
 DETERMINISM = [("ascend910b", (6, 37, 7, 7), ((1, 0), (3, 0), (8, 0), (5, 24 * 1024), (2, 40 * 1024))),
@@ -98,6 +129,7 @@ def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, 
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores, soc=soc)
         assert info.strategy == SINGLE and (info.sp_quantum > 0) == (soc == "ascend910")
+        assert info.sp_seg_sum == (soc == "ascend910b")  # 7x7: the segmented sums on 910B
         runs.append((got, info.sp_channels))
     assert len({sp for _, sp in runs}) > 1  # the runs differ in resident channels, not only in cores
     for got, _ in runs[1:]:

@@ -417,6 +417,60 @@ BNB_STUB_CONV(vconv_bf162f32, float, bfloat16_t)
 BNB_STUB_CONV(vconv_f322bf16r, bfloat16_t, float)
 #undef BNB_STUB_CONV
 
+// vcopy (Copy, masked repeat form): the active elements of repeat r, block b of src (r * srcRepeatSize +
+// b * srcStride blocks) to the same element of dst's block (r * dstRepeatSize + b * dstStride); the bits
+// move unchanged (16- or 32-bit elements).
+template <typename T, typename R, typename S0, typename S1, typename S2, typename S3>
+inline void vcopy(T *dst, T *src, R repeat, S0 dstStride, S1 srcStride, S2 dstRepeatSize, S3 srcRepeatSize)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "vcopy: 16- or 32-bit elements");
+    bnb_rules::RepeatTimes("vcopy", uint64_t(repeat), {});
+    bnb_rules::BlockStride("vcopy", "dst", uint64_t(dstStride), 65535, true, {});
+    bnb_rules::BlockStride("vcopy", "src", uint64_t(srcStride), 65535, false, {});
+    bnb_rules::CopyRepeatSizes("vcopy", uint64_t(dstRepeatSize), uint64_t(srcRepeatSize), {});
+    std::vector<std::pair<T *, T>> out;
+    bnb_stub::Operand od("dst"), os("src");
+    bnb_stub::ForEachActive(uint64_t(repeat), sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
+        T *d = bnb_stub::At(dst, r, e, uint64_t(dstStride), uint64_t(dstRepeatSize));
+        const T *s = bnb_stub::At(src, r, e, uint64_t(srcStride), uint64_t(srcRepeatSize));
+        od.Add(d, sizeof(T)), os.Add(s, sizeof(T));
+        out.emplace_back(d, *s);
+    });
+    bnb_stub::PipeOp(PIPE_V, "vcopy", {&os}, {&od});
+    for (auto &o : out) *o.first = o.second;
+}
+
+// vbrcb (Brcb): src element 8 * i + j to every element of dst's block (i * dstRepStride + j * dstBlkStride);
+// src read contiguously; the bits move unchanged; dstBlkStride 0 undefined, src and dst never shared.
+template <typename T, typename B, typename S, typename R>
+inline void vbrcb(T *dst, T *src, B dstBlkStride, S dstRepStride, R repeat)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "vbrcb: 16- or 32-bit elements");
+    bnb_rules::RepeatTimes("vbrcb", uint64_t(repeat), {});
+    bnb_rules::BlockStride("vbrcb", "dst", uint64_t(dstBlkStride), 65535, true, {});
+    const uint64_t perBlock = bnb_stub::BLOCK / sizeof(T), n = uint64_t(repeat);
+    bnb_stub::Operand od("dst"), os("src");
+    os.Add(src, 8 * n * sizeof(T));
+    std::vector<T> v(src, src + 8 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+        for (uint64_t j = 0; j < 8; ++j) {
+            od.Add(dst + (i * uint64_t(dstRepStride) + j * uint64_t(dstBlkStride)) * perBlock, bnb_stub::BLOCK);
+        }
+    }
+    const auto lo = reinterpret_cast<uintptr_t>(src), hi = lo + 8 * n * sizeof(T);
+    for (const auto &span : od.spans) {
+        bnb_rules::Require(n == 0 || span.second <= lo || hi <= span.first, "vbrcb", "src and dst share memory", "",
+                           {});
+    }
+    bnb_stub::PipeOp(PIPE_V, "vbrcb", {&os}, {&od});
+    for (uint64_t i = 0; i < n; ++i) {
+        for (uint64_t j = 0; j < 8; ++j) {
+            T *b = dst + (i * uint64_t(dstRepStride) + j * uint64_t(dstBlkStride)) * perBlock;
+            for (uint64_t e = 0; e < perBlock; ++e) b[e] = v[8 * i + j];
+        }
+    }
+}
+
 // Sum of each repeat's active elements into dst[r * dstRep]; in counter mode
 // (the whole-count ReduceSum of dav-c220) the total also lands in the
 // accumulator read back with get_acc_val.

@@ -1,0 +1,87 @@
+// One call of a repeat-form vector instruction of the CPU build (ReduceRepeat<SUM>, Brcb, the masked
+// Copy) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
+// and every argument rule refusing a bad call. Loaded through ctypes with the other units.
+//
+// params (int64): [srcOffset, dstOffset, alias, reserveBytes, scalarRead, op arguments...]
+//   srcOffset / dstOffset: elements into the source / destination buffers (an unaligned view when not
+//   a multiple of a block); alias 1: the destination is a view of the source's buffer; reserveBytes: a
+//   buffer of that many more bytes allocated first (UB in use); scalarRead 1: dst[0] read by the scalar
+//   unit right after the instruction, without an event (the hazard tracker must see PIPE_V).
+//   reduce_repeat: mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride
+//   brcb:          repeatTime, dstBlkStride, dstRepStride
+//   copy:          mask, repeatTime, dstStride, srcStride, dstRepeatSize, srcRepeatSize
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "kernel_operator.h"
+
+using namespace AscendC;
+
+namespace {
+template <typename T>
+void Run(const std::string &op, const int64_t *p, int nParams, const float *src, int srcLen, float *dst, int dstLen)
+{
+    const int64_t srcOff = p[0], dstOff = p[1], alias = p[2], reserve = p[3], scalarRead = p[4];
+    const int64_t *a = p + 5;
+    const auto need = [&](int n) {
+        if (nParams < 5 + n) throw SimError(op + ": too few parameters");
+    };
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> extra, sbuf, dbuf;
+    if (reserve > 0) pipe.InitBuffer(extra, uint32_t(reserve));
+    const uint32_t srcBytes = uint32_t((srcOff + srcLen) * sizeof(T) + 31) / 32 * 32;
+    const uint32_t dstBytes = uint32_t((dstOff + dstLen) * sizeof(T) + 31) / 32 * 32;
+    pipe.InitBuffer(sbuf, alias ? (srcBytes > dstBytes ? srcBytes : dstBytes) : srcBytes);
+    if (!alias) pipe.InitBuffer(dbuf, dstBytes);
+    const LocalTensor<T> sAll = sbuf.Get<T>(), dAll = alias ? sAll : dbuf.Get<T>();
+    T *ps = sAll.SimPtr(uint64_t(srcOff + srcLen), "test setup", true);
+    T *pd = dAll.SimPtr(uint64_t(dstOff + dstLen), "test setup", true);
+    for (int i = 0; i < dstLen; ++i) pd[dstOff + i] = static_cast<T>(dst[i]);  // initial dst (untouched elements)
+    for (int i = 0; i < srcLen; ++i) ps[srcOff + i] = static_cast<T>(src[i]);
+    const LocalTensor<T> s = sAll[uint32_t(srcOff)], d = dAll[uint32_t(dstOff)];
+    if (op == "reduce_repeat") {
+        need(5);
+        ReduceRepeat<ReduceType::SUM, T, T>(d, s, int32_t(a[0]), int32_t(a[1]), int32_t(a[2]), int32_t(a[3]),
+                                            int32_t(a[4]));
+    } else if (op == "whole_reduce_sum") {
+        need(5);
+        WholeReduceSum<T>(d, s, int32_t(a[0]), int32_t(a[1]), int32_t(a[2]), int32_t(a[3]), int32_t(a[4]));
+    } else if (op == "brcb") {
+        need(3);
+        Brcb(d, s, uint8_t(a[0]), BrcbRepeatParams(uint16_t(a[1]), uint16_t(a[2])));
+    } else if (op == "copy") {
+        need(6);
+        Copy(d, s, uint64_t(a[0]), uint8_t(a[1]), CopyRepeatParams(uint16_t(a[2]), uint16_t(a[3]), uint16_t(a[4]),
+                                                                      uint16_t(a[5])));
+    } else {
+        throw SimError("no such op " + op);
+    }
+    if (scalarRead) {
+        (void)d.GetValue(0);
+    }
+    for (int i = 0; i < dstLen; ++i) dst[i] = static_cast<float>(pd[dstOff + i]);
+}
+}  // namespace
+
+// 0: ran (dst holds the result); 2: refused (reason in err); 3: no such op.
+extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, const int64_t *params, int nParams,
+                                 const float *src, int srcLen, float *dst, int dstLen, char *err, int errLen)
+{
+    const std::string name(op);
+    if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy") {
+        return 3;
+    }
+    try {
+        SimThisCore().Reset(SimFindSoc(soc), SimFindSoc(soc).ubBytes, 0, 1);
+        if (half_) {
+            Run<half>(name, params, nParams, src, srcLen, dst, dstLen);
+        } else {
+            Run<float>(name, params, nParams, src, srcLen, dst, dstLen);
+        }
+        return 0;
+    } catch (const SimError &e) {
+        std::snprintf(err, errLen, "%s", e.what());
+        return 2;
+    }
+}

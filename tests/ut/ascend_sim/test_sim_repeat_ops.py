@@ -1,0 +1,166 @@
+"""The repeat-form instructions of the CPU build (ReduceRepeat<SUM> / WholeReduceSum, Brcb, the masked
+Copy): values against NumPy as the Ascend C API reference documents them, and every argument rule
+refusing a bad call (sim_repeat_ops.cpp)."""
+import numpy as np
+import pytest
+
+import simlib
+
+pytestmark = pytest.mark.ascend_sim
+
+RNG = np.random.default_rng(27)
+SENTINEL = -7.0  # what the destination holds before the call (elements the instruction must not touch)
+
+
+def tree_sum_f32(lanes):
+    """The documented order of a repeat's sum: adjacent pairs, level by level, in float32."""
+    v = np.asarray(lanes, dtype=np.float32)
+    while v.size > 1:
+        v = (v[0::2] + v[1::2]).astype(np.float32)
+    return v[0]
+
+
+def segmented_reference(src, mask, repeats, src_blk, src_rep, lanes=64, per_block=8):
+    """Each repeat's first `mask` elements (blocks src_blk apart, repeats src_rep blocks apart)."""
+    out = []
+    for r in range(repeats):
+        idx = [(r * src_rep + e // per_block * src_blk) * per_block + e % per_block for e in range(min(mask, lanes))]
+        lane = np.zeros(lanes, dtype=np.float32)
+        lane[:len(idx)] = src[idx]
+        out.append((tree_sum_f32(lane), np.sum(src[idx].astype(np.float64))))
+    return out
+
+
+@pytest.mark.parametrize("op", ["reduce_repeat", "whole_reduce_sum"])
+@pytest.mark.parametrize("mask,repeats,src_blk,src_rep", [(49, 5, 1, 7), (64, 3, 1, 8), (20, 4, 2, 9), (8, 7, 1, 1),
+                                                         (200, 2, 1, 8)])
+def test_reduce_repeat_sums_each_repeat(sim, op, mask, repeats, src_blk, src_rep):
+    src = RNG.standard_normal(8 * (src_rep * repeats + 8 * src_blk)).astype(np.float32)
+    dst_rep = 2  # every other element: the ones between stay untouched
+    out, err = simlib.repeat_op(sim, op, src, np.full(dst_rep * repeats, SENTINEL), [mask, repeats, dst_rep, src_blk,
+                                                                                    src_rep])
+    assert err is None, err
+    for r, (tree, exact) in enumerate(segmented_reference(src, mask, repeats, src_blk, src_rep)):
+        assert out[dst_rep * r] == tree  # the documented binary tree, bit for bit
+        assert abs(out[dst_rep * r] - exact) <= 1e-5 * max(1.0, np.sum(np.abs(src)))
+        assert out[dst_rep * r + 1] == SENTINEL
+
+
+def test_reduce_repeat_half(sim):
+    # half: 128 lanes, 16 per block; repeats 8 blocks (128 halves) apart, the first 100 of each summed
+    src = RNG.standard_normal(3 * 128).astype(np.float16).astype(np.float32)
+    out, err = simlib.repeat_op(sim, "reduce_repeat", src, np.full(3, SENTINEL), [100, 3, 1, 1, 8], half=True)
+    assert err is None, err
+    for r in range(3):
+        ref = np.sum(src[r * 128:r * 128 + 100].astype(np.float64))
+        assert abs(out[r] - ref) <= 1e-3 * np.sum(np.abs(src[r * 128:r * 128 + 100])) + 1e-2
+
+
+def test_reduce_repeat_zero_mask_is_a_nop_on_a2(sim):
+    out, err = simlib.repeat_op(sim, "reduce_repeat", np.ones(64), np.full(2, SENTINEL), [0, 2, 1, 1, 8])
+    assert err is None and np.all(out == SENTINEL)
+
+
+@pytest.mark.parametrize("args,offsets,soc,half,words", [
+    ([64, 256, 1, 1, 8], (0, 0), "ascend910b", False, "repeatTime outside [0, 255]"),
+    ([-1, 2, 1, 1, 8], (0, 0), "ascend910b", False, "negative continuous mask"),
+    ([64, 2, 1, 1, 65536], (0, 0), "ascend910b", False, "stride outside [0, 65535]"),
+    ([64, 2, 1, 1, 8], (0, 0), "ascend910", False, "float not supported on ascend910"),
+    ([64, 2, 0, 1, 8], (0, 0), "ascend910", True, "dstRepStride 0 not supported on ascend910"),
+    ([64, 2, 1, 1, 8], (3, 0), "ascend910b", False, "not 32-byte aligned"),
+    ([64, 0, 1, 1, 8], (0, 0), "ascend950", False, "not a NOP on ascend950"),
+    ([64, 40, 1, 1, 8], (0, 0), "ascend910b", False, "exceeds the tensor"),
+])
+def test_reduce_repeat_rules(sim, args, offsets, soc, half, words):
+    out, err = simlib.repeat_op(sim, "reduce_repeat", np.ones(512), np.zeros(64), args, soc=soc, half=half,
+                                src_offset=offsets[0], dst_offset=offsets[1])
+    assert out is None and err is not None and words in err, err
+
+
+def test_reduce_repeat_half_on_ascend910_runs(sim):
+    out, err = simlib.repeat_op(sim, "reduce_repeat", np.ones(256), np.zeros(2), [64, 2, 1, 1, 8], soc="ascend910",
+                                half=True)
+    assert err is None and list(out) == [64.0, 64.0]
+
+
+def test_reduce_repeat_dst_needs_only_element_alignment(sim):
+    # ReduceRepeat.md 表3: SUM float, dst 4-byte aligned: a destination 3 floats into its buffer is legal.
+    src = np.arange(128, dtype=np.float32)
+    out, err = simlib.repeat_op(sim, "reduce_repeat", src, np.full(2, SENTINEL), [64, 2, 1, 1, 8], dst_offset=3)
+    assert err is None, err
+    assert list(out) == [float(np.sum(src[:64])), float(np.sum(src[64:]))]
+
+
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("repeats,blk,rep", [(2, 1, 8), (1, 2, 16), (3, 7, 56)])
+def test_brcb_broadcasts_each_element_to_a_block(sim, half, repeats, blk, rep):
+    per_block = 16 if half else 8
+    src = np.arange(1, 8 * repeats + 1, dtype=np.float32)
+    extent = ((repeats - 1) * rep + 7 * blk + 1) * per_block
+    out, err = simlib.repeat_op(sim, "brcb", src, np.full(extent, SENTINEL), [repeats, blk, rep], half=half)
+    assert err is None, err
+    expect = np.full(extent, SENTINEL)
+    for i in range(repeats):
+        for j in range(8):
+            b = (i * rep + j * blk) * per_block
+            expect[b:b + per_block] = src[8 * i + j]
+    np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("args,kw,soc,words", [
+    ([1, 1, 8], {}, "ascend910", "not supported on ascend910"),
+    ([1, 0, 8], {}, "ascend910b", "dstBlkStride 0"),
+    ([1, 1, 8], {"alias": True, "dst_offset": 64}, "ascend910b", None),  # disjoint views of one buffer: legal
+    ([1, 1, 8], {"alias": True, "dst_offset": 0}, "ascend910b", "src and dst share memory"),
+    ([1, 1, 8], {"dst_offset": 4}, "ascend910b", "not 32-byte aligned"),
+    ([1, 1, 8], {"src_offset": 4}, "ascend910b", "not 32-byte aligned"),
+    ([1, 1, 8], {"reserve_bytes": 262144 - 8192 - 256}, "ascend310p", "8 KB of UB"),
+    ([1, 1, 8], {"reserve_bytes": 262144 - 8192 - 1024}, "ascend310p", None),
+    ([0, 1, 8], {}, "ascend950", "not a NOP on ascend950"),
+])
+def test_brcb_rules(sim, args, kw, soc, words):
+    out, err = simlib.repeat_op(sim, "brcb", np.arange(8), np.zeros(64), args, soc=soc, **kw)
+    if words is None:
+        assert err is None, err
+    else:
+        assert out is None and err is not None and words in err, err
+
+
+@pytest.mark.parametrize("mask,repeats,dst_stride,src_stride,dst_rep,src_rep", [
+    (56, 3, 1, 0, 7, 1),   # the single pass's broadcast: block r of src over the 7 blocks of channel r
+    (64, 2, 1, 1, 8, 8),   # a plain copy of two repeats
+    (20, 2, 2, 1, 5, 3),   # a partial last block, strided both ways
+])
+def test_masked_copy_values(sim, mask, repeats, dst_stride, src_stride, dst_rep, src_rep):
+    src = RNG.standard_normal(8 * 40).astype(np.float32)
+    extent = 8 * ((repeats - 1) * dst_rep + 7 * dst_stride + 1)
+    out, err = simlib.repeat_op(sim, "copy", src, np.full(extent, SENTINEL),
+                                [mask, repeats, dst_stride, src_stride, dst_rep, src_rep])
+    assert err is None, err
+    expect = np.full(extent, SENTINEL)
+    for r in range(repeats):
+        for e in range(min(mask, 64)):
+            expect[(r * dst_rep + e // 8 * dst_stride) * 8 + e % 8] = src[(r * src_rep + e // 8 * src_stride) * 8 + e % 8]
+    np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("args,kw,soc,words", [
+    ([64, 1, 1, 1, 8, 8], {}, "ascend910", "not supported on ascend910"),
+    ([64, 1, 1, 1, 8, 8], {}, "ascend310p", "not supported on ascend310p"),
+    ([64, 1, 1, 1, 4096, 8], {}, "ascend910b", "repeat size above 4095"),
+    ([64, 1, 0, 1, 8, 8], {}, "ascend910b", "destination block stride 0"),
+    ([64, 1, 1, 1, 8, 8], {"dst_offset": 2}, "ascend910b", "not 32-byte aligned"),
+    ([20, 1, 1, 1, 8, 8], {"alias": True, "dst_offset": 8}, "ascend910b", "overlap partially"),
+    ([64, 9, 1, 1, 8, 8], {}, "ascend910b", "exceeds the tensor"),
+])
+def test_masked_copy_rules(sim, args, kw, soc, words):
+    out, err = simlib.repeat_op(sim, "copy", np.arange(64), np.zeros(64), args, soc=soc, **kw)
+    assert out is None and err is not None and words in err, err
+
+
+@pytest.mark.parametrize("op,args", [("reduce_repeat", [64, 1, 1, 1, 8]), ("brcb", [1, 1, 8]),
+                                     ("copy", [64, 1, 1, 1, 8, 8])])
+def test_repeat_ops_run_on_the_vector_pipe(sim, op, args):
+    # A scalar read of the result with no V_S event in between is a hazard of PIPE_S against PIPE_V.
+    out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64), args, scalar_read=True)
+    assert out is None and err is not None and "pipe hazard" in err and "PIPE_V" in err, err
