@@ -71,7 +71,7 @@ struct ColPath {
 
   // One chunk of rows and one column per channel (channel-last, or (N, C)):
   // a tile then holds whole channels, so it finishes them itself (Fused).
-  bool fused() const { return nchunks == 1 && inner == 1; }
+  bool fused() const { return nchunks == 1 && inner == 1 && bw == kColBlock; }  // (Fused walks kColBlock tiles)
 
   void Bind(Scratch *scratch) {
     const int64_t tn = (sizeof(T) * (L + kPeriodicWrap) + 7) / 8 + 4;  // doubles per T array (+ alignment slack)

@@ -73,7 +73,7 @@ struct FwdColPath {
 
   // One chunk of rows and one column per channel: a tile holds whole channels,
   // so it finishes and normalizes them itself, from L2 (Fused).
-  bool fused() const { return nchunks == 1 && inner == 1; }
+  bool fused() const { return nchunks == 1 && inner == 1 && bw == kColBlock; }  // (Fused walks kColBlock tiles)
 
   void Bind(Scratch *scratch) {
     // doubles per T array: L + kPeriodicWrap coefficients, and the slack of a 32-byte alignment

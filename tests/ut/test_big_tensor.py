@@ -211,3 +211,38 @@ def test_column_path_at_the_partial_sums_cap(mask):
     for s in range(0, m_rows, 8192):
         e = min(m_rows, s + 8192)
         np.testing.assert_allclose(gi[s:e], dx_period[np.arange(s, e) % period], rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.skipif(not BIG, reason="opt-in: MS_BN_GRAD_BIG=1 (needs ~13 GiB of RAM and minutes)")
+def test_column_path_with_more_columns_than_the_partial_sums_cap():
+    """(129, 2^21 + 24) float16: more columns than partial sums allowed, so one chunk of every row;
+    with the wide tiles of a large tensor that chunk is walked as wide tiles, never as the fused
+    walk's narrower ones (which would leave the columns past them out)."""
+    rows, cols = 129, (1 << 21) + 24
+    rng = np.random.default_rng(29)
+    x = np.empty((rows, cols), np.float16)
+    dy = np.empty((rows, cols), np.float16)
+    for r in range(rows):
+        x[r] = rng.standard_normal(cols, dtype=np.float32) + 1.0
+        dy[r] = rng.standard_normal(cols, dtype=np.float32)
+    ones, zeros = np.ones(cols, np.float32), np.zeros(cols, np.float32)
+    y, save_mean, save_invstd = native.forward_direct(x, ones, zeros, zeros.copy(), ones.copy(), training=True)[:3]
+    gi = np.full(x.shape, np.nan, np.float16)
+    out = (gi, np.full(cols, np.nan, np.float32), np.full(cols, np.nan, np.float32))
+    native.direct(dy, x, ones, None, None, save_mean, save_invstd, training=True, param_grad_dtype=np.float32,
+                  out=out)
+    step = 1 << 18
+    for s in range(0, cols, step):
+        e = min(cols, s + step)
+        xs, ds = x[:, s:e].astype(np.float64), dy[:, s:e].astype(np.float64)
+        mean, var = xs.mean(axis=0), xs.var(axis=0)
+        np.testing.assert_allclose(save_mean[s:e], mean, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(save_invstd[s:e], 1.0 / np.sqrt(var + 1e-5), rtol=1e-5)
+        np.testing.assert_allclose(y[:, s:e], (xs - mean) / np.sqrt(var + 1e-5), rtol=2e-3, atol=4e-3)
+        iv = save_invstd[s:e].astype(np.float64)
+        xm = xs - save_mean[s:e].astype(np.float64)
+        s_dy, s_dyx = ds.sum(axis=0), (ds * xm).sum(axis=0)
+        np.testing.assert_allclose(out[2][s:e], s_dy, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(out[1][s:e], s_dyx * iv, rtol=1e-5, atol=1e-4)
+        want = iv * (ds - s_dy / rows - xm * iv * iv * s_dyx / rows)
+        np.testing.assert_allclose(gi[:, s:e], want, rtol=2e-3, atol=4e-3)
