@@ -25,7 +25,7 @@ namespace bn_grad {
 namespace fwd {
 namespace {
 
-constexpr int64_t kColBlock = 256;            // columns per tile of the fused walk (multiple of 8)
+constexpr int64_t kColBlock = 256;            // columns per tile: the fused walk, and tensors below kWideMinBytes (multiple of 8)
 constexpr int64_t kWideBlock = 1024;          // columns per tile of a large tensor's chunked walk (multiple of 8)
 constexpr int64_t kWideMinBytes = 8 << 20;    // input at least this big: kWideBlock
 constexpr int64_t kColTileElems = 32768;      // target elements per tile

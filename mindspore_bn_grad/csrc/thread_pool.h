@@ -93,6 +93,12 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     return EnsureWorkers(n);
   }
 
+  // How many of the next jobs run on their caller alone after a stall (Stalled); for tests.
+  int SerialJobsLeft() {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    return serial_runs_left_;
+  }
+
   // fn(task) for task in [0, ntasks) (ntasks <= kMaxTasks), on up to nthreads threads.
   template <class F>
   void Run(int64_t ntasks, int nthreads, F &&fn) {

@@ -1,6 +1,7 @@
-// The pool's stall fallback (csrc/thread_pool.h, ThreadPool::Stalled), as a program:
-// prints "<label> <jobs> <jobs on one thread> <jobs on two threads>" per phase; every task must
-// run exactly once in every job (exit 1 otherwise).
+// The pool's stall fallback (csrc/thread_pool.h, ThreadPool::Stalled), as a program. One job in
+// which a pool thread holds a task for 200 ms (a preempted thread); then the jobs that follow must
+// run on the caller alone until the fallback's count is used up, and the count must be back at 0.
+// Prints "<what> <value>" lines; every task must run exactly once in every job (exit 1 otherwise).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,54 +16,46 @@ namespace {
 
 constexpr int kTasks = 64;
 
-void Busy(std::chrono::microseconds d) {
-  const auto end = std::chrono::steady_clock::now() + d;
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
-
-// One job of kTasks tasks of ~10 us; with `stall`, a pool thread's tasks take 5 ms (a pool thread
-// preempted while it holds a task). Returns how many threads ran tasks; false in *ok on a task
-// run twice or never.
+// Runs one job; returns how many threads ran its tasks. With `stall`, the first task a pool
+// thread takes sets `joined` and sleeps 200 ms, and the caller's tasks wait (up to 2 s) for it to
+// join, so the caller's own share is short against its wait for that task.
 size_t Job(bool stall, bool *ok) {
   static const std::thread::id caller = std::this_thread::get_id();
   std::mutex mu;
   std::set<std::thread::id> ids;
   std::vector<std::atomic<int>> runs(kTasks);
+  std::atomic<bool> joined{false};
   bn_grad::ThreadPool::Global().Run(kTasks, 2, [&](int64_t t) {
     runs[t].fetch_add(1);
     {
       std::lock_guard<std::mutex> lk(mu);
       ids.insert(std::this_thread::get_id());
     }
-    if (stall && std::this_thread::get_id() != caller) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } else {
-      Busy(std::chrono::microseconds(10));
+    if (!stall) return;
+    if (std::this_thread::get_id() != caller) {
+      if (!joined.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return;
     }
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!joined.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
   });
   for (auto &r : runs) *ok = *ok && r.load() == 1;
   return ids.size();
 }
 
-void Phase(const char *label, int jobs, bool stall, bool *ok) {
-  int one = 0, two = 0;
-  for (int i = 0; i < jobs; ++i) {
-    const size_t n = Job(stall, ok);
-    one += n == 1;
-    two += n == 2;
-  }
-  std::printf("%s %d %d %d\n", label, jobs, one, two);
-}
-
 }  // namespace
 
 int main() {
-  if (bn_grad::ThreadPool::Global().Reserve(1) < 1) return 2;
+  auto &pool = bn_grad::ThreadPool::Global();
+  if (pool.Reserve(1) < 1) return 2;
   bool ok = true;
-  Phase("clean", 20, false, &ok);
-  Phase("stall", 1, true, &ok);
-  Phase("after_stall", 16, false, &ok);  // kMinSerialRuns: on the caller alone
-  Phase("recovered", 20, false, &ok);
+  for (int i = 0; i < 5; ++i) Job(false, &ok);
+  std::printf("stall_threads %zu\n", Job(true, &ok));
+  const int left = pool.SerialJobsLeft();
+  std::printf("serial_left %d\n", left);
+  int alone = 0;
+  for (int i = 0; i < left; ++i) alone += Job(false, &ok) == 1;
+  std::printf("alone %d\n", alone);
+  std::printf("serial_left_after %d\n", pool.SerialJobsLeft());
   return ok ? 0 : 1;
 }
