@@ -1,16 +1,20 @@
 """mindspore-bn-grad: aclnnBatchNormBackward semantics for MindSpore.
 
-Importing this package has no side effects (nothing is read, compiled or configured
-until a name below is first used: PEP 562 lazy attributes), with one documented,
-opt-in exception: with ``MS_BN_GRAD_OP_PLUGIN=1`` it enables MindSpore's CPU op
-plugin (``cpu_kernel/plugin.py``), which only works before MindSpore creates its
-first CPU kernel: while ``MS_OP_PLUGIN_PATH`` is unset it points that variable at
-our kernel library (building the library once if it is not cached, with a progress
-line). It is off by default because MindSpore 2.10 mishandles strided views on CPU
-while any op plugin is loaded (docs/native_route.md). With
-``MS_BN_GRAD_NATIVE_KERNELS=factory`` it imports MindSpore and adds our BatchNormExt /
-BatchNormGradExt kernels to MindSpore's CPU kernel factory (``cpu_kernel/factory.py``,
-building that library once if it is not cached).
+Importing this package has one documented side effect: enabling the native route, that is
+making MindSpore's own BatchNorm operators run our CPU kernels. By default
+(``MS_BN_GRAD_NATIVE_KERNELS`` unset) it adds our BatchNormExt / BatchNormGradExt, which plain
+MindSpore lacks on CPU, to MindSpore's CPU kernel factory (``cpu_kernel/factory.py``): when
+MindSpore is installed, its device target is CPU and no op plugin is named. That imports
+MindSpore and builds the libraries once if they are not cached (with a progress line); it
+changes nothing that ran before (``mint``'s BatchNorm had no CPU kernel). ``off`` leaves the
+import without side effects (nothing read, compiled or configured until a name below is
+first used: PEP 562 lazy attributes); ``factory`` also puts our kernels in place of
+MindSpore's legacy BatchNorm kernels at import, which otherwise waits for the first
+conversion. With ``MS_BN_GRAD_OP_PLUGIN=1`` it enables MindSpore's CPU op plugin instead
+(``cpu_kernel/plugin.py``), which only works before MindSpore creates its first CPU kernel:
+while ``MS_OP_PLUGIN_PATH`` is unset it points that variable at our kernel library. The op
+plugin is off by default because MindSpore 2.10 mishandles strided views on CPU while any op
+plugin is loaded (docs/native_route.md).
 """
 import importlib
 

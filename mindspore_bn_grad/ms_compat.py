@@ -31,7 +31,9 @@ fast test profile on each release), and how it is handled:
 - Waiting for PYNATIVE's queue (benchmarks): ``_pynative_executor`` lives in
   ``mindspore.graph.api`` from 2.8 on (``mindspore.common.api`` still has it there,
   with a deprecation warning) and only in ``mindspore.common.api`` in 2.7. See
-  ``pynative_sync`` below.
+  ``pynative_sync`` below. Its ``clear_res`` makes PYNATIVE drop the CPU kernels it
+  keeps per operator and attributes (``pynative_forget_kernels``: once, when ours
+  start standing in for MindSpore's BatchNorm kernels after the import).
 - CPU op plugin (the native route, docs/native_route.md): the interface the package
   uses (``include/mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h``:
   std-only, ``mindspore::kernel::op_plugin::KernelInputInfo`` with double scalars and
@@ -174,6 +176,19 @@ def pynative_sync() -> None:
     except ImportError:  # 2.7
         from mindspore.common.api import _pynative_executor
     _pynative_executor.sync()
+
+
+def pynative_forget_kernels() -> None:
+    """Makes PYNATIVE create its CPU kernels anew: it keeps one kernel per operator and attributes and
+    resizes it for new shapes, so a BatchNormGrad kernel created before ours were registered would
+    stay MindSpore's (``PyNativeExecutor::ClearRes``, which MindSpore itself calls after a failed
+    compile: it waits for the queue, then drops the cached kernels and the grad executor's cached
+    cells, which are rebuilt on their next call)."""
+    try:
+        from mindspore.graph.api import _pynative_executor  # 2.8 and later
+    except ImportError:  # 2.7
+        from mindspore.common.api import _pynative_executor
+    _pynative_executor.clear_res()
 
 
 # ---------------------------------------------------------------------------------------------

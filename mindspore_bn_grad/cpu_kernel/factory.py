@@ -16,9 +16,14 @@ digest-checked before loading), under a key made of the MindSpore version, the p
 a digest of every header the build includes (found by following the includes, no
 compiler needed), the flags, our sources and the kernel library it links.
 
-Opt-in: ``MS_BN_GRAD_NATIVE_KERNELS=factory`` (set before ``import mindspore_bn_grad``)
-makes the import build (once, with a progress line), load and register it
-(``enable_at_import``, never raises; what it did and why is in ``state()``).
+When it loads (``MS_BN_GRAD_NATIVE_KERNELS``, read at ``import mindspore_bn_grad``):
+unset (the default), the import registers our ``BatchNormExt`` / ``BatchNormGradExt``, which
+plain MindSpore lacks on CPU (so ``mint``'s BatchNorm works; nothing that ran before changes),
+when MindSpore is installed, its device target is CPU and no op plugin is named; our kernels
+stand in for MindSpore's legacy ``BatchNorm`` / ``BatchNormGrad`` / ``BatchNormGradGrad`` only
+from the first conversion on (that does change what every ``nn.BatchNorm*`` runs). ``factory``:
+both at import. ``off``: never. A build needed at import happens once, with a progress line;
+``enable_at_import`` never raises, and what it did and why is in ``state()``.
 ``status()`` is the proof, as the op plugin's: on first call it launches
 ``BatchNormExt`` once on a tiny tensor and checks, through a launch counter the library
 keeps, that our kernel ran and returned the reference's numbers; when not, one warning
@@ -57,21 +62,26 @@ class _State:
 
 _STATE = _State()
 _LOCK = threading.Lock()
+_IMPORTED = [False]  # enable_at_import has run (the package's import is over)
 _HANDLE = []  # the loaded library: kept for the process's lifetime (MindSpore holds its kernel creators)
 
 
 def requested() -> bool:
     """Whether this process may use the kernel-factory route: MS_BN_GRAD_NATIVE_KERNELS unset (the
-    default: loaded when the first BatchNorm is converted) or ``factory`` (loaded at import)."""
+    default: mint's kernels at import, the legacy ones at the first conversion) or ``factory`` (all
+    at import)."""
     return os.environ.get(SWITCH, "").strip() != OFF
 
 
 def ensure_loaded() -> bool:
-    """Loads the route if it may be used and is not yet (the default's first conversion); never raises.
-    True when our kernels are registered."""
+    """Loads the whole route if it may be used and is not yet (the default's first conversion: the
+    legacy kernels join the mint kernels the import registered); never raises. True when our kernels
+    are registered."""
     with _LOCK:
         if not _STATE.registered and not _STATE.reason and requested():
             _try_load()
+        elif _STATE.registered and not _STATE.legacy and not _STATE.legacy_reason:
+            _register_legacy(after_import=True)
         return _STATE.registered
 
 
@@ -168,7 +178,9 @@ def library_path() -> Path:
 # ------------------------------------------------------------------------------------------ enabling
 
 def enable_at_import() -> None:
-    """With MS_BN_GRAD_NATIVE_KERNELS=factory: builds (once), loads and registers our kernels. Never raises."""
+    """At ``import mindspore_bn_grad``: ``factory`` builds (once), loads and registers all our kernels;
+    unset registers the mint kernels where that is additive (``_mint_at_import``); ``off`` nothing.
+    Never raises."""
     value = os.environ.get(SWITCH, "").strip()
     if value == OFF:
         _STATE.reason = WHY_OFF
@@ -176,11 +188,33 @@ def enable_at_import() -> None:
         _STATE.reason = f"{SWITCH} expected {VALUE!r}, {OFF!r} or unset, got {value!r}"
     elif value == VALUE:
         _try_load()
+    elif _mint_at_import():
+        _try_load(legacy=False)
+    _IMPORTED[0] = True
 
 
-def _try_load() -> None:
+def _mint_at_import() -> bool:
+    """The default registers BatchNormExt / BatchNormGradExt at import when MindSpore is installed and
+    has the route, its device target is CPU (on Ascend mint has MindSpore's aclnn kernels) and no op
+    plugin is named (MindSpore prefers a plugin's kernels: ours with MS_BN_GRAD_OP_PLUGIN=1, or the
+    user's, which the conversion then chains). Reading the device target needs ``import mindspore``,
+    which a program using this package does anyway."""
+    import importlib.util
+    if os.environ.get("MS_OP_PLUGIN_PATH") or importlib.util.find_spec("mindspore") is None:
+        return False
     try:
-        _load()
+        from .. import ms_compat
+        if ms_compat.CPU_KERNEL_FACTORY is None:
+            return False
+        import mindspore as ms
+        return ms.get_context("device_target") == "CPU"
+    except Exception:  # pylint: disable=broad-except  # import must never fail on this
+        return False
+
+
+def _try_load(legacy: bool = True) -> None:
+    try:
+        _load(legacy)
     except Exception as e:  # pylint: disable=broad-except  # import must never fail on this
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         _STATE.reason = f"the kernel-factory library could not be prepared ({first})"
@@ -196,7 +230,7 @@ _LEGACY_RESULTS = {
 }
 
 
-def _load() -> None:
+def _load(legacy: bool = True) -> None:
     import importlib.util
     if importlib.util.find_spec("mindspore") is None:
         _STATE.reason = "MindSpore is not installed"
@@ -216,11 +250,22 @@ def _load() -> None:
         _STATE.reason = _REGISTER_RESULTS.get(rc, f"registration returned {rc}")
         return
     _STATE.registered = True
-    rc = handle.MsBnGradFactoryRegisterLegacy()
+    if legacy:
+        _register_legacy(after_import=_IMPORTED[0])
+
+
+def _register_legacy(after_import: bool = False) -> None:
+    """Our kernels in place of MindSpore's CPU BatchNorm / BatchNormGrad / BatchNormGradGrad. After the
+    import MindSpore may already hold kernels of its own for them (an unconverted network ran), which
+    PYNATIVE would keep using: it is made to create them anew."""
+    rc = _HANDLE[0].MsBnGradFactoryRegisterLegacy()
     if rc != 0:
         _STATE.legacy_reason = _LEGACY_RESULTS.get(rc, f"registration returned {rc}")
         return
     _STATE.legacy = True
+    if after_import:
+        from .. import ms_compat
+        ms_compat.pynative_forget_kernels()
 
 
 def _launch_count() -> int:

@@ -18,12 +18,15 @@ FAST = "-O0"
 
 def _py(code, env_extra=None, env_drop=(), timeout=600):
     env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env["MS_BN_GRAD_NATIVE_KERNELS"] = "off"  # the kernel build, not the import's registration (test_legacy_kernels)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=env, timeout=timeout, cwd=ROOT)
 
 
 def test_import_has_no_side_effects(tmp_path):
+    """With MS_BN_GRAD_NATIVE_KERNELS=off (which _py sets) the import reads, builds and imports nothing;
+    the default's one side effect, the mint kernels' registration, is test_legacy_kernels'."""
     r = _py("""
         import sys, mindspore_bn_grad
         assert mindspore_bn_grad.__version__
@@ -74,7 +77,8 @@ def test_concurrent_first_build(tmp_path):
                                     np.zeros(2, np.float32), np.ones(2, np.float32))
         print(gw.tolist(), gb.tolist())
     """
-    env = dict(os.environ, MS_BN_GRAD_CACHE_DIR=str(cache), MS_BN_GRAD_CXXFLAGS=FAST)
+    env = dict(os.environ, MS_BN_GRAD_CACHE_DIR=str(cache), MS_BN_GRAD_CXXFLAGS=FAST,
+               MS_BN_GRAD_NATIVE_KERNELS="off")  # the kernel library only, not the import's registration
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

@@ -31,6 +31,7 @@ OTHER_UID = 12345  # not this user: as root a test can give files away
 
 def _py(code, env_extra=None, env_drop=(), timeout=600):
     env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env["MS_BN_GRAD_NATIVE_KERNELS"] = "off"  # the kernel build, not the import's registration (test_legacy_kernels)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=ROOT)
@@ -316,7 +317,8 @@ def test_compiler_dies_with_its_parent_and_leftovers_are_removed(tmp_path, fake_
         """))
     slow.chmod(0o755)
     env = {**fake_cxx.env, "MS_BN_GRAD_CXX": str(slow)}
-    builder = subprocess.Popen([sys.executable, "-c", _BUILD], env={**os.environ, **env}, cwd=ROOT,
+    env = {**os.environ, "MS_BN_GRAD_NATIVE_KERNELS": "off", **env}
+    builder = subprocess.Popen([sys.executable, "-c", _BUILD], env=env, cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):

@@ -13,7 +13,7 @@ import pytest
 from test_factory_route import NEEDS_FACTORY, ON, run_python
 from mindspore_bn_grad.cpu_kernel import factory
 
-DEFAULT = {}  # MS_BN_GRAD_NATIVE_KERNELS unset: the route loads at the first conversion
+DEFAULT = {}  # MS_BN_GRAD_NATIVE_KERNELS unset: mint's kernels at import, the legacy ones at the first conversion
 
 CASES = """
 import mindspore as ms
@@ -95,16 +95,41 @@ print("OK")
 
 @NEEDS_FACTORY
 def test_default_route_loads_at_the_first_conversion():
-    """MS_BN_GRAD_NATIVE_KERNELS unset: importing the package loads nothing; the first conversion loads
-    the route, the converted cells call MindSpore's own ops.BatchNorm and train on our kernels (float64),
-    without a warning."""
+    """MS_BN_GRAD_NATIVE_KERNELS unset: the import registers only the mint kernels (plain MindSpore has
+    none on CPU), so mint's BatchNorm trains on ours (float64) while nn.BatchNorm* still runs
+    MindSpore's own kernel; the first conversion puts ours in place of MindSpore's, the converted
+    cells call MindSpore's own ops.BatchNorm and train on our kernels, without a warning."""
     run_python(CASES + """
 warnings.simplefilter("error")
 import mindspore_bn_grad as mbg
+from mindspore import mint
+from reference import batch_norm_backward_ref, batch_norm_forward_ref
 ms.set_context(mode=ms.PYNATIVE_MODE)
-assert factory.state().library is None and not factory.state().registered
+st = factory.state()
+assert st.registered and not st.legacy and not st.legacy_reason and st.library, st
+# mint, without a conversion: our BatchNormExt / BatchNormGradExt
+rng = np.random.default_rng(4)
+x = (rng.standard_normal((4, 3, 5, 5)) * 2 + 1).astype(np.float32)
+dy = rng.standard_normal(x.shape).astype(np.float32)
+before = factory._launch_count()
+bn = mint.nn.BatchNorm2d(3)
+bn.set_train(True)
+y = bn(ms.Tensor(x)).asnumpy()
+gx = ms.grad(lambda t: (bn(t) * ms.Tensor(dy)).sum())(ms.Tensor(x)).asnumpy()
+ry, mean, invstd, _, _ = batch_norm_forward_ref(x, training=True)
+np.testing.assert_allclose(y, ry, rtol=5e-5, atol=5e-5)
+np.testing.assert_allclose(gx, batch_norm_backward_ref(dy, x, save_mean=mean, save_invstd=invstd)[0],
+                           rtol=5e-5, atol=5e-5)
+assert factory._launch_count() >= before + 3, (before, factory._launch_count())
+# MindSpore's own nn.BatchNorm2d still runs MindSpore's kernel
+shape = (4, 3, 5, 5)
+got = one_step(nn.BatchNorm2d, shape, 3, 1)
+check(shape, *got[4:], *got[:4], tol=1e-4)
+assert factory.legacy_launches() == 0 and not factory.state().legacy
+# the first conversion
 net = nn.SequentialCell([nn.BatchNorm2d(3)])
 mbg.convert_batchnorm(net)
+assert factory.state().legacy
 bn = net[0]
 assert isinstance(bn, mbg.nn.BatchNorm2d) and bn.bn_route == "native" and bn.bn_native == "legacy"
 assert type(bn.bn_train).__name__ == "BatchNorm" and bn.bn_train.is_training and not bn.bn_infer.is_training
@@ -114,6 +139,28 @@ converted_layer_trains(net)
 assert factory.legacy_launches() >= before + 2
 print("OK")
 """, env_extra=DEFAULT)
+
+
+@NEEDS_FACTORY
+@pytest.mark.parametrize("case", ["ascend_target", "op_plugin_named"])
+def test_default_import_registers_nothing_off_cpu_or_beside_an_op_plugin(case, tmp_path):
+    """The default's import-time registration needs device target CPU (on Ascend mint has MindSpore's
+    aclnn kernels) and no op plugin named (MindSpore would prefer it): otherwise the import loads no
+    library of ours, and a conversion later loads the route as before."""
+    # No Ascend here: MindSpore refuses device_target='Ascend', so its answer is stood in for.
+    prelude = ("import mindspore as ms\n_get = ms.get_context\n"
+               "ms.get_context = lambda k, *a: 'Ascend' if k == 'device_target' else _get(k, *a)\n"
+               if case == "ascend_target" else "")
+    env = dict(DEFAULT)
+    if case == "op_plugin_named":
+        env["MS_OP_PLUGIN_PATH"] = str(tmp_path / "someone_elses_plugin.so")  # never opened: no CPU op runs
+    run_python(prelude + """
+import mindspore_bn_grad
+from mindspore_bn_grad.cpu_kernel import factory
+st = factory.state()
+assert not st.registered and st.library is None and not st.reason, st
+print("OK")
+""", env_extra=env)
 
 
 @NEEDS_FACTORY

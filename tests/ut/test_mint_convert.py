@@ -11,7 +11,7 @@ import pytest
 
 from test_factory_route import NEEDS_FACTORY, run_python
 
-DEFAULT = {}  # MS_BN_GRAD_NATIVE_KERNELS unset: the route loads at the first conversion
+DEFAULT = {}  # MS_BN_GRAD_NATIVE_KERNELS unset: mint's kernels at import, the legacy ones at the first conversion
 
 PRELUDE = """
 import mindspore as ms

@@ -187,20 +187,30 @@ def test_patch_is_opt_in_and_reversible():
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
 
 
-@pytest.mark.parametrize("switch", [None, "1"])
-def test_import_has_no_side_effects_but_the_opt_in_op_plugin(switch):
-    """Nothing changes at import, apart from MS_OP_PLUGIN_PATH when MS_BN_GRAD_OP_PLUGIN=1 asks for the plugin
-    (on a release with MindSpore's op plugin interface; on 2.7.x the switch only warns)."""
+@pytest.mark.parametrize("switch", [None, "1", "off"])
+def test_import_has_no_side_effects_but_the_native_route(switch):
+    """The import's one side effect is enabling the native route: by default the mint kernels' registration
+    (it imports MindSpore to read the device target; nn cells, the environment and MindSpore's own nn
+    BatchNorm kernels untouched); with MS_BN_GRAD_OP_PLUGIN=1 instead MS_OP_PLUGIN_PATH (on a release with
+    MindSpore's op plugin interface; on 2.7.x the switch only warns), without importing MindSpore; with
+    MS_BN_GRAD_NATIVE_KERNELS=off nothing."""
     from mindspore_bn_grad.cpu_kernel import build
-    want = "{'MS_OP_PLUGIN_PATH'}" if switch and build.plugin_interface_header() is not None else "set()"
+    from mindspore_bn_grad import ms_compat
+    want = "{'MS_OP_PLUGIN_PATH'}" if switch == "1" and build.plugin_interface_header() is not None else "set()"
+    registers = switch is None and ms_compat.CPU_KERNEL_FACTORY is not None
     code = ("import os, sys; before = dict(os.environ); import mindspore_bn_grad, mindspore_bn_grad.nn; "
-            "assert 'mindspore' not in sys.modules, 'mindspore imported'; "
+            f"assert ('mindspore' in sys.modules) == {registers}, 'mindspore imported or not'; "
             "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}; "
             f"assert changed == {want}, changed; "
+            "from mindspore_bn_grad.cpu_kernel import factory; st = factory.state(); "
+            f"assert st.registered == {registers} and not st.legacy, st; "
             "import mindspore.nn as nn; assert '__init__' not in vars(nn.BatchNorm2d); print('ok')")
-    env = {k: v for k, v in os.environ.items() if k not in ("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN")}
-    if switch:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN", "MS_BN_GRAD_NATIVE_KERNELS")}
+    if switch == "1":
         env["MS_BN_GRAD_OP_PLUGIN"] = switch
+    if switch == "off":
+        env["MS_BN_GRAD_NATIVE_KERNELS"] = switch
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
 
