@@ -4,7 +4,9 @@ Importing this package has one documented side effect: enabling the native route
 making MindSpore's own BatchNorm operators run our CPU kernels. By default
 (``MS_BN_GRAD_NATIVE_KERNELS`` unset) it adds our BatchNormExt / BatchNormGradExt, which plain
 MindSpore lacks on CPU, to MindSpore's CPU kernel factory (``cpu_kernel/factory.py``): when
-MindSpore is installed, its device target is CPU and no op plugin is named. That imports
+MindSpore is installed, its device target is CPU and no op plugin is named (and not for the
+package's own command line, ``python -m mindspore_bn_grad``, whose commands load what they
+need). That imports
 MindSpore and builds the libraries once if they are not cached (with a progress line); it
 changes nothing that ran before (``mint``'s BatchNorm had no CPU kernel). ``off`` leaves the
 import without side effects (nothing read, compiled or configured until a name below is

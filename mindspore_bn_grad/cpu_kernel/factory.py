@@ -200,7 +200,8 @@ def _mint_at_import() -> bool:
     user's, which the conversion then chains). Reading the device target needs ``import mindspore``,
     which a program using this package does anyway."""
     import importlib.util
-    if os.environ.get("MS_OP_PLUGIN_PATH") or importlib.util.find_spec("mindspore") is None:
+    if (os.environ.get("MS_OP_PLUGIN_PATH") or _running_our_command_line()
+            or importlib.util.find_spec("mindspore") is None):
         return False
     try:
         from .. import ms_compat
@@ -210,6 +211,15 @@ def _mint_at_import() -> bool:
         return ms.get_context("device_target") == "CPU"
     except Exception:  # pylint: disable=broad-except  # import must never fail on this
         return False
+
+
+def _running_our_command_line() -> bool:
+    """``python -m mindspore_bn_grad ...``: each command loads what it needs (``plugin-path`` and
+    ``bench --ascend`` need neither MindSpore nor this library)."""
+    import sys
+    argv = list(getattr(sys, "orig_argv", []))
+    return any(a == "-m" and i + 1 < len(argv) and argv[i + 1].split(".")[0] == "mindspore_bn_grad"
+               for i, a in enumerate(argv))
 
 
 def _try_load(legacy: bool = True) -> None:

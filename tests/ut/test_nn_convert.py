@@ -215,6 +215,21 @@ def test_import_has_no_side_effects_but_the_native_route(switch):
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
 
 
+def test_the_command_line_registers_nothing_at_import(tmp_path):
+    """`python -m mindspore_bn_grad ...` skips the import's registration (its commands load what they need):
+    a command that needs no MindSpore does not import it."""
+    probe = tmp_path / "sitecustomize.py"  # runs at interpreter start-up, reports at exit
+    probe.write_text("import atexit, sys\n"
+                     "atexit.register(lambda: print('mindspore imported:', 'mindspore' in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MS_OP_PLUGIN_PATH", "MS_BN_GRAD_OP_PLUGIN",
+                                                            "MS_BN_GRAD_NATIVE_KERNELS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "mindspore imported: False" in out.stdout, out.stdout
+
+
 def test_deepcopy_follows_its_own_parameters():
     import copy
     ms.set_context(mode=ms.PYNATIVE_MODE)
