@@ -1,10 +1,12 @@
 // The thread-count setting (num_threads.h).
 #include "num_threads.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "thread_pool.h"
 
@@ -12,6 +14,24 @@ namespace bn_grad {
 namespace {
 
 std::atomic<int> g_num_threads{UsableCpus()};
+
+// MindSpore's PYNATIVE pipeline runs kernels on threads it names "<stage>_queue" (frontend_queue,
+// backend_queue, launch_queue: its runtime/pipeline AsyncRQueue). While one of them runs ours,
+// MindSpore's Python thread runs too: it dispatches the next operators, or waits for the queue in a
+// busy loop (AsyncRQueue::Wait). There the kernels leave it one CPU: on 2 CPUs a second kernel
+// thread only competes with it (measured: the backward of (32, 64, 56, 56) through BatchNormGrad in
+// PYNATIVE 1.09x, of (256, 1024) 1.33x the time of one thread; in GRAPH mode, where nothing spins,
+// two threads take 0.69x the time of one). The CPU count is the one the thread saw first.
+int PipelineThreadCap() {
+  thread_local const int cap = [] {
+    char name[16] = {0};
+    if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) return 0;
+    const size_t n = std::strlen(name);
+    const bool pipeline = n > 6 && std::strcmp(name + n - 6, "_queue") == 0;
+    return pipeline ? std::max(1, UsableCpus() - 1) : 0;
+  }();
+  return cap;
+}
 
 }  // namespace
 
@@ -31,6 +51,10 @@ bool SetNumThreads(int n) {
   return true;
 }
 
-int GetNumThreads() { return g_num_threads.load(); }
+int GetNumThreads() {
+  const int n = g_num_threads.load();
+  const int cap = PipelineThreadCap();
+  return cap > 0 ? std::min(n, cap) : n;
+}
 
 }  // namespace bn_grad

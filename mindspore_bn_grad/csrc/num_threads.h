@@ -1,6 +1,8 @@
 // The thread count every CPU kernel of the library uses (BatchNormBackward,
 // the double backward, the SyncBatchNorm steps, the zero-fills of masked
-// outputs), 1..MaxThreads(). Default: the CPUs this process may run on.
+// outputs), 1..MaxThreads(). Default: the CPUs this process may run on. On a
+// thread of MindSpore's PYNATIVE pipeline GetNumThreads() leaves one CPU to
+// MindSpore's Python thread (num_threads.cpp); results never depend on it.
 //
 // The MS_BN_GRAD_NUM_THREADS variable is parsed in one place, cpu_kernel/native.py,
 // which passes the number here (through MsBnGradSetNumThreads, aot_entry.cpp).

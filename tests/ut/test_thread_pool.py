@@ -34,3 +34,47 @@ def test_a_stalled_job_sends_the_next_jobs_to_the_caller_then_the_pool_returns(p
     assert got["serial_left"] == 16, got         # kMinSerialRuns after the first stall
     assert got["alone"] == got["serial_left"], got  # each of them on the caller alone
     assert got["serial_left_after"] == 0, got    # then the pool is offered the next job again
+
+
+def _on_named_thread(name, fn):
+    """fn() on a new OS thread named `name` (as MindSpore names its pipeline threads), its result."""
+    import ctypes
+    import threading
+    libc = ctypes.CDLL(None)
+    out = {}
+
+    def body():
+        libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
+        out["value"] = fn()
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out["value"]
+
+
+def test_a_mindspore_pipeline_thread_leaves_its_python_thread_a_cpu():
+    """On a thread of MindSpore's PYNATIVE pipeline ("backend_queue" and its siblings) the kernels use one
+    thread fewer than the CPUs (MindSpore's Python thread runs beside them), elsewhere the setting; the
+    results are the same bits either way."""
+    import numpy as np
+    from mindspore_bn_grad.cpu_kernel import native
+    lib = native.lib()
+    before = native.get_num_threads()
+    cpus = lib.MsBnGradMaxThreads() // 4
+    try:
+        native.set_num_threads(2)
+        assert _on_named_thread("ActorThread_0", lib.MsBnGradGetNumThreads) == 2
+        assert _on_named_thread("python", lib.MsBnGradGetNumThreads) == 2
+        for name in ("backend_queue", "launch_queue", "frontend_queue"):
+            assert _on_named_thread(name, lib.MsBnGradGetNumThreads) == max(1, min(2, cpus - 1)), name
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((16, 64, 24, 24)).astype(np.float32)
+        dy = rng.standard_normal(x.shape).astype(np.float32)
+        args = (dy, x, rng.uniform(0.5, 1.5, 64).astype(np.float32), None, None, x.mean(axis=(0, 2, 3)),
+                1.0 / np.sqrt(x.var(axis=(0, 2, 3)) + 1e-5))
+        here = native.direct(*args)
+        there = _on_named_thread("backend_queue", lambda: native.direct(*args))
+        for a, b in zip(here, there):
+            assert np.array_equal(a, b)
+    finally:
+        native.set_num_threads(before)
