@@ -27,8 +27,8 @@ def _range(values, fmt="{:.2f}"):
     return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
-def _machine(m):
-    load = m.get("load_avg")
+def _machine(m, load_end=None):
+    load = load_end or m.get("load_avg")  # bench --train records the load at its end apart
     busy = f", load average {load[0]:.1f} at the end" if load else ""
     return (f"{m.get('cpu', '?')}, {m.get('logical_cpus', '?')} CPUs, MindSpore {m.get('mindspore', '?')}, "
             f"{m.get('date_utc', '?')}{busy}")
@@ -80,7 +80,7 @@ def summary(per_op, train):
         for r in train["steady"]:
             steady.setdefault((r["net"], r["mode"]), {})[r["threads"]] = r["ratio"]
         iso = {(r["net"], r["mode"]): r for r in train["isolated"]}
-        lines += ["", f"Whole networks training, converted / original step speed ({_machine(train['machine'])}; "
+        lines += ["", f"Whole networks training, converted / original step speed ({_machine(train['machine'], train.get('load_avg_end'))}; "
                   "> 1: converted faster; first step and peak RSS: converted / original):", "",
                   "| network | mode | step speed, default threads | 1 thread | first step | peak RSS |",
                   "|---|---|---:|---:|---:|---:|"]
