@@ -19,9 +19,8 @@ std::atomic<int> g_num_threads{UsableCpus()};
 // backend_queue, launch_queue: its runtime/pipeline AsyncRQueue). While one of them runs ours,
 // MindSpore's Python thread runs too: it dispatches the next operators, or waits for the queue in a
 // busy loop (AsyncRQueue::Wait). There the kernels leave it one CPU: on 2 CPUs a second kernel
-// thread only competes with it (measured: the backward of (32, 64, 56, 56) through BatchNormGrad in
-// PYNATIVE 1.09x, of (256, 1024) 1.33x the time of one thread; in GRAPH mode, where nothing spins,
-// two threads take 0.69x the time of one). The CPU count is the one the thread saw first.
+// thread only competes with it, while GRAPH mode, where nothing spins, gains from every thread
+// (docs/performance.md, "Threads"). The CPU count is the one the thread saw first.
 int PipelineThreadCap() {
   thread_local const int cap = [] {
     char name[16] = {0};
