@@ -25,6 +25,7 @@ struct TilingInput {
     uint32_t coreNum = 1;
     bool hasDataCopyPad = true;
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
+    bool hasSoftSyncAll = true;   // the software SyncAll (every line; used where the hardware one is missing)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
     bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
@@ -138,6 +139,51 @@ inline uint64_t NoPadGroupWidth(const TilingInput &in)
     const uint32_t loaded = in.present & (in.training ? PARAMS_USED_IN_TRAINING : PARAMS_USED_IN_INFERENCE);
     const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
     return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+}
+
+// Two passes on a SoC with the software SyncAll but not the hardware one
+// (Atlas training / inference), BatchNormBackward in training with
+// grad_input (not the SyncBatchNorm steps: ComputeSyncTiling), channel-first: whole groups per core leave cores idle (a group
+// is at least one block of the per-channel vectors, NoPadGroupWidth: a
+// 64-channel float32 layer runs on 8 cores) and, where one group on every
+// core exceeds L2 / L2_ROUND_DIVISOR and no few channels of it fit
+// (TryL2Channels found none), read the second pass from GM. Then, when every
+// row is whole blocks (so no block of grad_input is shared by two cores'
+// units) and the software SyncAll's UB workspace fits beside the plan, the
+// launch runs cross-core instead, as on the lines with the hardware SyncAll:
+// units over all cores and, where the tensor exceeds the L2 budget, the L2
+// rounds (softSync: one software SyncAll per round, each core combining the
+// channels its own units touch; grad_weight / grad_bias written at the end
+// in whole blocks of channels).
+inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasSyncAll || !in.hasSoftSyncAll || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.usePad || t.shiftLast || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || t.groups <= 0) {
+        return;
+    }
+    const uint64_t eb = DtypeBytes(in.dtype), inner = uint64_t(t.inner);
+    if (inner * eb % BLOCK_BYTES != 0 || uint64_t(t.channels) < NoPadGroupWidth(in)) {
+        return;
+    }
+    const uint64_t cores = std::min<uint64_t>({uint64_t(t.units), in.coreNum, MAX_CORES});
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
+    const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
+    const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 &&
+                              widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
+    if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
+        return;
+    }
+    const uint64_t plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) > in.ubBytes) {
+        return;
+    }
+    t.crossCore = 1;
+    t.softSync = 1;
+    t.l2Channels = 0;
+    t.usedCores = uint32_t(cores);
+    TryL2Rounds(in, t);
 }
 
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
@@ -377,8 +423,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.flatCap = uint32_t(uint64_t(t.tileRows) * t.rowStride);
         t.flatUnits = uint32_t(t.groups > 1 ? uint64_t(t.groups) * uint64_t(outer) : CeilDiv(total, t.flatCap));
     }
-    // Cross-core combine needs SyncAll (Atlas A2 / A3 / 350). Elsewhere each
-    // group's units run on one core, so no core reads another core's partials.
+    // Cross-core combine needs SyncAll (Atlas A2 / A3 / 350; elsewhere the
+    // software one, TrySoftSync). Otherwise each group's units run on one
+    // core, so no core reads another core's partials.
     t.crossCore = in.hasSyncAll ? 1 : 0;
     const uint64_t work = t.crossCore ? std::max<uint64_t>(uint64_t(t.units), uint64_t(t.groups)) : uint64_t(t.groups);
     t.usedCores = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>({work, in.coreNum, MAX_CORES})));
@@ -388,6 +435,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
         TryL2Channels(in, t);
+        TrySoftSync(in, t);
     }
     return "";
 }

@@ -102,6 +102,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.coreNum = caps->vectorCores;
         in.hasDataCopyPad = caps->dataCopyPad;
         in.hasSyncAll = caps->syncAll;
+        in.hasSoftSyncAll = caps->softSyncAll;
         in.hasDcci = caps->dcci;
         in.hasBf16 = caps->bf16;
         in.hasMulAdd = caps->mulAdd;
