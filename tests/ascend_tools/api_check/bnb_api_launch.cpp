@@ -131,9 +131,10 @@ int main(int argc, char **argv)
     const bnb::BatchNormBackwardTilingData &t = mode == MODE_FULL ? full : sync.base;
     const uint64_t wsBytes = mode == MODE_FULL ? bnb::WorkspaceBytes(full)
                                                : bnb::SyncWorkspaceBytes(mode == MODE_REDUCE, sync);
-    std::printf("ub_bytes=%u used_cores=%u layout=%u units=%lld groups=%lld use_pad=%u cross_core=%u flat=%u shift_last=%u\n",
+    std::printf("ub_bytes=%u used_cores=%u layout=%u units=%lld groups=%lld use_pad=%u cross_core=%u flat=%u shift_last=%u "
+                "soft_sync=%u\n",
                 ti.ubBytes, t.usedCores, t.layout, (long long)t.units, (long long)t.groups, t.usePad, t.crossCore, t.flat,
-                t.shiftLast);
+                t.shiftLast, t.softSync);
     std::fflush(stdout);
 
     // Inputs and outputs in shared GM; outputs start as 0xFF bytes (NaN), so
