@@ -219,15 +219,28 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return false;  // not even one run of channels
     }
     // Groups: one per core, runs of q channels each; without DataCopyPad each
-    // at least a block of the narrowest per-channel vector (NoPadGroupWidth).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
-    const uint64_t runs = channels / q;
-    const uint64_t groups =
-        std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));
+    // at least a block of the narrowest per-channel vector (NoPadGroupWidth),
+    // unless that leaves cores idle and the software SyncAll exists (Atlas
+    // training / inference): then a run per group at least, each group's
+    // totals go to its own slot of the workspace, and after one SyncAll every
+    // core writes grad_weight / grad_bias of its whole blocks of channels
+    // (softSync; the channel vectors at least two such blocks wide).
+    // The SyncAll costs GM traffic where the single pass moves only its 3 accesses (SoftSyncBytes): it is
+    // taken where that stays within 1 / SP_SOFT_SYNC_SHARE of the activations' bytes.
+    const uint64_t width = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
+    const uint64_t runs = channels / q, cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    const uint64_t softCores = std::min<uint64_t>(cores, runs);
+    const bool soft = !in.hasDataCopyPad && !in.hasSyncAll && in.hasSoftSyncAll && runs >= 2 &&
+                      channels >= NoPadGroupWidth(in) && runs / CeilDiv(width, q) < softCores &&
+                      SoftSyncBytes(uint32_t(softCores)) * SP_SOFT_SYNC_SHARE <= 3 * outer * inner * channels * eb;
+    const uint64_t minWidth = soft ? q : width;
+    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>(runs / CeilDiv(minWidth, q), cores));
     const uint64_t maxCount = CeilDiv(runs, groups) * q;
-    const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
+    const uint32_t vecElems =
+        uint32_t(AlignUp(soft ? std::max<uint64_t>(maxCount, 2 * NoPadGroupWidth(in)) : maxCount, VEC_ALIGN));
     const uint64_t fixed =
-        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total() +
+        (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
                                           segSum, vecElems).Total() <= in.ubBytes;
@@ -284,6 +297,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSegSum = segSum;
     t.spSlabRows = slabRows;
+    t.softSync = soft ? 1 : 0;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));
     t.usedCores = uint32_t(groups);

@@ -214,23 +214,40 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
 
 // Workspace: `units * partFloats` partial sums, then (cross-core) the
 // finalised totals of every channel, sum_dy then sum_dy_xhat, each
-// TotalsStride floats, then (softSync) the software SyncAll's flags, one
-// 32-byte block per core (SyncAll.md: at least cores x 32 bytes).
+// TotalsStride floats (single pass with softSync: the groups' totals,
+// StashFloats), then (softSync) the software SyncAll's flags, one 32-byte
+// block per core (SyncAll.md: at least cores x 32 bytes).
 BNB_FN uint64_t TotalsStride(const BatchNormBackwardTilingData &t) { return AlignUp(uint64_t(t.channels), 8); }
 
 BNB_FN uint64_t PartialFloats(const BatchNormBackwardTilingData &t) { return uint64_t(t.units) * t.partFloats; }
 
 // The kernel calls SyncAll, either form (the host then sets schedule mode 1).
-BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1; }
+BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
+{
+    return (t.crossCore || t.softSync) && t.usedCores > 1;
+}
+
+// Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
+// its own, for the cores that write grad_weight / grad_bias after the SyncAll.
+BNB_FN uint64_t StashSlotFloats(const BatchNormBackwardTilingData &t) { return AlignUp(t.groupWidth, 8); }
+BNB_FN uint64_t StashFloats(const BatchNormBackwardTilingData &t)
+{
+    return t.strategy == STRATEGY_SINGLE_PASS && t.softSync ? uint64_t(t.groups) * 2 * StashSlotFloats(t) : 0;
+}
 
 // int32 flags of the software SyncAll: one block per core.
 BNB_FN uint32_t SyncFlagInts(uint32_t cores) { return cores * (BLOCK_BYTES / sizeof(int32_t)); }
 // Bytes of either workspace of the software SyncAll (GM flags, UB scratch): cores x 32 (SyncAll.md).
 BNB_FN uint32_t SyncWorkBytes(uint32_t cores) { return cores * BLOCK_BYTES; }
 
+// GM bytes of one launch's software SyncAll on `cores` cores, about: every core zeroes every flag (the
+// kernel-side initialisation) and polls them all at least once.
+BNB_FN uint64_t SoftSyncBytes(uint32_t cores) { return 2ull * cores * SyncWorkBytes(cores); }
+constexpr uint64_t SP_SOFT_SYNC_SHARE = 256;  // single pass: softSync where SoftSyncBytes <= activation bytes / this
+
 BNB_FN uint64_t SyncFlagsOffset(const BatchNormBackwardTilingData &t)
 {
-    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0)) * sizeof(float);
+    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0) + StashFloats(t)) * sizeof(float);
 }
 
 BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)

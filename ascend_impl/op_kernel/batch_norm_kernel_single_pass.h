@@ -523,6 +523,12 @@ public:
             Group(k, int64_t(g));
         }
         Release();
+        if (k.t.softSync) {
+            k.SyncCores();  // every group's totals are in the workspace
+            BNB_PERF_COMBINE_BEGIN();
+            WriteShare(k);
+            BNB_PERF_COMBINE_END();
+        }
     }
 
 private:
@@ -586,7 +592,55 @@ private:
         AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::PipeBarrier<PIPE_ALL>();  // the totals before their copies (once per group)
         k.coefGroup = -1;
-        WriteParamGrads<MODE_FULL>(k, g, false);
+        if (k.t.softSync) {
+            Stash(k, g);
+        } else {
+            WriteParamGrads<MODE_FULL>(k, g, false);
+        }
+    }
+
+    // softSync: group g's totals to its slot of the workspace (whole blocks, the slot its own).
+    __aicore__ inline void Stash(KernelState<T> &k, int64_t g)
+    {
+        const uint64_t slot = StashSlotFloats(k.t);
+        const uint32_t n = uint32_t(AlignUp(GroupCount(k.t, g), SLOT_FLOATS));
+        AscendC::DataCopy(k.stash[uint64_t(g) * 2 * slot], k.ub.v.totDy, n);
+        AscendC::DataCopy(k.stash[(uint64_t(g) * 2 + 1) * slot], k.ub.v.totDyx, n);
+        AscendC::PipeBarrier<PIPE_ALL>();  // landed before the next group's totals overwrite the lanes
+    }
+
+    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, whole
+    // blocks of them (ShareQuantum; the last core takes the remainder), at most vecElems at a time (a
+    // multiple of the block, at least two: no chunk but the last shorter than a block), gathered from
+    // the slots of the groups they belong to by the scalar unit.
+    __aicore__ inline void WriteShare(KernelState<T> &k)
+    {
+        const uint64_t core = AscendC::GetBlockIdx(), cores = k.t.usedCores, c = uint64_t(k.t.channels);
+        const uint64_t q = ShareQuantum(k), blocks = c / q > 0 ? c / q : 1;
+        const uint64_t b = Min(c, q * (blocks * core / cores));
+        const uint64_t e = core + 1 == cores ? c : Min(c, q * (blocks * (core + 1) / cores));
+        const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
+        ChannelVecs &v = k.ub.v;
+        for (uint64_t c0 = b; c0 < e; c0 += vec) {
+            uint64_t n = Min(vec, e - c0);
+            if (e - c0 - n > 0 && e - c0 - n < q) {
+                n -= q;  // the rest (then more than a block, at most two) is the last chunk
+            }
+            for (int64_t g = GroupOf(k.t, int64_t(c0)); g <= GroupOf(k.t, int64_t(c0 + n - 1)); ++g) {
+                const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+                const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
+                AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
+                AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
+                SetWaitFlag<HardEvent::MTE2_S>();
+                for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
+                    v.totDy.SetValue(uint32_t(ch - c0), v.coefB.GetValue(uint32_t(ch - gs)));
+                    v.totDyx.SetValue(uint32_t(ch - c0), v.coefK.GetValue(uint32_t(ch - gs)));
+                }
+                SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            WriteParamRange(k, int64_t(c0), uint32_t(n));
+        }
     }
 
     // Event id of chunk c of buffer buf.

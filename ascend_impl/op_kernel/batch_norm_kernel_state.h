@@ -120,6 +120,7 @@ struct KernelState {
     GlobalTensor<float> gradF[CHANNEL_OUTS];      // ... or as float
     GlobalTensor<float> part;                     // workspace: the units' partial sums
     GlobalTensor<float> totals;                   // workspace (cross-core): every channel's totals, by their owners
+    GlobalTensor<float> stash;                    // workspace (single pass, softSync): each group's totals
     GlobalTensor<int32_t> syncGm;                 // workspace (softSync): the software SyncAll's flags
     AscendC::TBuf<AscendC::TPosition::VECCALC> syncBuf;
     LocalTensor<int32_t> syncUb;                  // softSync: the software SyncAll's UB workspace
@@ -155,6 +156,9 @@ struct KernelState {
         if (t.crossCore) {
             totals.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t),
                                    2 * TotalsStride(t));
+        }
+        if (StashFloats(t) > 0) {
+            stash.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t), StashFloats(t));
         }
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);

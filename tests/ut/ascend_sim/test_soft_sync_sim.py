@@ -121,3 +121,53 @@ def test_kernel_without_the_zeroing_fails(tmp_path):
     with pytest.raises(simlib.SimError, match="gmWorkspace not zero before its first use"):
         simlib.run(lib, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                    args["save_invstd"], soc="ascend910", cores=8, two_pass=True)
+
+
+# Single pass: without DataCopyPad a group was at least one block of the per-channel vectors (8 float32 /
+# 16 16-bit channels), so these ran on 1-2 of 4 cores; with the software SyncAll every core takes a group
+# (packed runs of channels too), the groups' totals go through the workspace and each core writes its
+# whole blocks of grad_weight / grad_bias after the SyncAll. (shape, dtype): big enough that the sync's
+# traffic stays within 1 / 256 of the activations' (the tiling's rule).
+SINGLE = [((16, 16, 16, 16), "float32"), ((16, 24, 14, 14), "float32"), ((24, 20, 8, 16), "float32"),
+          ((16, 32, 16, 16), "float16"), ((16, 24, 14, 14), "float16"), ((24, 20, 8, 16), "float16")]
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("shape,dtype", SINGLE)
+@pytest.mark.parametrize("training", [True, False])
+def test_single_pass_split_groups_values(sim, soc, shape, dtype, training):
+    info = check(sim, shape, False, dtype, training, soc=soc, cores=4, two_pass=False)
+    assert info.strategy == simlib.STRATEGIES["single_pass"] and info.soft_sync == 1 and info.used_cores == 4
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("mask", ALL_MASKS)
+def test_single_pass_split_groups_masks(sim, soc, mask):
+    for dtype, kw in (("float32", {}), ("float16", dict(grad_param_float32=True)),
+                      ("float16", dict(param_float32=("weight", "save_invstd")))):
+        info = check(sim, (16, 24, 14, 14), False, dtype, True, mask, soc=soc, cores=4, two_pass=False, **kw)
+        assert info.soft_sync == 1
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("shape,dtype", [((16, 24, 14, 14), "float32"), ((16, 32, 16, 16), "float16")])
+def test_single_pass_same_bits_for_any_core_count(sim, soc, shape, dtype):
+    args = make_inputs(shape, False, dtype)
+    outs, soft = [], []
+    for cores in (1, 2, 3, 4):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores)
+        assert info.strategy == simlib.STRATEGIES["single_pass"]
+        outs.append(got)
+        soft.append(info.soft_sync)
+    assert soft[0] == 0 and soft[-1] == 1
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
+def test_single_pass_keeps_block_groups_where_the_sync_costs_too_much(sim):
+    """A small tensor: the software SyncAll's traffic would exceed 1 / 256 of the activations', so the
+    groups stay whole blocks of channels (fewer cores, no sync)."""
+    info = check(sim, (4, 16, 8, 8), False, "float32", True, soc="ascend910", cores=8, two_pass=False)
+    assert info.strategy == simlib.STRATEGIES["single_pass"] and info.soft_sync == 0 and info.used_cores == 2
