@@ -46,6 +46,22 @@ def test_soft_sync_orders_gm_across_cores(sim, soc):
     assert simlib.rule_probe(sim, "soft_sync_orders_gm_ok", soc=soc, cores=2) is None
 
 
+def _same_bits_over_cores(sim, soc, shape, dtype, core_counts, strategy, **kw):
+    """The same bits on every core count; the first (one core) without the sync, the last with it."""
+    args = make_inputs(shape, False, dtype)
+    outs, soft = [], []
+    for cores in core_counts:
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores, **kw)
+        assert info.strategy == simlib.STRATEGIES[strategy]
+        outs.append(got)
+        soft.append(info.soft_sync)
+    assert soft[0] == 0 and soft[-1] == 1
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
 def _soft_info(info, cores):
     assert info.soft_sync == 1 and info.cross_core == 1 and info.used_cores == cores, info
     return info
@@ -91,18 +107,7 @@ def test_every_mask_and_mode(sim, soc, mask, training):
 def test_same_bits_for_any_core_count(sim, soc, dtype, l2):
     """The sums are formed in unit order whatever the cores: 1 core (whole groups, no sync), 2, 3, 5
     and 8 cores (channels split, the software SyncAll) give the same bits."""
-    args = make_inputs((4, 16, 32, 32), False, dtype)
-    outs, soft = [], []
-    for cores in (1, 2, 3, 5, 8):
-        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
-                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores, two_pass=True,
-                               l2_bytes=l2)
-        outs.append(got)
-        soft.append(info.soft_sync)
-    assert soft[0] == 0 and soft[-1] == 1
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    _same_bits_over_cores(sim, soc, (4, 16, 32, 32), dtype, (1, 2, 3, 5, 8), "two_pass", two_pass=True, l2_bytes=l2)
 
 
 def test_kernel_without_the_zeroing_fails(tmp_path):
@@ -152,18 +157,7 @@ def test_single_pass_split_groups_masks(sim, soc, mask):
 @pytest.mark.parametrize("soc", LEGACY)
 @pytest.mark.parametrize("shape,dtype", [((16, 24, 14, 14), "float32"), ((16, 32, 16, 16), "float16")])
 def test_single_pass_same_bits_for_any_core_count(sim, soc, shape, dtype):
-    args = make_inputs(shape, False, dtype)
-    outs, soft = [], []
-    for cores in (1, 2, 3, 4):
-        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
-                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores)
-        assert info.strategy == simlib.STRATEGIES["single_pass"]
-        outs.append(got)
-        soft.append(info.soft_sync)
-    assert soft[0] == 0 and soft[-1] == 1
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    _same_bits_over_cores(sim, soc, shape, dtype, (1, 2, 3, 4), "single_pass")
 
 
 def test_single_pass_keeps_block_groups_where_the_sync_costs_too_much(sim):
