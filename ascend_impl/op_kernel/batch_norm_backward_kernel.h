@@ -231,6 +231,7 @@ private:
             const uint64_t g1 = Min(g0 + k_.t.l2Rounds, groups);
             const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
             const uint64_t b = ub + (ue - ub) * core / cores, e = ub + (ue - ub) * (core + 1) / cores;
+            k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
             ReduceUnits(b, e);
             k_.SyncCores();
             if (!k_.t.softSync) {

@@ -293,6 +293,28 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     SetWaitFlag<AscendC::HardEvent::S_V>();  // the totals before the coefficients (LoadCoefs)
 }
 
+// softSync rounds: the partials CombineOwnChannels will need for group g, issued before the statistics'
+// loads so their latencies overlap (one batch at most; else CombineOwnChannels loads them itself).
+// Returns whether it issued them (the caller waits MTE2_S before the scalar unit reads them).
+template <typename T>
+__aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
+{
+    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
+    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    if (ca >= cb || (cb - ca) * perChannel > uint64_t(PART_HALVES) * SLOTS_PER_LOAD) {
+        return false;
+    }
+    SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
+    SetWaitFlag<AscendC::HardEvent::V_MTE2>();
+    AscendC::DataCopy(k.ub.partUb, k.part[ca * perChannel * UNIT_SLOT_FLOATS],
+                      uint32_t((cb - ca) * perChannel * UNIT_SLOT_FLOATS));
+    k.cachedLo = ca * perChannel;
+    k.cachedHi = cb * perChannel;
+    return true;
+}
+
 template <typename T>
 __aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
@@ -318,9 +340,14 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
 template <uint32_t MODE, typename T>
 __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
 {
+    const bool prefetched = k.t.softSync && k.t.training && k.coefGroup != g && OwnTotals<MODE>(k) &&
+                            PrefetchOwnPartials(k, g);
     LoadStats(k, g);
     if (k.coefGroup == g) {
         return;
+    }
+    if (prefetched) {
+        SetWaitFlag<AscendC::HardEvent::MTE2_S>();
     }
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);

@@ -626,17 +626,33 @@ private:
             if (e - c0 - n > 0 && e - c0 - n < q) {
                 n -= q;  // the rest (then more than a block, at most two) is the last chunk
             }
-            for (int64_t g = GroupOf(k.t, int64_t(c0)); g <= GroupOf(k.t, int64_t(c0 + n - 1)); ++g) {
-                const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
-                const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
-                AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
-                AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
+            const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
+            // The chunk's slots are contiguous: one copy into partUb (unused by the single pass) where they fit.
+            const uint64_t span = uint64_t(g1 - g0 + 1) * 2 * slot;
+            const bool together = span <= k.ub.partUb.GetSize();
+            if (together) {
+                AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(span));
                 SetWaitFlag<HardEvent::MTE2_S>();
-                for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
-                    v.totDy.SetValue(uint32_t(ch - c0), v.coefB.GetValue(uint32_t(ch - gs)));
-                    v.totDyx.SetValue(uint32_t(ch - c0), v.coefK.GetValue(uint32_t(ch - gs)));
+            }
+            for (int64_t g = g0; g <= g1; ++g) {
+                const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+                LocalTensor<float> dy = v.coefB, dyx = v.coefK;
+                if (together) {
+                    dy = k.ub.partUb[uint32_t(uint64_t(g - g0) * 2 * slot)];
+                    dyx = k.ub.partUb[uint32_t((uint64_t(g - g0) * 2 + 1) * slot)];
+                } else {
+                    const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
+                    AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
+                    AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
+                    SetWaitFlag<HardEvent::MTE2_S>();
                 }
-                SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
+                for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
+                    v.totDy.SetValue(uint32_t(ch - c0), dy.GetValue(uint32_t(ch - gs)));
+                    v.totDyx.SetValue(uint32_t(ch - c0), dyx.GetValue(uint32_t(ch - gs)));
+                }
+                if (!together) {
+                    SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
+                }
             }
             AscendC::PipeBarrier<PIPE_ALL>();
             WriteParamRange(k, int64_t(c0), uint32_t(n));
