@@ -8,9 +8,11 @@
 //             this core's share of units / groups / flat regions
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
-//   Process   (SyncAll is used only when the tiling says crossCore and more than
-//             one core runs: once after phase 1, once after the owners'
-//             totals are published; the host then sets schedule mode 1)
+//   Process   (SyncAll is used only when the tiling says crossCore -- or, single
+//             pass, softSync -- and more than one core runs: once after phase 1,
+//             once after the owners' totals are published; the hardware form, or
+//             on Atlas training / inference the software one, KernelState::SyncCores;
+//             the host then sets schedule mode 1)
 //             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
 //             the core's whole channel groups, each read once; otherwise
 //             whole groups per core (crossCore 0, channel-first): both phases

@@ -3,7 +3,7 @@
 // `spChannels` adjacent channels' complete N x inner slices of grad_out and
 // input in UB at once (a sub-group). Each element of x and dy is read from GM
 // once and grad_input written once: 3 GM accesses per element, no workspace,
-// no SyncAll (nothing crosses cores).
+// no SyncAll (nothing crosses cores; but softSync, below).
 //
 // One sub-group (channels cs .. cs + cnt of group g, lanes s0 .. of the
 // group's channel vectors), UB layout [row][channel][spRowStride] so that one
@@ -35,8 +35,12 @@
 // loads of sub-group i + 1 are issued right after the reduce of sub-group i,
 // so MTE2 streams while V and MTE3 finish sub-group i.
 // grad_weight / grad_bias of the group are written once after its last
-// sub-group (WriteParamGrads). The sums are over whole channels in a
-// fixed order, so the result does not depend on the number of cores.
+// sub-group (WriteParamGrads); with softSync (Atlas training / inference,
+// groups narrower than a block of the per-channel vectors) the group's totals
+// go to its workspace slot instead (Stash), and after the software SyncAll
+// each core writes its whole blocks of channels (WriteShare). The sums are
+// over whole channels in a fixed order, so the result does not depend on the
+// number of cores.
 #ifndef BATCH_NORM_KERNEL_SINGLE_PASS_H
 #define BATCH_NORM_KERNEL_SINGLE_PASS_H
 #include "batch_norm_kernel_phases.h"
