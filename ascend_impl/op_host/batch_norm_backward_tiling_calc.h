@@ -39,8 +39,8 @@ struct TilingInput {
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
 // input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
 // (so the combine of a round runs on many cores at once), and the kernel runs
-// both passes round by round (two SyncAlls per round): a round's second read
-// follows its first within that many bytes.
+// both passes round by round (two SyncAlls per round; one with softSync): a
+// round's second read follows its first within that many bytes.
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
