@@ -65,7 +65,7 @@ CAPS_FIELDS = (("ub_bytes", "ubBytes", "uint32_t"), ("vector_cores", "vectorCore
                ("vector_bytes", "vectorBytes", "uint32_t"), ("vector_issue_cycles", "vectorIssueCycles", "uint32_t"),
                ("copy_latency_ns", "copyLatencyNs", "uint32_t"), ("scalar_ns", "scalarNs", "uint32_t"),
                ("sync_all_ns", "syncAllNs", "uint32_t"), ("data_copy_pad", "dataCopyPad", "bool"),
-               ("sync_all", "syncAll", "bool"), ("dcci", "dcci", "bool"), ("bf16", "bf16", "bool"),
+               ("sync_all", "syncAll", "bool"), ("soft_sync_all", "softSyncAll", "bool"), ("dcci", "dcci", "bool"), ("bf16", "bf16", "bool"),
                ("mul_add", "mulAdd", "bool"), ("reduce_repeat", "reduceRepeat", "bool"),
                ("block_copy", "blockCopy", "bool"))
 

@@ -25,6 +25,7 @@ struct TilingInput {
     uint32_t coreNum = 1;
     bool hasDataCopyPad = true;
     bool hasSyncAll = true;       // hardware SyncAll (Atlas A2 / A3 / 350)
+    bool hasSoftSyncAll = true;   // the software SyncAll (every line; used where the hardware one is missing)
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
     bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
@@ -38,8 +39,8 @@ struct TilingInput {
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
 // input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
 // (so the combine of a round runs on many cores at once), and the kernel runs
-// both passes round by round (two SyncAlls per round): a round's second read
-// follows its first within that many bytes.
+// both passes round by round (two SyncAlls per round; one with softSync): a
+// round's second read follows its first within that many bytes.
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
@@ -140,6 +141,51 @@ inline uint64_t NoPadGroupWidth(const TilingInput &in)
     return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
 }
 
+// Two passes on a SoC with the software SyncAll but not the hardware one
+// (Atlas training / inference), BatchNormBackward in training with
+// grad_input (not the SyncBatchNorm steps: ComputeSyncTiling), channel-first: whole groups per core leave cores idle (a group
+// is at least one block of the per-channel vectors, NoPadGroupWidth: a
+// 64-channel float32 layer runs on 8 cores) and, where one group on every
+// core exceeds L2 / L2_ROUND_DIVISOR and no few channels of it fit
+// (TryL2Channels found none), read the second pass from GM. Then, when every
+// row is whole blocks (so no block of grad_input is shared by two cores'
+// units) and the software SyncAll's UB workspace fits beside the plan, the
+// launch runs cross-core instead, as on the lines with the hardware SyncAll:
+// units over all cores and, where the tensor exceeds the L2 budget, the L2
+// rounds (softSync: one software SyncAll per round, each core combining the
+// channels its own units touch; grad_weight / grad_bias written at the end
+// in whole blocks of channels).
+inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasSyncAll || !in.hasSoftSyncAll || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.usePad || t.shiftLast || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || t.groups <= 0) {
+        return;
+    }
+    const uint64_t eb = DtypeBytes(in.dtype), inner = uint64_t(t.inner);
+    if (inner * eb % BLOCK_BYTES != 0 || uint64_t(t.channels) < NoPadGroupWidth(in)) {
+        return;
+    }
+    const uint64_t cores = std::min<uint64_t>({uint64_t(t.units), in.coreNum, MAX_CORES});
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
+    const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
+    const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 &&
+                              widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
+    if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
+        return;
+    }
+    const uint64_t plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) > in.ubBytes) {
+        return;
+    }
+    t.crossCore = 1;
+    t.softSync = 1;
+    t.l2Channels = 0;
+    t.usedCores = uint32_t(cores);
+    TryL2Rounds(in, t);
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups, in runs
@@ -173,15 +219,28 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return false;  // not even one run of channels
     }
     // Groups: one per core, runs of q channels each; without DataCopyPad each
-    // at least a block of the narrowest per-channel vector (NoPadGroupWidth).
-    const uint64_t minWidth = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
-    const uint64_t runs = channels / q;
-    const uint64_t groups =
-        std::max<uint64_t>(1, std::min<uint64_t>({runs / CeilDiv(minWidth, q), in.coreNum, MAX_CORES}));
+    // at least a block of the narrowest per-channel vector (NoPadGroupWidth),
+    // unless that leaves cores idle and the software SyncAll exists (Atlas
+    // training / inference): then a run per group at least, each group's
+    // totals go to its own slot of the workspace, and after one SyncAll every
+    // core writes grad_weight / grad_bias of its whole blocks of channels
+    // (softSync; the channel vectors at least two such blocks wide).
+    // The SyncAll costs GM traffic where the single pass moves only its 3 accesses (SoftSyncBytes): it is
+    // taken where that stays within 1 / SP_SOFT_SYNC_SHARE of the activations' bytes.
+    const uint64_t width = in.hasDataCopyPad ? 1 : std::min<uint64_t>(channels, NoPadGroupWidth(in));
+    const uint64_t runs = channels / q, cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    const uint64_t softCores = std::min<uint64_t>(cores, runs);
+    const bool soft = !in.hasDataCopyPad && !in.hasSyncAll && in.hasSoftSyncAll && runs >= 2 &&
+                      channels >= NoPadGroupWidth(in) && runs / CeilDiv(width, q) < softCores &&
+                      SoftSyncBytes(uint32_t(softCores)) * SP_SOFT_SYNC_SHARE <= 3 * outer * inner * channels * eb;
+    const uint64_t minWidth = soft ? q : width;
+    const uint64_t groups = std::max<uint64_t>(1, std::min<uint64_t>(runs / CeilDiv(minWidth, q), cores));
     const uint64_t maxCount = CeilDiv(runs, groups) * q;
-    const uint32_t vecElems = uint32_t(AlignUp(maxCount, VEC_ALIGN));
+    const uint32_t vecElems =
+        uint32_t(AlignUp(soft ? std::max<uint64_t>(maxCount, 2 * NoPadGroupWidth(in)) : maxCount, VEC_ALIGN));
     const uint64_t fixed =
-        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total();
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total() +
+        (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
                                           segSum, vecElems).Total() <= in.ubBytes;
@@ -238,6 +297,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSegSum = segSum;
     t.spSlabRows = slabRows;
+    t.softSync = soft ? 1 : 0;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));
     t.usedCores = uint32_t(groups);
@@ -377,8 +437,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.flatCap = uint32_t(uint64_t(t.tileRows) * t.rowStride);
         t.flatUnits = uint32_t(t.groups > 1 ? uint64_t(t.groups) * uint64_t(outer) : CeilDiv(total, t.flatCap));
     }
-    // Cross-core combine needs SyncAll (Atlas A2 / A3 / 350). Elsewhere each
-    // group's units run on one core, so no core reads another core's partials.
+    // Cross-core combine needs SyncAll (Atlas A2 / A3 / 350; elsewhere the
+    // software one, TrySoftSync). Otherwise each group's units run on one
+    // core, so no core reads another core's partials.
     t.crossCore = in.hasSyncAll ? 1 : 0;
     const uint64_t work = t.crossCore ? std::max<uint64_t>(uint64_t(t.units), uint64_t(t.groups)) : uint64_t(t.groups);
     t.usedCores = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>({work, in.coreNum, MAX_CORES})));
@@ -388,6 +449,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
         TryL2Channels(in, t);
+        TrySoftSync(in, t);
     }
     return "";
 }

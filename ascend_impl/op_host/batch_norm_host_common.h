@@ -92,12 +92,13 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L2, l2Bytes);
     in.l2Bytes = l2Bytes;
     in.coreNum = platform.GetCoreNumAiv();
-    // Atlas training / inference: no DataCopyPad, no SyncAll, no DataCacheCleanAndInvalid,
+    // Atlas training / inference: no DataCopyPad, no hardware SyncAll, no DataCacheCleanAndInvalid,
     // no bfloat16 kernels (op_kernel/batch_norm_backward_kernel.h, BNB_SOC_LEGACY).
     const auto soc = platform.GetSocVersion();
     const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
     in.hasDataCopyPad = !legacy;
     in.hasSyncAll = !legacy;
+    in.hasSoftSyncAll = true;  // SyncAll(gmWorkspace, ubWorkspace, usedCores) on every line (SyncAll.md)
     in.hasDcci = !legacy;
     in.hasBf16 = !legacy;
     in.hasMulAdd = soc != platform_ascendc::SocVersion::ASCEND910;  // dav-c100 has no MulAddDst / FusedMulAdd

@@ -26,6 +26,7 @@ struct SocCaps {
     uint32_t syncAllNs;
     bool dataCopyPad;
     bool syncAll;
+    bool softSyncAll;
     bool dcci;
     bool bf16;
     bool mulAdd;
@@ -50,6 +51,7 @@ constexpr SocCaps SOC_CAPS[] = {
      0u,  // syncAllNs
      false,  // dataCopyPad
      false,  // syncAll
+     true,  // softSyncAll
      false,  // dcci
      false,  // bf16
      false,  // mulAdd
@@ -72,6 +74,7 @@ constexpr SocCaps SOC_CAPS[] = {
      0u,  // syncAllNs
      false,  // dataCopyPad
      false,  // syncAll
+     true,  // softSyncAll
      false,  // dcci
      false,  // bf16
      true,  // mulAdd
@@ -94,6 +97,7 @@ constexpr SocCaps SOC_CAPS[] = {
      2000u,  // syncAllNs
      true,  // dataCopyPad
      true,  // syncAll
+     true,  // softSyncAll
      true,  // dcci
      true,  // bf16
      true,  // mulAdd
@@ -116,6 +120,7 @@ constexpr SocCaps SOC_CAPS[] = {
      2000u,  // syncAllNs
      true,  // dataCopyPad
      true,  // syncAll
+     true,  // softSyncAll
      true,  // dcci
      true,  // bf16
      true,  // mulAdd
@@ -138,6 +143,7 @@ constexpr SocCaps SOC_CAPS[] = {
      2000u,  // syncAllNs
      true,  // dataCopyPad
      true,  // syncAll
+     true,  // softSyncAll
      true,  // dcci
      true,  // bf16
      true,  // mulAdd

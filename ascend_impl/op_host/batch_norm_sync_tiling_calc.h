@@ -18,6 +18,7 @@ inline std::string ComputeSyncTiling(bool reduce, TilingInput in, int64_t counte
     t = BatchNormSyncTilingData{};
     in.training = true;
     in.allowSinglePass = false;  // each step reads grad_out / input once already
+    in.hasSoftSyncAll = false;   // without the hardware SyncAll the steps keep whole groups per core
     in.present |= (1u << SAVE_MEAN) | (1u << SAVE_INVSTD);
     in.present &= (1u << WEIGHT) | (1u << SAVE_MEAN) | (1u << SAVE_INVSTD);
     if (!reduce) {

@@ -8,9 +8,11 @@
 //             this core's share of units / groups / flat regions
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
-//   Process   (SyncAll is used only when the tiling says crossCore and more than
-//             one core runs: once after phase 1, once after the owners'
-//             totals are published; the host then sets schedule mode 1)
+//   Process   (SyncAll is used only when the tiling says crossCore -- or, single
+//             pass, softSync -- and more than one core runs: once after phase 1,
+//             once after the owners' totals are published; the hardware form, or
+//             on Atlas training / inference the software one, KernelState::SyncCores;
+//             the host then sets schedule mode 1)
 //             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
 //             the core's whole channel groups, each read once; otherwise
 //             whole groups per core (crossCore 0, channel-first): both phases
@@ -99,11 +101,7 @@ public:
             return;
         }
         if (reduce && SharedTotals<MODE>(k_) && !OwnTotals<MODE>(k_)) {
-            // The owners' totals (WriteParamGrads) are in the workspace for every core.
-            AscendC::PipeBarrier<PIPE_ALL>();
-#if BNB_SOC_HAS_SYNC_ALL
-            AscendC::SyncAll();
-#endif
+            k_.SyncCores();  // the owners' totals (WriteParamGrads) are in the workspace for every core
         }
         if (reduce) {
             BNB_PERF_COMBINE_END();
@@ -123,10 +121,7 @@ private:
     {
         ReduceUnits(k_.share.unitBegin, k_.share.unitEnd);
         if (k_.t.crossCore && k_.t.usedCores > 1) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-#if BNB_SOC_HAS_SYNC_ALL
-            AscendC::SyncAll();
-#endif
+            k_.SyncCores();
         }
     }
 
@@ -226,26 +221,35 @@ private:
     // while it is still in L2; the round's channels are combined over all
     // cores (CombineShare) and their totals published between the round's two
     // SyncAlls.
+    // softSync (Atlas training / inference: no DataCopyPad, so a core writes a per-channel vector only in
+    // whole blocks of channels, and a round's channels need not be): one SyncAll per round, after which
+    // each core combines the channels its own units of the round touch (CombineOwnChannels, in LoadCoefs);
+    // grad_weight / grad_bias of every channel at the end, in whole blocks of channels per core
+    // (CombineShare), from the partials of all rounds, which the last SyncAll left in the workspace.
     __aicore__ inline void L2Rounds()
     {
-#if BNB_SOC_HAS_SYNC_ALL
         const uint64_t core = AscendC::GetBlockIdx(), cores = k_.t.usedCores, groups = uint64_t(k_.t.groups);
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
             const uint64_t g1 = Min(g0 + k_.t.l2Rounds, groups);
             const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
             const uint64_t b = ub + (ue - ub) * core / cores, e = ub + (ue - ub) * (core + 1) / cores;
+            k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
             ReduceUnits(b, e);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            AscendC::SyncAll();
-            BNB_PERF_COMBINE_BEGIN();
-            // The round's channels combined once, spread over all cores, the totals published.
-            CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            AscendC::SyncAll();
-            BNB_PERF_COMBINE_END();
+            k_.SyncCores();
+            if (!k_.t.softSync) {
+                BNB_PERF_COMBINE_BEGIN();
+                // The round's channels combined once, spread over all cores, the totals published.
+                CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
+                k_.SyncCores();
+                BNB_PERF_COMBINE_END();
+            }
             ApplyUnits(b, e, true);
         }
-#endif
+        if (k_.t.softSync) {
+            BNB_PERF_COMBINE_BEGIN();
+            CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
+            BNB_PERF_COMBINE_END();
+        }
     }
 
     __aicore__ inline uint64_t GroupEnd(uint64_t g1)

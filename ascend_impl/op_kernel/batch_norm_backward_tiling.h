@@ -74,8 +74,9 @@ struct BatchNormBackwardTilingData {
     uint32_t partFloats;   // workspace floats per unit
     uint32_t usedCores;
     uint32_t usePad;       // 1: DataCopyPad for unaligned rows; 0: whole-block DataCopy (+ backtracked tails)
-    uint32_t crossCore;    // 1: a channel's partial sums come from several cores (hardware SyncAll between phases)
-                           // 0: every group's units run on one core (SoCs without SyncAll)
+    uint32_t crossCore;    // 1: a channel's partial sums come from several cores (SyncAll between phases: the
+                           // hardware one, or the software one with softSync)
+                           // 0: every group's units run on one core
     uint32_t shiftLast;    // 1: the last column chunk starts at span - tileCols (whole blocks, overlaps its neighbour)
     uint32_t flat;         // 1: rows shorter than one block; grad_input is written as contiguous regions
     uint32_t hasDcci;      // DataCacheCleanAndInvalid exists (scalar GM writes are flushed with it)
@@ -106,6 +107,10 @@ struct BatchNormBackwardTilingData {
     uint32_t l2Channels;   // two passes, whole groups per core (no SyncAll): > 0 = channels of a group whose
                            // two passes run before the next ones', so their second read follows their first
                            // while it is still in L2; 0: the whole group at once
+    uint32_t softSync;     // 1: the cores meet with the software SyncAll (SyncAll(gmWorkspace, ubWorkspace,
+                           // usedCores); Atlas training / inference, which lack the hardware one): its flags
+                           // follow the totals in the workspace (SyncFlagsOffset), zeroed by every core at the
+                           // launch's start; its UB workspace SyncWorkBytes
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };
@@ -209,18 +214,45 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
 
 // Workspace: `units * partFloats` partial sums, then (cross-core) the
 // finalised totals of every channel, sum_dy then sum_dy_xhat, each
-// TotalsStride floats (no SyncAll flags: the kernel uses the hardware
-// SyncAll, or no cross-core sync at all).
+// TotalsStride floats (single pass with softSync: the groups' totals,
+// StashFloats), then (softSync) the software SyncAll's flags, one 32-byte
+// block per core (SyncAll.md: at least cores x 32 bytes).
 BNB_FN uint64_t TotalsStride(const BatchNormBackwardTilingData &t) { return AlignUp(uint64_t(t.channels), 8); }
 
 BNB_FN uint64_t PartialFloats(const BatchNormBackwardTilingData &t) { return uint64_t(t.units) * t.partFloats; }
 
-// The kernel calls SyncAll (the host then sets schedule mode 1).
-BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t) { return t.crossCore && t.usedCores > 1; }
+// The kernel calls SyncAll, either form (the host then sets schedule mode 1).
+BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
+{
+    return (t.crossCore || t.softSync) && t.usedCores > 1;
+}
+
+// Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
+// its own, for the cores that write grad_weight / grad_bias after the SyncAll.
+BNB_FN uint64_t StashSlotFloats(const BatchNormBackwardTilingData &t) { return AlignUp(t.groupWidth, 8); }
+BNB_FN uint64_t StashFloats(const BatchNormBackwardTilingData &t)
+{
+    return t.strategy == STRATEGY_SINGLE_PASS && t.softSync ? uint64_t(t.groups) * 2 * StashSlotFloats(t) : 0;
+}
+
+// int32 flags of the software SyncAll: one block per core.
+BNB_FN uint32_t SyncFlagInts(uint32_t cores) { return cores * (BLOCK_BYTES / sizeof(int32_t)); }
+// Bytes of either workspace of the software SyncAll (GM flags, UB scratch): cores x 32 (SyncAll.md).
+BNB_FN uint32_t SyncWorkBytes(uint32_t cores) { return cores * BLOCK_BYTES; }
+
+// GM bytes of one launch's software SyncAll on `cores` cores, about: every core zeroes every flag (the
+// kernel-side initialisation) and polls them all at least once.
+BNB_FN uint64_t SoftSyncBytes(uint32_t cores) { return 2ull * cores * SyncWorkBytes(cores); }
+constexpr uint64_t SP_SOFT_SYNC_SHARE = 256;  // single pass: softSync where SoftSyncBytes <= activation bytes / this
+
+BNB_FN uint64_t SyncFlagsOffset(const BatchNormBackwardTilingData &t)
+{
+    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0) + StashFloats(t)) * sizeof(float);
+}
 
 BNB_FN uint64_t WorkspaceBytes(const BatchNormBackwardTilingData &t)
 {
-    return (PartialFloats(t) + (t.crossCore ? 2 * TotalsStride(t) : 0)) * sizeof(float);
+    return SyncFlagsOffset(t) + (t.softSync ? SyncWorkBytes(t.usedCores) : 0);
 }
 
 }  // namespace bnb

@@ -260,10 +260,12 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
 // grad_weight / grad_bias); each combines the few channels its own phase-2 units touch
 // (CombineOwnChannels), so phase 1 is followed by one SyncAll, not two. Not with L2 rounds: a round
 // gives each core a fraction of a channel, whose whole partials it would read again (GM traffic).
+// softSync: also with L2 rounds (one SyncAll per round; no core can publish a round's totals, which
+// need not be whole blocks of channels).
 template <uint32_t MODE, typename T>
 __aicore__ inline bool OwnTotals(const KernelState<T> &k)
 {
-    return SharedTotals<MODE>(k) && ChannelFirst(k.t) && k.t.l2Rounds == 0;
+    return SharedTotals<MODE>(k) && ChannelFirst(k.t) && (k.t.l2Rounds == 0 || k.t.softSync);
 }
 
 // The totals of the channels of group g that units [k.applyBegin, k.applyEnd) touch, from the partials in
@@ -291,6 +293,28 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     SetWaitFlag<AscendC::HardEvent::S_V>();  // the totals before the coefficients (LoadCoefs)
 }
 
+// softSync rounds: the partials CombineOwnChannels will need for group g, issued before the statistics'
+// loads so their latencies overlap (one batch at most; else CombineOwnChannels loads them itself).
+// Returns whether it issued them (the caller waits MTE2_S before the scalar unit reads them).
+template <typename T>
+__aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
+{
+    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
+    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    if (ca >= cb || (cb - ca) * perChannel > uint64_t(PART_HALVES) * SLOTS_PER_LOAD) {
+        return false;
+    }
+    SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
+    SetWaitFlag<AscendC::HardEvent::V_MTE2>();
+    AscendC::DataCopy(k.ub.partUb, k.part[ca * perChannel * UNIT_SLOT_FLOATS],
+                      uint32_t((cb - ca) * perChannel * UNIT_SLOT_FLOATS));
+    k.cachedLo = ca * perChannel;
+    k.cachedHi = cb * perChannel;
+    return true;
+}
+
 template <typename T>
 __aicore__ inline void PublishTotals(KernelState<T> &k, int64_t c0, uint32_t n)
 {
@@ -316,9 +340,14 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
 template <uint32_t MODE, typename T>
 __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
 {
+    const bool prefetched = k.t.softSync && k.t.training && k.coefGroup != g && OwnTotals<MODE>(k) &&
+                            PrefetchOwnPartials(k, g);
     LoadStats(k, g);
     if (k.coefGroup == g) {
         return;
+    }
+    if (prefetched) {
+        SetWaitFlag<AscendC::HardEvent::MTE2_S>();
     }
     ChannelVecs &v = k.ub.v;
     AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
@@ -381,17 +410,29 @@ __aicore__ inline void WriteParamGrads(KernelState<T> &k, int64_t g, bool reduce
     WriteParamRange(k, GroupStart(k.t, g), GroupCount(k.t, g));
 }
 
+// Channels per block of the narrowest per-channel output (grad_weight / grad_bias; the tiling's
+// NoPadGroupWidth): 8 when they are float, else 16.
+template <typename T>
+__aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
+{
+    return IsSame<T, float>::value || k.t.gradParamFloat32 ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+}
+
 // Parallel combine of channels [cb, ce) (channel-first, shared totals): core
 // `core` of the launch combines its even share of them, at most vecElems at a
 // time, from their partials in unit order (the arithmetic of GroupTotals),
 // publishes the totals (L2 rounds; otherwise the coefficients' totals come
 // from CombineOwnChannels) and writes their grad_weight / grad_bias, so no
 // core combines more than ceil((ce - cb) / cores) channels whatever the groups.
+// Without DataCopyPad (vecPad 0) the shares are whole blocks of channels (ShareQuantum; the last share
+// takes the remainder), so no two cores write one block of grad_weight / grad_bias.
 template <uint32_t MODE, typename T>
 __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
 {
-    const uint64_t cores = k.t.usedCores;
-    const uint64_t b = cb + (ce - cb) * core / cores, e = cb + (ce - cb) * (core + 1) / cores;
+    const uint64_t cores = k.t.usedCores, q = k.t.vecPad ? 1 : ShareQuantum(k);
+    const uint64_t runs = (ce - cb) / q > 0 ? (ce - cb) / q : 1;
+    const uint64_t b = Min(ce, cb + q * (runs * core / cores));
+    const uint64_t e = core + 1 == cores ? ce : Min(ce, cb + q * (runs * (core + 1) / cores));
     ChannelVecs &v = k.ub.v;
     // OwnTotals: the partials of the share and of the channels this core's units touch in one copy, when
     // they are one batch (CombineOwnChannels sums its own from UB then).

@@ -3,7 +3,7 @@
 // `spChannels` adjacent channels' complete N x inner slices of grad_out and
 // input in UB at once (a sub-group). Each element of x and dy is read from GM
 // once and grad_input written once: 3 GM accesses per element, no workspace,
-// no SyncAll (nothing crosses cores).
+// no SyncAll (nothing crosses cores; but softSync, below).
 //
 // One sub-group (channels cs .. cs + cnt of group g, lanes s0 .. of the
 // group's channel vectors), UB layout [row][channel][spRowStride] so that one
@@ -35,8 +35,12 @@
 // loads of sub-group i + 1 are issued right after the reduce of sub-group i,
 // so MTE2 streams while V and MTE3 finish sub-group i.
 // grad_weight / grad_bias of the group are written once after its last
-// sub-group (WriteParamGrads). The sums are over whole channels in a
-// fixed order, so the result does not depend on the number of cores.
+// sub-group (WriteParamGrads); with softSync (Atlas training / inference,
+// groups narrower than a block of the per-channel vectors) the group's totals
+// go to its workspace slot instead (Stash), and after the software SyncAll
+// each core writes its whole blocks of channels (WriteShare). The sums are
+// over whole channels in a fixed order, so the result does not depend on the
+// number of cores.
 #ifndef BATCH_NORM_KERNEL_SINGLE_PASS_H
 #define BATCH_NORM_KERNEL_SINGLE_PASS_H
 #include "batch_norm_kernel_phases.h"
@@ -523,6 +527,12 @@ public:
             Group(k, int64_t(g));
         }
         Release();
+        if (k.t.softSync) {
+            k.SyncCores();  // every group's totals are in the workspace
+            BNB_PERF_COMBINE_BEGIN();
+            WriteShare(k);
+            BNB_PERF_COMBINE_END();
+        }
     }
 
 private:
@@ -586,7 +596,71 @@ private:
         AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
         AscendC::PipeBarrier<PIPE_ALL>();  // the totals before their copies (once per group)
         k.coefGroup = -1;
-        WriteParamGrads<MODE_FULL>(k, g, false);
+        if (k.t.softSync) {
+            Stash(k, g);
+        } else {
+            WriteParamGrads<MODE_FULL>(k, g, false);
+        }
+    }
+
+    // softSync: group g's totals to its slot of the workspace (whole blocks, the slot its own).
+    __aicore__ inline void Stash(KernelState<T> &k, int64_t g)
+    {
+        const uint64_t slot = StashSlotFloats(k.t);
+        const uint32_t n = uint32_t(AlignUp(GroupCount(k.t, g), SLOT_FLOATS));
+        AscendC::DataCopy(k.stash[uint64_t(g) * 2 * slot], k.ub.v.totDy, n);
+        AscendC::DataCopy(k.stash[(uint64_t(g) * 2 + 1) * slot], k.ub.v.totDyx, n);
+        AscendC::PipeBarrier<PIPE_ALL>();  // landed before the next group's totals overwrite the lanes
+    }
+
+    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, whole
+    // blocks of them (ShareQuantum; the last core takes the remainder), at most vecElems at a time (a
+    // multiple of the block, at least two: no chunk but the last shorter than a block), gathered from
+    // the slots of the groups they belong to by the scalar unit.
+    __aicore__ inline void WriteShare(KernelState<T> &k)
+    {
+        const uint64_t core = AscendC::GetBlockIdx(), cores = k.t.usedCores, c = uint64_t(k.t.channels);
+        const uint64_t q = ShareQuantum(k), blocks = c / q > 0 ? c / q : 1;
+        const uint64_t b = Min(c, q * (blocks * core / cores));
+        const uint64_t e = core + 1 == cores ? c : Min(c, q * (blocks * (core + 1) / cores));
+        const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
+        ChannelVecs &v = k.ub.v;
+        for (uint64_t c0 = b; c0 < e; c0 += vec) {
+            uint64_t n = Min(vec, e - c0);
+            if (e - c0 - n > 0 && e - c0 - n < q) {
+                n -= q;  // the rest (then more than a block, at most two) is the last chunk
+            }
+            const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
+            // The chunk's slots are contiguous: one copy into partUb (unused by the single pass) where they fit.
+            const uint64_t span = uint64_t(g1 - g0 + 1) * 2 * slot;
+            const bool together = span <= k.ub.partUb.GetSize();
+            if (together) {
+                AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(span));
+                SetWaitFlag<HardEvent::MTE2_S>();
+            }
+            for (int64_t g = g0; g <= g1; ++g) {
+                const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+                LocalTensor<float> dy = v.coefB, dyx = v.coefK;
+                if (together) {
+                    dy = k.ub.partUb[uint32_t(uint64_t(g - g0) * 2 * slot)];
+                    dyx = k.ub.partUb[uint32_t((uint64_t(g - g0) * 2 + 1) * slot)];
+                } else {
+                    const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
+                    AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
+                    AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
+                    SetWaitFlag<HardEvent::MTE2_S>();
+                }
+                for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
+                    v.totDy.SetValue(uint32_t(ch - c0), dy.GetValue(uint32_t(ch - gs)));
+                    v.totDyx.SetValue(uint32_t(ch - c0), dyx.GetValue(uint32_t(ch - gs)));
+                }
+                if (!together) {
+                    SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
+                }
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            WriteParamRange(k, int64_t(c0), uint32_t(n));
+        }
     }
 
     // Event id of chunk c of buffer buf.

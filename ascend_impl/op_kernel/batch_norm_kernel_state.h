@@ -120,6 +120,10 @@ struct KernelState {
     GlobalTensor<float> gradF[CHANNEL_OUTS];      // ... or as float
     GlobalTensor<float> part;                     // workspace: the units' partial sums
     GlobalTensor<float> totals;                   // workspace (cross-core): every channel's totals, by their owners
+    GlobalTensor<float> stash;                    // workspace (single pass, softSync): each group's totals
+    GlobalTensor<int32_t> syncGm;                 // workspace (softSync): the software SyncAll's flags
+    AscendC::TBuf<AscendC::TPosition::VECCALC> syncBuf;
+    LocalTensor<int32_t> syncUb;                  // softSync: the software SyncAll's UB workspace
     bool present[PARAM_COUNT];
     uint64_t total = 0;                           // elements of grad_out
     CoreShare share;
@@ -153,6 +157,9 @@ struct KernelState {
             totals.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t),
                                    2 * TotalsStride(t));
         }
+        if (StashFloats(t) > 0) {
+            stash.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t), StashFloats(t));
+        }
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);
         ub.Init(pipe, plan);
@@ -161,6 +168,39 @@ struct KernelState {
         for (uint32_t h = 0; h < PART_HALVES; ++h) {
             partEvent[h] = pipe.template AllocEventID<AscendC::HardEvent::MTE3_V>();
         }
+        if (t.softSync) {
+            InitSoftSync(workspace);
+        }
+    }
+
+    // The software SyncAll's workspaces. Its GM flags must be zero before the first call and the
+    // framework's workspace is not (SyncAll.md: zero it on the host, or on every core in the kernel,
+    // the whole of it): every core zeroes all of them here; a core still polling its first call
+    // re-writes its own flag, so a later core's zeroing cannot lose it, and the flags count the calls,
+    // so the launch's later calls need no zeroing.
+    __aicore__ inline void InitSoftSync(GM_ADDR workspace)
+    {
+        const uint32_t ints = SyncFlagInts(t.usedCores);
+        syncGm.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(workspace + SyncFlagsOffset(t)), ints);
+        pipe.InitBuffer(syncBuf, SyncWorkBytes(t.usedCores));
+        syncUb = syncBuf.Get<int32_t>();
+        AscendC::Duplicate(syncBuf.Get<float>(), 0.0f, int32_t(ints));  // +0.0f: all bits zero
+        SetWaitFlag<AscendC::HardEvent::V_MTE3>();
+        AscendC::DataCopy(syncGm, syncUb, ints);
+    }
+
+    // Every core of the launch has reached this point: the hardware SyncAll, or the software one
+    // (softSync: Atlas training / inference). Either orders every pipe first.
+    __aicore__ inline void SyncCores()
+    {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        if (t.softSync) {
+            AscendC::SyncAll(syncGm, syncUb, int32_t(t.usedCores));
+            return;
+        }
+#if BNB_SOC_HAS_SYNC_ALL
+        AscendC::SyncAll();
+#endif
     }
 
     // Before V writes batch h again: its copy to GM is done.

@@ -20,7 +20,9 @@
 //   units, so one channel's partials may come from several cores; the
 //   hardware SyncAll() separates phase 1 from the combine, and core i then
 //   finalises groups i, i + cores, ...
-//   whole groups (ascend910 / ascend310p, no SyncAll): every core takes a
+//   ascend910 / ascend310p with the software SyncAll (tiling softSync) take
+//   the cross-core split too.
+//   whole groups (ascend910 / ascend310p otherwise): every core takes a
 //   contiguous run of groups and all their units, so it only ever combines
 //   partial sums it wrote itself.
 // Partials are always combined in unit order, so the result does not depend

@@ -8,7 +8,7 @@
 // What the core offers, from the device compiler's architecture macro:
 // __NPU_ARCH__ 1001 (dav-c100, ascend910) and 2002 (dav-m200, ascend310p) are
 // Atlas training / inference; older toolkits say __CCE_AICORE__ 100 / 200.
-// Those cores have no hardware SyncAll, no DataCacheCleanAndInvalid, no
+// Those cores have no hardware SyncAll (the software one, yes), no DataCacheCleanAndInvalid, no
 // DataCopyPad(Local, Global, DataCopyExtParams, DataCopyPadExtParams) (dav-c100)
 // and no float <-> bfloat16 Cast, so the calls are compiled out there (the host
 // tiling never asks for them on those SoCs). Without either macro (the
@@ -21,6 +21,10 @@
 #define BNB_SOC_LEGACY 0
 #endif
 #define BNB_SOC_HAS_SYNC_ALL (!BNB_SOC_LEGACY)
+// The software SyncAll(gmWorkspace, ubWorkspace, usedCores): on every line (SoftSyncAllImpl in the
+// dav-c100, dav-m200, dav-c220 and dav-3510 headers); the tiling asks for it (softSync) only where
+// the hardware one is missing.
+#define BNB_SOC_HAS_SOFT_SYNC_ALL 1
 #define BNB_SOC_HAS_DCCI (!BNB_SOC_LEGACY)
 #define BNB_SOC_HAS_DATA_COPY_PAD (!BNB_SOC_LEGACY)
 #define BNB_SOC_HAS_BF16 (!BNB_SOC_LEGACY)

@@ -30,7 +30,7 @@ struct BnbPerfCore {
 // The tiling's choices.
 struct BnbPerfTiling {
     int64_t strategy, usedCores, crossCore, spChannels, groups, units, workspaceBytes, l2Rounds, groupWidth,
-        l2Channels;
+        l2Channels, softSync;
 };
 
 namespace {
@@ -102,6 +102,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.coreNum = caps->vectorCores;
         in.hasDataCopyPad = caps->dataCopyPad;
         in.hasSyncAll = caps->syncAll;
+        in.hasSoftSyncAll = caps->softSyncAll;
         in.hasDcci = caps->dcci;
         in.hasBf16 = caps->bf16;
         in.hasMulAdd = caps->mulAdd;
@@ -119,7 +120,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
             return 1;
         }
         *tilingOut = {t.strategy, t.usedCores, t.crossCore, t.spChannels, t.groups, t.units,
-                      int64_t(bnb::WorkspaceBytes(t)), t.l2Rounds, t.groupWidth, t.l2Channels};
+                      int64_t(bnb::WorkspaceBytes(t)), t.l2Rounds, t.groupWidth, t.l2Channels, t.softSync};
 
         const uint64_t total = uint64_t(t.outer) * uint64_t(t.channels) * uint64_t(t.inner);
         const uint64_t bytes = total * bnb::DtypeBytes(in.dtype);

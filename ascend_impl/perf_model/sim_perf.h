@@ -373,13 +373,16 @@ inline void SyncAllArrive()
     while (cur < ps && !slot.compare_exchange_weak(cur, ps)) {
     }
 }
-inline void SyncAllLeave()
+// `hardware`: the hardware SyncAll's figure (syncAllNs) is added; the software form costs only the GM
+// round trips the CPU build counts around it.
+inline void SyncAllLeave(bool hardware = true)
 {
     if (!On()) {
         return;
     }
     Core &c = ThisCore();
-    const double t = double(ThisLaunch()->syncPs[c.syncGen % SYNC_SLOTS].load()) / 1000.0 + ThisLaunch()->syncAllNs;
+    const double t = double(ThisLaunch()->syncPs[c.syncGen % SYNC_SLOTS].load()) / 1000.0 +
+                     (hardware ? ThisLaunch()->syncAllNs : 0.0);
     c.epochBytes += ThisLaunch()->syncBytes[c.syncGen % SYNC_SLOTS].load();
     c.sinceSync = 0;
     ++c.syncGen;

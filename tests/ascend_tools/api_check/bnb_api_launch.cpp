@@ -109,6 +109,7 @@ int main(int argc, char **argv)
     ti.coreNum = uint32_t(h[H_CORE_NUM] > 0 ? h[H_CORE_NUM] : 1);
     ti.hasDataCopyPad = BNB_SOC_HAS_DATA_COPY_PAD;
     ti.hasSyncAll = BNB_SOC_HAS_SYNC_ALL;
+    ti.hasSoftSyncAll = BNB_SOC_HAS_SOFT_SYNC_ALL;
     ti.hasDcci = BNB_SOC_HAS_DCCI;
     ti.hasBf16 = BNB_SOC_HAS_BF16;
     ti.hasMulAdd = BNB_SOC_HAS_MUL_ADD;
@@ -130,9 +131,10 @@ int main(int argc, char **argv)
     const bnb::BatchNormBackwardTilingData &t = mode == MODE_FULL ? full : sync.base;
     const uint64_t wsBytes = mode == MODE_FULL ? bnb::WorkspaceBytes(full)
                                                : bnb::SyncWorkspaceBytes(mode == MODE_REDUCE, sync);
-    std::printf("ub_bytes=%u used_cores=%u layout=%u units=%lld groups=%lld use_pad=%u cross_core=%u flat=%u shift_last=%u\n",
+    std::printf("ub_bytes=%u used_cores=%u layout=%u units=%lld groups=%lld use_pad=%u cross_core=%u flat=%u shift_last=%u "
+                "soft_sync=%u\n",
                 ti.ubBytes, t.usedCores, t.layout, (long long)t.units, (long long)t.groups, t.usePad, t.crossCore, t.flat,
-                t.shiftLast);
+                t.shiftLast, t.softSync);
     std::fflush(stdout);
 
     // Inputs and outputs in shared GM; outputs start as 0xFF bytes (NaN), so
@@ -158,7 +160,7 @@ int main(int argc, char **argv)
     for (int o = 0; o < O_COUNT; ++o) {
         if (outBytes[o]) gmOut[o] = SharedAlloc(outBytes[o], 0xFF);
     }
-    uint8_t *workspace = SharedAlloc(wsBytes + 32, 0);
+    uint8_t *workspace = SharedAlloc(wsBytes + 32, 0xA5);  // garbage, as the framework's workspace holds
     uint8_t *tiling = SharedAlloc(sizeof(sync), 0);
     if (mode == MODE_FULL) {
         std::memcpy(tiling, &full, sizeof(full));

@@ -158,6 +158,14 @@ __aicore__ inline void Pipes(GM_ADDR workspace)
     SyncAll();
     SyncAll<true>();
 #endif
+#if BNB_SOC_HAS_SOFT_SYNC_ALL
+    GlobalTensor<int32_t> flags;
+    flags.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(workspace), uint64_t(64));
+    LocalTensor<int32_t> flagsUb = calc.Get<int32_t>();
+    DataCopy(flags, flagsUb, uint32_t(64));
+    SyncAll(flags, flagsUb, int32_t(1));
+    SyncAll<true>(flags, flagsUb);
+#endif
     pipe.Destroy();
 }
 }  // namespace probe

@@ -101,7 +101,8 @@ struct Soc {
     uint32_t coreNum;       // vector cores
     bool hasDataCopyPad;    // DataCopyPad exists (not on Atlas training / Atlas inference AI Core)
     bool hasBf16;
-    bool hasSyncAll;        // SyncAll (soft and hard forms): Atlas A2 / A3 / 350 only
+    bool hasSyncAll;        // the hardware SyncAll(): Atlas A2 / A3 / 350 only
+    bool hasSoftSyncAll;    // the software SyncAll(gmWorkspace, ubWorkspace, usedCores): every line here
     bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
     bool hasMulAdd;         // MulAddDst / FusedMulAdd: not on dav-c100 (ascend910)
     bool hasReduceRepeat;   // ReduceRepeat<SUM> on float: not on Atlas training (ascend910, half only)
@@ -129,7 +130,7 @@ inline const std::vector<Soc> &Socs()
         std::vector<Soc> t;
         for (const auto &c : bnb::SOC_CAPS) {
             t.push_back({c.name, NpuArchOf(c.name), c.ubBytes, c.vectorCores, c.dataCopyPad, c.bf16, c.syncAll,
-                         c.dcci, c.mulAdd, c.reduceRepeat, c.blockCopy});
+                         c.softSyncAll, c.dcci, c.mulAdd, c.reduceRepeat, c.blockCopy});
         }
         return t;
     }();

@@ -107,6 +107,7 @@ struct SimCore {
     int kernelType = -1;      // set by KERNEL_TASK_TYPE_DEFAULT
     bnb_hazards::CoreTracker pipes;  // this core's pipes (hazard tracker)
     uint32_t epoch = 0;              // SyncAll calls so far
+    uint32_t softSyncs = 0;          // software SyncAll calls so far (what this core's flag must hold)
     uint32_t scheduleMode = 0;       // the launch's TilingContext::SetScheduleMode (1: batch mode)
 
     void Reset(const SimSoc &s, uint32_t ubSize, uint32_t idx, uint32_t num)
@@ -122,6 +123,7 @@ struct SimCore {
         kernelType = -1;
         pipes.Reset();
         epoch = 0;
+        softSyncs = 0;
         scheduleMode = 0;
         barrier = nullptr;
         alone.Clear();

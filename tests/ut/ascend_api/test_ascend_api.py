@@ -163,6 +163,21 @@ def test_tiny_ub_many_tiles_many_cores(launcher, soc):
         assert first["used_cores"] == last["used_cores"] == 4
 
 
+@pytest.mark.parametrize("soc", LEGACY)
+def test_soft_sync_all_splits_channels(launcher, soc):
+    """Atlas training / inference: the headers' software SyncAll (SoftSyncAllImpl, flags in the
+    workspace, which the launcher hands over as garbage and every core zeroes) lets a channel's units
+    run on several cores: values against the reference, the same bits as on one core."""
+    for dtype in ("float32", "float16"):
+        info = check(launcher, soc, (4, 16, 32, 32), False, dtype, True, cores=3, ub_bytes=20 * 1024)
+        assert info["cross_core"] == 1 and info["soft_sync"] == 1 and info["used_cores"] == 3
+    args = make_inputs((4, 16, 32, 32), False, "float32")
+    got = [apilib.run(launcher(soc), "full", args["grad_out"], args["x"], args["params"], ub_bytes=20 * 1024,
+                      cores=n)[0] for n in (1, 3)]
+    for a, b in zip(got[0], got[1]):
+        assert np.array_equal(a, b)
+
+
 def test_deterministic_for_any_core_count(launcher):
     args = make_inputs((4, 3, 999), False, "float32")
     got = [apilib.run(launcher("ascend910b"), "full", args["grad_out"], args["x"], args["params"],

@@ -31,6 +31,32 @@ GlobalTensor<float> Gm(float *p = g_gm, uint64_t n = 4096)
     return g;
 }
 
+// The software SyncAll's workspaces: `gmInts` int32 flags in GM, `ubBytes` of UB in `pos`.
+alignas(64) int32_t g_flags[64 * 8];
+template <TPosition pos = TPosition::VECCALC>
+struct SoftSync {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> data;
+    TBuf<pos> work;
+    GlobalTensor<int32_t> gm;
+    SoftSync(uint32_t gmInts, uint32_t ubBytes)
+    {
+        pipe.InitBuffer(data, 8192);
+        pipe.InitBuffer(work, ubBytes);
+        gm.SetGlobalBuffer(g_flags, gmInts);
+    }
+    LocalTensor<int32_t> Ub() { return work.template Get<int32_t>(); }
+    LocalTensor<float> F(uint32_t n) { return data.Get<float>(n); }
+    // Every core zeroes every flag (SyncAll.md's kernel-side initialisation).
+    void Zero()
+    {
+        Duplicate(work.template Get<float>(), 0.0f, int32_t(gm.GetSize()));
+        SetFlag<HardEvent::V_MTE3>(0);
+        WaitFlag<HardEvent::V_MTE3>(0);
+        DataCopy(gm, Ub(), uint32_t(gm.GetSize()));
+    }
+};
+
 using Case = std::function<void(uint32_t core)>;
 const std::map<std::string, Case> &Cases()
 {
@@ -247,6 +273,58 @@ const std::map<std::string, Case> &Cases()
              if (core == 1) {
                  (void)Gm().GetValue(1);  // PROBE cross_core_scalar_stale
              }
+         }},
+        // ---- the software SyncAll (SyncAll.md, 软同步), 2 cores ----
+        {"soft_sync_orders_gm_ok", [](uint32_t core) {
+             SoftSync<> s(16, 64);
+             s.Zero();
+             LocalTensor<float> a = s.F(1024);
+             if (core == 0) {
+                 Duplicate(a, 3.0f, 64);
+                 PipeBarrier<PIPE_ALL>();
+                 DataCopy(Gm(), a, 64);
+             }
+             SyncAll(s.gm, s.Ub(), 2);
+             if (core == 1) {
+                 DataCopy(a, Gm(), 64);
+             }
+             SyncAll(s.gm, s.Ub(), 2);  // a second call in the launch: the flags count, no new zeroing
+             if (core == 0) {
+                 DataCopy(Gm(), a, 64);
+             }
+         }},
+        {"soft_sync_race", [](uint32_t core) {
+             SoftSync<> s(16, 64);
+             s.Zero();
+             LocalTensor<float> a = s.F(1024);
+             SyncAll(s.gm, s.Ub(), 2);
+             Duplicate(a, float(core + 1), 64);
+             PipeBarrier<PIPE_ALL>();
+             DataCopy(Gm(), a, 64);  // PROBE soft_sync_race
+         }},
+        {"soft_sync_not_zeroed", [](uint32_t core) {
+             SoftSync<> s(16, 64);
+             if (core == 0) {
+                 for (int32_t &f : g_flags) f = 0x5A5A5A5A;  // what a fresh workspace may hold
+             }
+             SyncAll(s.gm, s.Ub(), 1);  // PROBE soft_sync_not_zeroed
+         }},
+        {"soft_sync_gm_small", [](uint32_t) {
+             SoftSync<> s(8, 64);
+             s.Zero();
+             SyncAll(s.gm, s.Ub(), 2);  // PROBE soft_sync_gm_small
+         }},
+        {"soft_sync_ub_small", [](uint32_t) {
+             SoftSync<> s(16, 32);
+             SyncAll(s.gm, s.Ub(), 2);  // PROBE soft_sync_ub_small
+         }},
+        {"soft_sync_ub_position", [](uint32_t) {
+             SoftSync<TPosition::A1> s(16, 64);
+             SyncAll(s.gm, s.Ub(), 2);  // PROBE soft_sync_ub_position
+         }},
+        {"soft_sync_used_cores", [](uint32_t) {
+             SoftSync<> s(24, 96);
+             SyncAll(s.gm, s.Ub(), 3);  // PROBE soft_sync_used_cores
          }},
     };
     return cases;

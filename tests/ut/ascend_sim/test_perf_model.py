@@ -173,14 +173,14 @@ def test_whole_channels_per_core(lib, shape, dtype):
     assert [k.act_write_bytes for k in r.cores] == [n * eb * r.elements // c for n in per_core_channels]
 
 
-@pytest.mark.parametrize("soc,shape,dtype,cores", [("ascend910", (32, 64, 56, 56), "float32", 8),
-                                                   ("ascend910", (32, 256, 56, 56), "float16", 16),
+@pytest.mark.parametrize("soc,shape,dtype,cores", [("ascend910", (32, 256, 28, 28), "float32", 32),
+                                                   ("ascend910", (32, 512, 28, 28), "float16", 32),
                                                    ("ascend310p", (32, 128, 56, 56), "float16", 8)])
 def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
-    """No SyncAll: each core's groups are whole (8 float32 / 16 float16 channels), too large for a third
-    of L2 on every core at once; both passes run l2_channels channels of a group at a time, so the
-    second reads are L2 hits."""
-    r = ascend_model.run(lib, soc, shape, dtype)
+    """No SyncAll between the passes, every core busy (whole groups of 8 float32 / 16 float16 channels
+    per core; two passes asked for): the groups are too large for a third of L2 on every core at once;
+    both passes run l2_channels channels of a group at a time, so the second reads are L2 hits."""
+    r = ascend_model.run(lib, soc, shape, dtype, two_pass=True)
     eb = ascend_model.DTYPES[dtype][1]
     caps = ascend_model.capabilities()[soc]
     per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
@@ -190,6 +190,27 @@ def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
     assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 3
     assert all(k.sync_alls == 0 for k in r.cores)
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
+
+
+@pytest.mark.parametrize("soc,shape,dtype", [("ascend910", (32, 64, 112, 112), "float32"),
+                                             ("ascend910", (32, 64, 56, 56), "float16"),
+                                             ("ascend310p", (32, 64, 56, 56), "float32")])
+def test_soft_sync_rounds(lib, soc, shape, dtype):
+    """Atlas training / inference: whole groups would leave cores idle (a 64-channel layer: 8 cores in
+    float32, 4 with 16-bit parameters) and read the second pass from GM; with the software SyncAll the
+    channels are split over every core in L2 rounds (a third of L2 each), one software SyncAll per
+    round, so the second reads are L2 hits."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()[soc]
+    per_channel = 2 * eb * r.elements // shape[1]
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.cross_core == 1 and t.soft_sync == 1
+    assert t.used_cores == caps["vector_cores"] and t.l2_rounds > 0
+    assert per_channel * t.group_width * t.l2_rounds <= caps["l2_bytes"] // 3
+    rounds = -(-t.groups // t.l2_rounds)
+    assert all(k.sync_alls == rounds for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.25  # partials, flags, vectors
 
 
 @pytest.mark.slow

@@ -308,8 +308,10 @@ BNB_STUB_GETTER(conv_f322s32c)
 BNB_STUB_GETTER(conv_f322s32f)
 BNB_STUB_GETTER(conv_f322s32r)
 BNB_STUB_GETTER(get_arch_ver)
-BNB_STUB_GETTER(get_block_idx)
-BNB_STUB_GETTER(get_block_num)
+// The core's identity, as the CPU-debug runtime sets it per core (bnb_stub_runtime.cpp): the headers'
+// software SyncAll (SoftSyncAllImpl) reads it through these.
+inline int64_t get_block_idx() { return block_idx; }
+inline int64_t get_block_num() { return block_num; }
 
 BNB_STUB_GETTER(get_icache_prl_st)
 BNB_STUB_GETTER(get_max_min_cnt)

@@ -1,0 +1,167 @@
+"""The software SyncAll (SyncAll(gmWorkspace, ubWorkspace, usedCores), SyncAll.md 软同步) in the CPU
+build and the launches that use it (tiling softSync): on Atlas training / inference (ascend910,
+ascend310p), which lack the hardware SyncAll, BatchNormBackward in training splits channels across
+cores like the lines that have it. Each documented rule refuses a bad call; the flags order GM
+accesses across cores; a kernel that does not zero the flags fails; values against the float64
+reference with channels split across cores (with and without the L2 rounds), and the same bits for
+any core count."""
+import shutil
+
+import numpy as np
+import pytest
+
+import simlib
+from test_kernel_sim import ALL_MASKS, check, make_inputs
+
+pytestmark = pytest.mark.ascend_sim
+
+PROBES = simlib.HERE / "sim_rule_probes.cpp"
+LEGACY = ["ascend910", "ascend310p"]
+
+REFUSED = [
+    # case, cores, words the message must hold
+    ("soft_sync_race", 2, ["DataCopy UB->GM", "cross-core GM race"]),
+    ("soft_sync_not_zeroed", 1, ["gmWorkspace not zero before its first use", "holds 1515870810"]),
+    ("soft_sync_gm_small", 2, ["gmWorkspace of 32 bytes", "at least cores x 32 = 64"]),
+    ("soft_sync_ub_small", 2, ["ubWorkspace of 32 bytes", "at least cores x 32 = 64"]),
+    ("soft_sync_ub_position", 2, ["ubWorkspace must be in VECIN, VECCALC or VECOUT"]),
+    ("soft_sync_used_cores", 2, ["usedCores 3 exceeds the launch's block dim 2"]),
+]
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("case,cores,words", REFUSED, ids=[c[0] for c in REFUSED])
+def test_soft_sync_rule_fires_with_its_source_line(sim, soc, case, cores, words):
+    msg = simlib.rule_probe(sim, case, soc=soc, cores=cores)
+    assert msg is not None, f"{case} ran clean"
+    for w in words:
+        assert w in msg, (w, msg)
+    assert msg.endswith(f"sim_rule_probes.cpp:{simlib.probe_line(PROBES, case)}"), msg
+
+
+@pytest.mark.parametrize("soc", simlib.SOCS)
+def test_soft_sync_orders_gm_across_cores(sim, soc):
+    """Zeroed by every core, two calls in one launch: a write before the call and a read after it on
+    another core do not race (the hardware form is refused on Atlas training / inference)."""
+    assert simlib.rule_probe(sim, "soft_sync_orders_gm_ok", soc=soc, cores=2) is None
+
+
+def _same_bits_over_cores(sim, soc, shape, dtype, core_counts, strategy, **kw):
+    """The same bits on every core count; the first (one core) without the sync, the last with it."""
+    args = make_inputs(shape, False, dtype)
+    outs, soft = [], []
+    for cores in core_counts:
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores, **kw)
+        assert info.strategy == simlib.STRATEGIES[strategy]
+        outs.append(got)
+        soft.append(info.soft_sync)
+    assert soft[0] == 0 and soft[-1] == 1
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
+def _soft_info(info, cores):
+    assert info.soft_sync == 1 and info.cross_core == 1 and info.used_cores == cores, info
+    return info
+
+
+# (shape, l2_bytes): channels split across 8 cores; with an L2 the rounds (one software SyncAll each).
+SPLITS = [((4, 16, 32, 32), 0), ((4, 16, 32, 32), 64 * 1024), ((2, 20, 16, 64), 0), ((2, 20, 16, 64), 96 * 1024)]
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,l2", SPLITS)
+def test_split_channels_values(sim, soc, dtype, shape, l2):
+    info = check(sim, shape, False, dtype, True, soc=soc, cores=8, two_pass=True, l2_bytes=l2)
+    _soft_info(info, 8)
+    assert (info.l2_rounds > 0) == (l2 > 0)
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("params", [dict(param_float32=("weight", "save_mean", "save_invstd")),
+                                    dict(grad_param_float32=True),
+                                    dict(param_float32=("save_invstd",), grad_param_float32=True)])
+def test_split_channels_mixed_parameter_types(sim, soc, params):
+    for l2 in (0, 64 * 1024):
+        _soft_info(check(sim, (4, 16, 32, 32), False, "float16", True, soc=soc, cores=8, two_pass=True, l2_bytes=l2,
+                         **params), 8)
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("mask", ALL_MASKS)
+@pytest.mark.parametrize("training", [True, False])
+def test_every_mask_and_mode(sim, soc, mask, training):
+    """Training with grad_input splits channels across cores; every other case keeps whole groups
+    per core; all match the reference."""
+    info = check(sim, (4, 16, 32, 32), False, "float32", training, mask, soc=soc, cores=8, two_pass=True,
+                 l2_bytes=64 * 1024)
+    assert info.soft_sync == int(training and mask[0])
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("l2", [0, 64 * 1024])
+def test_same_bits_for_any_core_count(sim, soc, dtype, l2):
+    """The sums are formed in unit order whatever the cores: 1 core (whole groups, no sync), 2, 3, 5
+    and 8 cores (channels split, the software SyncAll) give the same bits."""
+    _same_bits_over_cores(sim, soc, (4, 16, 32, 32), dtype, (1, 2, 3, 5, 8), "two_pass", two_pass=True, l2_bytes=l2)
+
+
+def test_kernel_without_the_zeroing_fails(tmp_path):
+    """A copy of the kernel whose launch does not zero the flags is refused by its first SyncAll (the
+    workspace the launcher hands over holds garbage, as the framework's does)."""
+    kdir = tmp_path / "op_kernel"
+    shutil.copytree(simlib.ROOT / "ascend_impl" / "op_kernel", kdir)
+    state = kdir / "batch_norm_kernel_state.h"
+    src = state.read_text()
+    zeroing = "AscendC::DataCopy(syncGm, syncUb, ints);"
+    assert src.count(zeroing) == 1
+    state.write_text(src.replace(zeroing, ""))
+    lib = simlib.build(cache_dir=tmp_path / "cache", kernel_dir=kdir, units=[simlib.HERE / "sim_launch.cpp"],
+                       opt="-O1")
+    args = make_inputs((4, 16, 32, 32), False, "float32")
+    with pytest.raises(simlib.SimError, match="gmWorkspace not zero before its first use"):
+        simlib.run(lib, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                   args["save_invstd"], soc="ascend910", cores=8, two_pass=True)
+
+
+# Single pass: without DataCopyPad a group was at least one block of the per-channel vectors (8 float32 /
+# 16 16-bit channels), so these ran on 1-2 of 4 cores; with the software SyncAll every core takes a group
+# (packed runs of channels too), the groups' totals go through the workspace and each core writes its
+# whole blocks of grad_weight / grad_bias after the SyncAll. (shape, dtype): big enough that the sync's
+# traffic stays within 1 / 256 of the activations' (the tiling's rule).
+SINGLE = [((16, 16, 16, 16), "float32"), ((16, 24, 14, 14), "float32"), ((24, 20, 8, 16), "float32"),
+          ((16, 32, 16, 16), "float16"), ((16, 24, 14, 14), "float16"), ((24, 20, 8, 16), "float16")]
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("shape,dtype", SINGLE)
+@pytest.mark.parametrize("training", [True, False])
+def test_single_pass_split_groups_values(sim, soc, shape, dtype, training):
+    info = check(sim, shape, False, dtype, training, soc=soc, cores=4, two_pass=False)
+    assert info.strategy == simlib.STRATEGIES["single_pass"] and info.soft_sync == 1 and info.used_cores == 4
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("mask", ALL_MASKS)
+def test_single_pass_split_groups_masks(sim, soc, mask):
+    for dtype, kw in (("float32", {}), ("float16", dict(grad_param_float32=True)),
+                      ("float16", dict(param_float32=("weight", "save_invstd")))):
+        info = check(sim, (16, 24, 14, 14), False, dtype, True, mask, soc=soc, cores=4, two_pass=False, **kw)
+        assert info.soft_sync == 1
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("shape,dtype", [((16, 24, 14, 14), "float32"), ((16, 32, 16, 16), "float16")])
+def test_single_pass_same_bits_for_any_core_count(sim, soc, shape, dtype):
+    _same_bits_over_cores(sim, soc, shape, dtype, (1, 2, 3, 4), "single_pass")
+
+
+def test_single_pass_keeps_block_groups_where_the_sync_costs_too_much(sim):
+    """A small tensor: the software SyncAll's traffic would exceed 1 / 256 of the activations', so the
+    groups stay whole blocks of channels (fewer cores, no sync)."""
+    info = check(sim, (4, 16, 8, 8), False, "float32", True, soc="ascend910", cores=8, two_pass=False)
+    assert info.strategy == simlib.STRATEGIES["single_pass"] and info.soft_sync == 0 and info.used_cores == 2
