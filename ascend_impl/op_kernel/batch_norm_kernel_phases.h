@@ -268,16 +268,28 @@ __aicore__ inline bool OwnTotals(const KernelState<T> &k)
     return SharedTotals<MODE>(k) && ChannelFirst(k.t) && (k.t.l2Rounds == 0 || k.t.softSync);
 }
 
+// The channels [*ca, *cb) of group g that units [k.applyBegin, k.applyEnd) touch (empty when *ca >= *cb),
+// and the units per channel.
+template <typename T>
+__aicore__ inline uint64_t OwnChannels(const KernelState<T> &k, int64_t g, uint64_t *ca, uint64_t *cb)
+{
+    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
+    *ca = first > gs ? first : gs;
+    *cb = end < ge ? end : ge;
+    return perChannel;
+}
+
 // The totals of the channels of group g that units [k.applyBegin, k.applyEnd) touch, from the partials in
 // GM (after the SyncAll that ended their phase 1) into their lanes: the arithmetic of GroupTotals, so the
 // same bits on any core.
 template <typename T>
 __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
 {
-    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
-    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
-    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
-    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    uint64_t ca = 0, cb = 0;
+    const uint64_t perChannel = OwnChannels(k, g, &ca, &cb);
+    const uint64_t gs = uint64_t(GroupStart(k.t, g));
     ChannelVecs &v = k.ub.v;
     AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
@@ -299,10 +311,8 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
 template <typename T>
 __aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
 {
-    const uint64_t perChannel = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
-    const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
-    const uint64_t first = k.applyBegin / perChannel, end = (k.applyEnd + perChannel - 1) / perChannel;
-    const uint64_t ca = first > gs ? first : gs, cb = end < ge ? end : ge;
+    uint64_t ca = 0, cb = 0;
+    const uint64_t perChannel = OwnChannels(k, g, &ca, &cb);
     if (ca >= cb || (cb - ca) * perChannel > uint64_t(PART_HALVES) * SLOTS_PER_LOAD) {
         return false;
     }
