@@ -62,7 +62,7 @@ class _State:
 
 _STATE = _State()
 _LOCK = threading.Lock()
-_IMPORTED = [False]  # enable_at_import has run (the package's import is over)
+_IMPORT_DONE = False  # enable_at_import has run: a later registration may find MindSpore's kernels made
 _HANDLE = []  # the loaded library: kept for the process's lifetime (MindSpore holds its kernel creators)
 
 
@@ -81,7 +81,7 @@ def ensure_loaded() -> bool:
         if not _STATE.registered and not _STATE.reason and requested():
             _try_load()
         elif _STATE.registered and not _STATE.legacy and not _STATE.legacy_reason:
-            _register_legacy(after_import=True)
+            _register_legacy()
         return _STATE.registered
 
 
@@ -190,7 +190,8 @@ def enable_at_import() -> None:
         _try_load()
     elif _mint_at_import():
         _try_load(legacy=False)
-    _IMPORTED[0] = True
+    global _IMPORT_DONE  # pylint: disable=global-statement
+    _IMPORT_DONE = True
 
 
 def _mint_at_import() -> bool:
@@ -261,10 +262,10 @@ def _load(legacy: bool = True) -> None:
         return
     _STATE.registered = True
     if legacy:
-        _register_legacy(after_import=_IMPORTED[0])
+        _register_legacy()
 
 
-def _register_legacy(after_import: bool = False) -> None:
+def _register_legacy() -> None:
     """Our kernels in place of MindSpore's CPU BatchNorm / BatchNormGrad / BatchNormGradGrad. After the
     import MindSpore may already hold kernels of its own for them (an unconverted network ran), which
     PYNATIVE would keep using: it is made to create them anew."""
@@ -273,7 +274,7 @@ def _register_legacy(after_import: bool = False) -> None:
         _STATE.legacy_reason = _LEGACY_RESULTS.get(rc, f"registration returned {rc}")
         return
     _STATE.legacy = True
-    if after_import:
+    if _IMPORT_DONE:
         from .. import ms_compat
         ms_compat.pynative_forget_kernels()
 

@@ -279,12 +279,13 @@ def magnitude(q, attrs, name):
 # those tests.
 
 
-def assert_close_to_scale(what, got, want, rtol):
-    """Finite outputs within rtol * max|want| of the reference (elements where want is finite)."""
+def assert_close_to_scale(what, got, want, rtol, floor=0.0):
+    """Finite outputs within rtol * max(max|want|, floor) of the reference (elements where want is finite);
+    floor: the magnitude of terms the output cancels, where that exceeds the result's."""
     fin = np.isfinite(want)
     if not fin.any():
         return
-    scale = max(float(np.abs(want[fin]).max()), 1e-30)
+    scale = max(float(np.abs(want[fin]).max()), floor, 1e-30)
     err = float(np.abs(got[fin] - want[fin]).max())
     assert np.all(np.isfinite(got[fin])), f"{what}: non-finite output where the reference is finite"
     assert err <= rtol * scale, f"{what}: max error {err:.3g} > {rtol} * max|reference| ({scale:.3g})"

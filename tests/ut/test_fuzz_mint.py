@@ -178,12 +178,10 @@ def run_case(case, mode):
 
 
 def _close(what, got, want, rtol, terms):
-    """Within rtol of the larger of max|want| and the magnitude of the terms it sums."""
+    """Same shape, finite, within rtol of the larger of max|want| and the magnitude of the terms it sums."""
     assert got.shape == want.shape, (what, got.shape, want.shape)
-    scale = max(float(np.abs(want).max()) if want.size else 0.0, terms, 1e-30)
-    err = float(np.abs(got - want).max()) if want.size else 0.0
-    assert np.all(np.isfinite(got)), f"{what}: non-finite output"
-    assert err <= rtol * scale, f"{what}: max error {err:.3g} > {rtol} * {scale:.3g}"
+    assert np.all(np.isfinite(got)) and np.all(np.isfinite(want)), f"{what}: non-finite output or reference"
+    assert_close_to_scale(what, got, want, rtol, floor=terms)
 
 
 def _maybe_seed(fn):
