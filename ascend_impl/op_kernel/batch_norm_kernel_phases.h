@@ -439,10 +439,8 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
 template <uint32_t MODE, typename T>
 __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
 {
-    const uint64_t cores = k.t.usedCores, q = k.t.vecPad ? 1 : ShareQuantum(k);
-    const uint64_t runs = (ce - cb) / q > 0 ? (ce - cb) / q : 1;
-    const uint64_t b = Min(ce, cb + q * (runs * core / cores));
-    const uint64_t e = core + 1 == cores ? ce : Min(ce, cb + q * (runs * (core + 1) / cores));
+    uint64_t b = 0, e = 0;
+    ChannelShareOfCore(cb, ce, k.t.vecPad ? 1 : ShareQuantum(k), core, k.t.usedCores, &b, &e);
     ChannelVecs &v = k.ub.v;
     // OwnTotals: the partials of the share and of the channels this core's units touch in one copy, when
     // they are one batch (CombineOwnChannels sums its own from UB then).

@@ -619,10 +619,9 @@ private:
     // the slots of the groups they belong to by the scalar unit.
     __aicore__ inline void WriteShare(KernelState<T> &k)
     {
-        const uint64_t core = AscendC::GetBlockIdx(), cores = k.t.usedCores, c = uint64_t(k.t.channels);
-        const uint64_t q = ShareQuantum(k), blocks = c / q > 0 ? c / q : 1;
-        const uint64_t b = Min(c, q * (blocks * core / cores));
-        const uint64_t e = core + 1 == cores ? c : Min(c, q * (blocks * (core + 1) / cores));
+        const uint64_t q = ShareQuantum(k);
+        uint64_t b = 0, e = 0;
+        ChannelShareOfCore(0, uint64_t(k.t.channels), q, AscendC::GetBlockIdx(), k.t.usedCores, &b, &e);
         const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
         ChannelVecs &v = k.ub.v;
         for (uint64_t c0 = b; c0 < e; c0 += vec) {

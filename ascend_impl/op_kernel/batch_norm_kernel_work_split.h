@@ -133,6 +133,17 @@ __aicore__ inline CoreShare ShareOfCore(const BatchNormBackwardTilingData &t, ui
     return s;
 }
 
+// Core `core`'s share of channels [cb, ce) among `cores`, in whole runs of q channels so no two
+// cores write one block of a per-channel output (the last core takes the remainder; with fewer
+// than q channels in all, the last core takes them all). Sets [*b, *e).
+__aicore__ inline void ChannelShareOfCore(uint64_t cb, uint64_t ce, uint64_t q, uint64_t core, uint64_t cores,
+                                          uint64_t *b, uint64_t *e)
+{
+    const uint64_t runs = (ce - cb) / q > 0 ? (ce - cb) / q : 1;
+    *b = Min(ce, cb + q * (runs * core / cores));
+    *e = core + 1 == cores ? ce : Min(ce, cb + q * (runs * (core + 1) / cores));
+}
+
 // The groups whose grad_weight / grad_bias (or sums) this core writes:
 // g = first, first + step, ... < end.
 struct GroupWalk {
