@@ -20,7 +20,9 @@ of the original: the same initial parameters, the same batch).
    route through BatchNormExt) or BatchNorm and our Custom op (Cell route) converted. Where our kernels
    stand in for MindSpore's, the original's steps switch MindSpore's own back in (both variants run the
    same primitives then).
-2. Steady state, in this one process with both variants built side by side:
+2. Steady state, in one fresh process per (network, mode) with both variants
+   built side by side (never after another row's steps: what ran before in a
+   process changes how fast MindSpore runs the next network there):
    for each thread setting (our kernel's threads, mindspore_bn_grad.set_num_threads;
    MindSpore's own kernels are not affected), `rounds` rounds of k steps of each
    variant, the variants alternating step by step (a slow spell of the machine or
@@ -145,7 +147,12 @@ def profile_steps(step, n):
 # ------------------------------------------------------------ isolated child
 
 def child(spec):
-    """One (network, mode, variant) in a fresh process: first step, peak RSS, losses, profile."""
+    """One (network, mode, variant) in a fresh process: first step, peak RSS, losses, profile; or, with
+    spec["steady"], the steady-state rows of one (network, mode), both variants in this process."""
+    if spec.get("steady"):
+        from types import SimpleNamespace
+        args = SimpleNamespace(rounds=spec["rounds"], steps=spec["steps"], quick=spec["quick"])
+        return {"rows": steady_rows(spec["net"], spec["mode"], [tuple(s) for s in spec["settings"]], args)}
     t0 = time.perf_counter()
     import mindspore  # noqa: F401  (import time reported apart)
     import_s = time.perf_counter() - t0
@@ -178,8 +185,9 @@ def child(spec):
             "kernel_ms": sum(op_ms.values())}
 
 
-def run_child(spec, timeout):
-    """Runs child(spec) in a fresh interpreter (working directory: a temporary one); its result dict."""
+def run_child(spec, timeout, show_log=False):
+    """Runs child(spec) in a fresh interpreter (working directory: a temporary one); its result dict.
+    show_log: the child's progress lines (stderr) go to ours as they come, not into the error text."""
     cwd = tempfile.mkdtemp(prefix="mindspore_bn_grad_bench_")
     cmd = [sys.executable, "-m", "mindspore_bn_grad_bench.train", "--child", json.dumps(spec)]
     env = dict(os.environ)
@@ -187,7 +195,8 @@ def run_child(spec, timeout):
     pkg_parent = str(Path(mindspore_bn_grad.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=None if show_log else subprocess.PIPE, text=True, timeout=timeout,
                               check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
@@ -195,7 +204,7 @@ def run_child(spec, timeout):
         shutil.rmtree(cwd, ignore_errors=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith(RESULT_TAG)]
     if proc.returncode != 0 or not lines:
-        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        tail = " | ".join((proc.stderr or proc.stdout or "(its output is in the log above)").strip().splitlines()[-5:])
         return {"error": f"exit code {proc.returncode}: {tail[-600:]}"}
     return json.loads(lines[-1][len(RESULT_TAG):])
 
@@ -286,6 +295,19 @@ def _select(variant):
     bench.select_kernels("mindspore" if variant == "original" else "ours")
 
 
+def steady_rows_in_child(net_name, mode, settings, args):
+    """steady_rows in a fresh process of its own: what earlier rows ran in a process (another network,
+    the other mode) changes how fast MindSpore runs the next one there, for both variants alike, so
+    no row's steps may follow another row's in one process (docs/performance.md)."""
+    spec = {"steady": True, "net": net_name, "mode": mode, "settings": [list(s) for s in settings],
+            "rounds": args.rounds, "steps": args.steps, "quick": args.quick}
+    log(f"[steady] {net_name} {mode}: a fresh process for both variants")
+    res = run_child(spec, args.child_timeout, show_log=True)
+    if "error" in res:
+        raise RuntimeError(f"bench --train: the steady-state process of {net_name} {mode} failed: {res['error']}")
+    return res["rows"]
+
+
 def steady_rows(net_name, mode, settings, args):
     """One row per thread setting for (net, mode), both variants in this process."""
     from mindspore_bn_grad.cpu_kernel import native
@@ -358,7 +380,7 @@ METHOD = (
     "have the same allocation history, and collects the garbage original before the first step (peak RSS = "
     "the process's VmHWM after the first {steps} + 2 steps, before profiling; first step = the first "
     "training-step call, including GRAPH compilation, after the network was built). Steady-state step "
-    "times come from one process holding both variants: {rounds} rounds of {steps} steps of each, the "
+    "times come from one fresh process per (network, mode) holding both variants: {rounds} rounds of {steps} steps of each, the "
     "variants alternating step by step, which goes first alternating between rounds, every step synced; medians over all timed "
     "steps; ratio = original / converted step time (> 1: converted faster), with the range of the per-round "
     "ratios. Thread settings change only our kernel's threads (set_num_threads); MindSpore's own kernels run "
@@ -441,7 +463,7 @@ def parse_args(argv):
     p.add_argument("--profile-steps", type=int, default=None, help="profiled steps (default 5; --quick 2)")
     p.add_argument("--isolated-reps", type=int, default=None,
                    help="fresh processes per variant for first step, peak RSS and profile (default 3; --quick 1)")
-    p.add_argument("--child-timeout", type=float, default=1800, help="seconds per isolated process (default 1800)")
+    p.add_argument("--child-timeout", type=float, default=1800, help="seconds per child process, isolated or steady state (default 1800)")
     p.add_argument("--quick", action="store_true", help="tiny networks (a test of the benchmark, not a measurement)")
     p.add_argument("--out", default=None,
                    help="directory for bench_train.{json,md} (default: bench/results/ of the checkout, "
@@ -484,7 +506,7 @@ def run(args, save=None):
                 result["isolated"].append(isolated_row(net, mode, args, (first, total)))
                 saved()
             for mode in args.modes:
-                result["steady"] += steady_rows(net, mode, settings, args)
+                result["steady"] += steady_rows_in_child(net, mode, settings, args)
                 saved()
     finally:
         native.set_num_threads(default_threads)
