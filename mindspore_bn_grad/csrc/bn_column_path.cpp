@@ -23,18 +23,14 @@
 #include "bn_backward.h"
 #include "bn_channel.h"
 #include "bn_walk.h"
+#include "column_tiles.h"
 #include "element_io.h"
 
 namespace bn_grad {
 namespace bwd {
 namespace {
 
-constexpr int64_t kColBlock = 256;           // columns per tile of the fused walk and of cached tensors (multiple of 8)
-constexpr int64_t kWideBlock = 1024;         // columns per tile of a large tensor's chunked walk (multiple of 8)
-constexpr int64_t kWideMinBytes = 8 << 20;   // x at least this big: kWideBlock
-constexpr int64_t kColTileElems = 32768;     // target elements per tile
-constexpr int64_t kColFlushRows = 256;       // float rows before a double flush
-constexpr int64_t kColMaxPartials = 1 << 21; // bound on chunk * L partial slots
+using namespace column;  // the tile geometry (column_tiles.h)
 constexpr int64_t kMinParallelTotals = 32768; // partial sums to add up, below: one thread
 
 // SumRows and DxRows, the two hot loops, stay functions of their own

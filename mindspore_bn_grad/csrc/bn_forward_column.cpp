@@ -20,17 +20,13 @@
 #include <cstdint>
 
 #include "bn_forward_walk.h"
+#include "column_tiles.h"
 
 namespace bn_grad {
 namespace fwd {
 namespace {
 
-constexpr int64_t kColBlock = 256;            // columns per tile: the fused walk, and tensors below kWideMinBytes (multiple of 8)
-constexpr int64_t kWideBlock = 1024;          // columns per tile of a large tensor's chunked walk (multiple of 8)
-constexpr int64_t kWideMinBytes = 8 << 20;    // input at least this big: kWideBlock
-constexpr int64_t kColTileElems = 32768;      // target elements per tile
-constexpr int64_t kColFlushRows = 256;        // float rows before a double flush
-constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial moments
+using namespace column;  // the tile geometry (column_tiles.h)
 constexpr int64_t kFusedBytes = 256 << 10;    // a column block of every row at most this big: fused
 constexpr int64_t kFinishGroup = 64;          // channels per task of the channels' finish
 constexpr int64_t kMinParallelFinish = 8192;  // partial moments to combine, below: one thread
