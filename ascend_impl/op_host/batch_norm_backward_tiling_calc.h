@@ -272,7 +272,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // stores of another.
     uint32_t buffers = 1;
     const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
-    const uint64_t resident2 = in.dtype == ELEM_FLOAT32 && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
+    const uint64_t resident2 = (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(
