@@ -264,15 +264,15 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     if (resident == 0) {
         return false;
     }
-    // Double buffering (float32, whose vector work per byte is below the
-    // copies'; 16-bit types are bound by the vector unit and keep the larger
-    // sub-groups): two sub-groups whose vector instructions still span at
+    // Double buffering (float32; 16-bit types only where one buffer cannot
+    // hold the whole group: a group that fits one sub-group has nothing to
+    // overlap across sub-groups): two sub-groups whose vector instructions still span at
     // least SP_MIN_INSTR_ELEMS elements; the group cut into up to
     // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
     // stores of another.
     uint32_t buffers = 1;
     const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
-    const uint64_t resident2 = in.dtype == ELEM_FLOAT32 && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
+    const uint64_t resident2 = (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(

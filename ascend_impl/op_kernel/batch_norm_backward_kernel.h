@@ -39,6 +39,15 @@
 
 namespace bnb {
 
+// ChannelPipeline: units of each phase in a row. float32's phase 2 is light on the vector unit and its
+// phase 1 on nothing but MTE2, so runs of a few units each keep MTE2 streaming; 16-bit types' phase 2
+// (casts) is vector-bound, so the phases alternate unit by unit.
+template <typename T>
+__aicore__ inline constexpr uint64_t PipeBlock()
+{
+    return IsSame<T, float>::value ? 4 : 1;
+}
+
 template <typename T, uint32_t MODE = MODE_FULL>
 class BatchNormBackwardKernel {
 public:
@@ -139,6 +148,10 @@ private:
                 continue;
             }
             k_.keepPartials = e - b <= SLOTS_PER_LOAD;
+            if (PipelinedChannels(int64_t(g), wantInput)) {
+                ChannelPipeline(int64_t(g));
+                continue;
+            }
             ReduceUnits(b, e);
             BNB_PERF_COMBINE_BEGIN();
             WriteParamGrads<MODE>(k_, int64_t(g), true);
@@ -188,6 +201,99 @@ private:
         BNB_PERF_COMBINE_BEGIN();
         AscendC::PipeBarrier<PIPE_ALL>();
         WriteParamRange(k_, gs, n);
+        BNB_PERF_COMBINE_END();
+    }
+
+    // Whole channels per core, training with grad_input, a group of several channels whose partials stay
+    // in UB: the channels pipelined (ChannelPipeline).
+    __aicore__ inline bool PipelinedChannels(int64_t g, bool wantInput) const
+    {
+        return MODE == MODE_FULL && wantInput && k_.t.training && GroupCount(k_.t, g) > 1 &&
+               uint64_t(k_.t.rowBlocks) * k_.t.colBlocks <= SLOTS_PER_LOAD;
+    }
+
+    // Group g channel by channel: once channel c's partials are in, its totals (its lane) and the
+    // coefficients; then its phase-2 units alternate with the phase-1 units of channel c + 1, one
+    // look-ahead chain of loads over both, so the second reads (L2) and the vector-heavy apply of c
+    // overlap the first reads (GM) of c + 1. Each channel's sums are those of GroupByGroup (its units'
+    // partials in unit order), so the same bits; grad_weight / grad_bias of the group at the end.
+    // Step i of group g's channel pipeline (units from b, pc per channel, n channels): channel 0's phase-1
+    // units, then per channel c its phase-2 units and channel c + 1's phase-1 units, in runs of
+    // PipeBlock of each. *apply: a phase-2 step; *ch: its channel; *unit: the unit.
+    __aicore__ inline void Step(uint64_t i, uint64_t b, uint64_t pc, uint32_t n, bool *apply, uint32_t *ch,
+                                uint64_t *unit) const
+    {
+        if (i < pc) {
+            *apply = false;
+            *ch = 0;
+            *unit = b + i;
+            return;
+        }
+        i -= pc;
+        const uint64_t pair = 2 * pc;
+        if (i >= uint64_t(n - 1) * pair) {
+            *apply = true;
+            *ch = n - 1;
+            *unit = b + (n - 1) * pc + (i - uint64_t(n - 1) * pair);
+            return;
+        }
+        const uint32_t c = uint32_t(i / pair);
+        const uint64_t w = i % pair, blk = w / (2 * PipeBlock<T>()) * PipeBlock<T>();
+        const uint64_t len = Min(PipeBlock<T>(), pc - blk), r = w - 2 * blk;
+        *apply = r < len;
+        *ch = *apply ? c : c + 1;
+        *unit = b + uint64_t(*ch) * pc + blk + (*apply ? r : r - len);
+    }
+
+    __aicore__ inline void ChannelPipeline(int64_t g)
+    {
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+        const uint64_t b = GroupUnitBegin(k_.t, uint64_t(g));
+        const uint32_t n = GroupCount(k_.t, g);
+        const bool train = k_.t.training != 0;
+        ChannelVecs &v = k_.ub.v;
+        // The units' partials stay in UB, a ring of one batch (StoreBatch with keepPartials): channel c + 1's
+        // are written only after channel c's totals are taken.
+        k_.keepPartials = true;
+        const LocalTensor<float> slots = k_.ub.partUb[k_.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS];
+        LoadStats(k_, g);
+        AscendC::Duplicate(v.totDy, 0.0f, k_.t.vecElems);
+        AscendC::Duplicate(v.totDyx, 0.0f, k_.t.vecElems);
+        const uint64_t steps = uint64_t(n) * pc * 2;  // pc phase-1 and pc phase-2 units per channel
+        const uint64_t lastReduce = b + uint64_t(n) * pc - 1;
+        IssueLoad(k_, UnitRows(k_.t, b), true);
+        for (uint64_t i = 0; i < steps; ++i) {
+            bool apply = false, nextApply = false;
+            uint32_t ch = 0, nextCh = 0;
+            uint64_t u = 0, nu = 0;
+            Step(i, b, pc, n, &apply, &ch, &u);
+            NextTile next;
+            if (i + 1 < steps) {
+                Step(i + 1, b, pc, n, &nextApply, &nextCh, &nu);
+                next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+            }
+            if (!apply) {
+                ReduceUnit<MODE>(k_, u, next, u == lastReduce);
+                continue;
+            }
+            if (u == b + uint64_t(ch) * pc) {
+                // channel ch's partials are all in: its totals (its lane), then the coefficients
+                // (events, not PIPE_ALL: the tiles in flight need not land first)
+                BNB_PERF_COMBINE_BEGIN();
+                SetWaitFlag<AscendC::HardEvent::V_S>();  // its partials (V) before the scalar sums
+                channel_first::CombineRing(k_.ub, slots, uint64_t(ch) * pc, pc, SLOTS_PER_LOAD, ch);
+                SetWaitFlag<AscendC::HardEvent::S_V>();  // its lane before the coefficients
+                TrainingCoefs(k_);
+                SetWaitFlag<AscendC::HardEvent::V_S>();  // before the scalar reads of the units (ApplyCoefs)
+                k_.coefGroup = g;
+                BNB_PERF_COMBINE_END();
+            }
+            GradInputUnit<MODE>(k_, u, true, next);
+        }
+        k_.WaitPartials();
+        AscendC::PipeBarrier<PIPE_ALL>();  // the totals (and the group's last stores) before the copies
+        BNB_PERF_COMBINE_BEGIN();
+        WriteParamRange(k_, GroupStart(k_.t, g), n);
         BNB_PERF_COMBINE_END();
     }
 

@@ -161,7 +161,7 @@ BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 // ---- single pass (STRATEGY_SINGLE_PASS): UB beyond the small two-pass plan ----
 constexpr uint32_t SP_SLABS = 5;           // float slabs of the sub-group's rows: mean, a, 2 sums (then k, b), product
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
-constexpr uint32_t SP_MAX_CHUNKS = 4;      // pipelined chunks of rows over all resident buffers (one event id each)
+constexpr uint32_t SP_MAX_CHUNKS = 8;      // pipelined chunks of rows over all resident buffers (one event id each)
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
 constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...

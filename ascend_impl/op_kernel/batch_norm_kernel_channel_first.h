@@ -137,6 +137,21 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
     }
 }
 
+// The same for one channel, lane `lane`, whose units' partials lie in a ring of `ring` slots from
+// `first` (GroupByGroup's channel pipeline): the same order, so the same bits.
+__aicore__ inline void CombineRing(KernelUb &ub, const LocalTensor<float> &slots, uint64_t first, uint64_t count,
+                                   uint64_t ring, uint32_t lane)
+{
+    float sumDy = 0.0f, sumDyx = 0.0f;
+    for (uint64_t s = 0; s < count; ++s) {
+        const uint32_t at = uint32_t((first + s) % ring) * UNIT_SLOT_FLOATS;
+        sumDy += slots.GetValue(at);
+        sumDyx += slots.GetValue(at + SLOT_FLOATS);
+    }
+    ub.v.totDy.SetValue(lane, sumDy);
+    ub.v.totDyx.SetValue(lane, sumDyx);
+}
+
 // The same for the channels of group g.
 __aicore__ inline void CombinePartials(KernelUb &ub, const GlobalTensor<float> &part,
                                        const BatchNormBackwardTilingData &t, int64_t g)

@@ -69,6 +69,81 @@ __aicore__ inline void LoadSum(KernelState<T> &k, uint32_t which, int64_t c0, ui
     LoadChannels(k, k.gradT[which], k.gradF[which], SumFloat32(k), c0, count, dst);
 }
 
+// Training: the statistics of the mode, in LoadStats order (weight, save_mean, save_invstd).
+constexpr uint32_t TRAIN_STATS = 3;
+
+// Training statistic i of the group in UB (float), and where it lands first when it is stored in a 16-bit
+// type: the two halves of `stage` (vecElems floats hold 2 x vecElems of T), then coefB (the group's
+// coefficients are computed after its statistics, coefGroup -1), so the three loads are in flight together.
+template <typename T>
+__aicore__ inline LocalTensor<float> StatDst(KernelState<T> &k, uint32_t i)
+{
+    return i == 0 ? k.ub.v.weight : (i == 1 ? k.ub.v.mean : k.ub.v.invstd);
+}
+template <typename T>
+__aicore__ inline LocalTensor<T> StatStaging(KernelState<T> &k, uint32_t i)
+{
+    return i == 2 ? k.ub.v.coefB.template ReinterpretCast<T>()
+                  : k.ub.v.stage.template ReinterpretCast<T>()[i * k.t.vecElems];
+}
+__aicore__ inline void StatParam(uint32_t i, uint32_t *which, float *absent)
+{
+    *which = i == 0 ? uint32_t(WEIGHT) : (i == 1 ? uint32_t(SAVE_MEAN) : uint32_t(SAVE_INVSTD));
+    *absent = i == 0 ? DEFAULT_WEIGHT : (i == 1 ? 0.0f : 1.0f);
+}
+template <typename T>
+__aicore__ inline bool StatCast(const KernelState<T> &k, uint32_t which)
+{
+    return !IsSame<T, float>::value && k.present[which] && !(k.t.paramFloat32 >> which & 1);
+}
+
+// Training: the loads of group g's statistics, issued together (none waits for another); they overwrite
+// what the scalar and vector units read of the last group. FinishStatLoads, once they landed, completes
+// them (LoadStats between a full barrier; the single pass issues its first loads of x and dy between).
+template <typename T>
+__aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g)
+{
+    const int64_t c0 = GroupStart(k.t, g);
+    const uint32_t n = GroupCount(k.t, g);
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
+    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
+    for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
+        uint32_t which = 0;
+        float absent = 0.0f;
+        StatParam(i, &which, &absent);
+        if (!k.present[which]) {
+            AscendC::Duplicate(StatDst(k, i), absent, k.t.vecElems);
+        } else if (StatCast(k, which)) {
+            if constexpr (!IsSame<T, float>::value) {
+                k.copy.In(StatStaging(k, i), k.paramT[which], c0, 1, n, n, k.t.vecElems, k.t.channels, true);
+            }
+        } else {
+            k.copy.In(StatDst(k, i), k.paramF[which], c0, 1, n, n, k.t.vecElems, k.t.channels, true);
+        }
+    }
+}
+
+// Training, on the vector unit once IssueStatLoads' loads landed: the 16-bit statistics cast to float.
+template <typename T>
+__aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g)
+{
+    if constexpr (!IsSame<T, float>::value) {
+        const uint32_t n = GroupCount(k.t, g);
+        for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
+            uint32_t which = 0;
+            float absent = 0.0f;
+            StatParam(i, &which, &absent);
+            if (StatCast(k, which)) {
+                AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
+            }
+        }
+    }
+    k.statsGroup = g;
+    k.coefGroup = -1;
+}
+
 // weight, mean and invstd of group g (the mode's statistics), unless already in UB:
 // training: save_mean / save_invstd (required then); inference: running_mean
 // and 1 / sqrt(running_var + eps).
@@ -78,29 +153,23 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
     if (k.statsGroup == g) {
         return;
     }
+    if (k.t.training) {
+        IssueStatLoads(k, g);  // the three loads in flight together, one barrier for them
+        AscendC::PipeBarrier<PIPE_ALL>();
+        FinishStatLoads(k, g);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        return;
+    }
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
     ChannelVecs &v = k.ub.v;
-    // Training: the three loads in flight together, one barrier at the end;
-    // they overwrite what the scalar and vector units read of the last group.
-    if (k.t.training) {
-        AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
-    }
-    LoadParam(k, WEIGHT, c0, n, v.weight, DEFAULT_WEIGHT, k.t.training != 0);
-    if (k.t.training) {
-        LoadParam(k, SAVE_MEAN, c0, n, v.mean, 0.0f, true);
-        LoadParam(k, SAVE_INVSTD, c0, n, v.invstd, 1.0f, true);
-    } else {
-        LoadParam(k, RUNNING_MEAN, c0, n, v.mean, DEFAULT_RUNNING_MEAN);
-        LoadParam(k, RUNNING_VAR, c0, n, v.invstd, DEFAULT_RUNNING_VAR);
-        AscendC::Adds(v.invstd, v.invstd, k.t.eps, k.t.vecElems);
-        AscendC::Sqrt(v.invstd, v.invstd, k.t.vecElems);
-        AscendC::Duplicate(v.coefB, 1.0f, k.t.vecElems);
-        AscendC::Div(v.invstd, v.coefB, v.invstd, k.t.vecElems);
-    }
+    LoadParam(k, WEIGHT, c0, n, v.weight, DEFAULT_WEIGHT);
+    LoadParam(k, RUNNING_MEAN, c0, n, v.mean, DEFAULT_RUNNING_MEAN);
+    LoadParam(k, RUNNING_VAR, c0, n, v.invstd, DEFAULT_RUNNING_VAR);
+    AscendC::Adds(v.invstd, v.invstd, k.t.eps, k.t.vecElems);
+    AscendC::Sqrt(v.invstd, v.invstd, k.t.vecElems);
+    AscendC::Duplicate(v.coefB, 1.0f, k.t.vecElems);
+    AscendC::Div(v.invstd, v.coefB, v.invstd, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
     k.statsGroup = g;
     k.coefGroup = -1;

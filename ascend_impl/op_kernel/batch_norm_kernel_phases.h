@@ -163,18 +163,42 @@ __aicore__ inline void StoreGradInput(KernelState<T> &k, const TileRows &r, Loca
     ub.outGi.FreeTensor(ready);
 }
 
-// ---- phase 1: partial sums of one unit (its tile issued before; `next`: issue unit u + 1, else the last) ----
+// The tile whose loads a unit issues before its own compute (look-ahead): none, or the rows of the next
+// unit in the core's order, which may be of the other phase (GroupByGroup's channel pipeline).
+struct NextTile {
+    bool any = false;
+    TileRows rows;
+    bool withX = false;
+};
+
+__aicore__ inline NextTile NextOf(const BatchNormBackwardTilingData &t, uint64_t u, bool write, bool withX)
+{
+    NextTile n;
+    n.any = true;
+    n.rows = UnitRows(t, u, write);
+    n.withX = withX;
+    return n;
+}
+
+template <typename T>
+__aicore__ inline void IssueNext(KernelState<T> &k, const NextTile &next)
+{
+    if (next.any) {
+        IssueLoad(k, next.rows, next.withX);
+    }
+}
+
+// ---- phase 1: partial sums of one unit (its tile issued before; `next` issued before its compute;
+// `flush`: the last unit of a run, its batch of partials leaves) ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
+__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile &next, bool flush)
 {
     KernelUb &ub = k.ub;
     const uint32_t stride = k.t.rowStride;
     const TileRows r = UnitRows(k.t, u);
     const uint32_t n = r.rows * stride;
     LoadStats(k, r.group);
-    if (next) {
-        IssueLoad(k, UnitRows(k.t, u + 1), true);
-    }
+    IssueNext(k, next);
     TakeTile(k, true, n);
     if (ChannelFirst(k.t)) {
         // the row sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per
@@ -213,11 +237,18 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
         channel_first::StorePartials(ub, k.PartialSlot(u), r.cols);
-        k.StoreBatch(!next);
+        k.StoreBatch(flush);
     } else {
         channel_last::StorePartials(ub, k.part, k.t, u);
         k.PartialsSent();
     }
+}
+
+// Unit u of a run whose next unit is u + 1 (`next`), else the last.
+template <uint32_t MODE, typename T>
+__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, bool next)
+{
+    ReduceUnit<MODE>(k, u, next ? NextOf(k.t, u + 1, false, true) : NextTile(), !next);
 }
 
 // ---- finalise: totals, coefficients, per-channel outputs of one group ----
@@ -344,6 +375,20 @@ __aicore__ inline void LoadTotals(KernelState<T> &k, int64_t g)
     SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // a look-ahead tile may hold a queue's MTE2_V event
 }
 
+// Training: b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n over the group's lanes, from totDy / totDyx
+// (`withA`: a = weight * invstd first).
+template <typename T>
+__aicore__ inline void TrainingCoefs(KernelState<T> &k, bool withA = true)
+{
+    ChannelVecs &v = k.ub.v;
+    if (withA) {
+        AscendC::Mul(v.coefA, v.weight, v.invstd, k.t.vecElems);
+    }
+    AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
+    AscendC::Mul(v.coefK, v.coefB, v.totDyx, k.t.vecElems);
+    AscendC::Mul(v.coefB, v.coefB, v.totDy, k.t.vecElems);
+}
+
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
 // `totalsInUb`: the group's totals were just combined into totDy / totDyx (WriteParamGrads).
@@ -371,9 +416,7 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb =
         } else if (!totalsInUb) {
             GroupTotals<MODE>(k, g);
         }
-        AscendC::Muls(v.coefB, v.coefA, -k.t.invCount, k.t.vecElems);
-        AscendC::Mul(v.coefK, v.coefB, v.totDyx, k.t.vecElems);
-        AscendC::Mul(v.coefB, v.coefB, v.totDy, k.t.vecElems);
+        TrainingCoefs(k, false);
     }
     AscendC::PipeBarrier<PIPE_ALL>();
     k.coefGroup = g;
@@ -473,9 +516,9 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
     k.coefGroup = -1;
 }
 
-// ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next`: issue u + 1 ----
+// ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next` before its compute ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, bool next)
+__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, const NextTile &next)
 {
     const TileRows r = UnitRows(k.t, u, true);
     const uint32_t n = r.rows * k.t.rowStride;
@@ -486,9 +529,7 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
         written = ZeroTile(k, out, n);
     } else {
         LoadCoefs<MODE>(k, r.group);
-        if (next) {
-            IssueLoad(k, UnitRows(k.t, u + 1, true), k.t.training);
-        }
+        IssueNext(k, next);
         TakeTile(k, k.t.training, n);
         if (!ChannelFirst(k.t)) {
             if (k.t.training) {
@@ -508,6 +549,12 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, b
         }
     }
     StoreGradInput(k, r, out, n, false, written);
+}
+
+template <uint32_t MODE, typename T>
+__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, bool next)
+{
+    GradInputUnit<MODE>(k, u, want, next ? NextOf(k.t, u + 1, true, k.t.training) : NextTile());
 }
 
 // ---- phase 2, rows shorter than one block: grad_input of one contiguous region ----

@@ -554,7 +554,29 @@ private:
     // waits there), so with two buffers MTE2 streams on while V finishes i.
     __aicore__ inline void Group(KernelState<T> &k, int64_t g)
     {
-        LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
+        const uint32_t subs = uint32_t(CeilDiv(GroupCount(k.t, g), k.t.spChannels));
+        const bool first = subs > 0 && loads_;
+        if (k.t.training && k.statsGroup != g) {
+            // The statistics' loads, then at once the first sub-group's, which need not wait for them to
+            // land (Load: V takes them after their own MTE2_V event, set on the id of the sub-group's
+            // last chunk before its rows are issued).
+            IssueStatLoads(k, g);
+            const SubGroup s0 = Make(k, g, 0);
+            AscendC::SetFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
+            if (first) {
+                Load(k, s0, g);
+            } else {
+                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
+                FinishStatLoads(k, g);
+            }
+            AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
+            AscendC::WaitFlag<HardEvent::V_S>(0);
+        } else {
+            LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
+            if (first) {
+                Load(k, Make(k, g, 0));
+            }
+        }
         AscendC::Duplicate(k.ub.v.totDy, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
         AscendC::Duplicate(k.ub.v.totDyx, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
         if (want_) {
@@ -574,10 +596,6 @@ private:
             }
             AscendC::SetFlag<HardEvent::V_S>(0);
             AscendC::WaitFlag<HardEvent::V_S>(0);
-        }
-        const uint32_t subs = uint32_t(CeilDiv(GroupCount(k.t, g), k.t.spChannels));
-        if (subs > 0) {
-            Load(k, Make(k, g, 0));
         }
         const bool twoBuffers = k.t.spBuffers > 1;
         for (uint32_t i = 0; i < subs; ++i) {
@@ -666,13 +684,19 @@ private:
     __aicore__ inline int32_t Id(uint32_t buf, uint32_t c) const { return int32_t(buf * chunks_ + c); }
 
     // MTE2: the sub-group's rows into its buffer, chunk by chunk, each chunk signalled to V.
-    __aicore__ inline void Load(KernelState<T> &k, const SubGroup &s)
+    // statsGroup >= 0: the group's statistics' loads are in flight, their MTE2_V event set on the last
+    // chunk's id; V waits for them and casts them before that id is set again.
+    __aicore__ inline void Load(KernelState<T> &k, const SubGroup &s, int64_t statsGroup = -1)
     {
         if (!loads_) {
             return;
         }
         b_.Use(s.buf);
         for (uint32_t c = 0; c < chunks_; ++c) {
+            if (statsGroup >= 0 && c + 1 == chunks_) {
+                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+                FinishStatLoads(k, statsGroup);
+            }
             ReleaseChunk(s.buf, c);  // the buffer's last sub-group's rows of this chunk are applied and stored
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                 LoadRow(k, b_.dy[n * s.len], k.dy, s, n);

@@ -70,6 +70,8 @@ void FillLaunch(const bnb::SocCaps &caps, uint32_t usedCores, bool skipData, Asc
     l.scalarNs = caps.scalarNs;
     l.syncAllNs = caps.syncAllNs;
     l.skipData = skipData;
+    const char *trace = std::getenv("BNB_PERF_TRACE");
+    l.traceCore = trace && *trace ? std::atoi(trace) : -1;
     for (auto &s : l.syncPs) {
         s.store(0);
     }

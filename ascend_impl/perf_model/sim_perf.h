@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include "sim_runtime.h"
@@ -77,6 +78,7 @@ struct Launch {
     double scalarNs = 0;
     double syncAllNs = 0;
     bool skipData = false;
+    int32_t traceCore = -1;  // BNB_PERF_TRACE: this core's pipe timeline to stderr (Trace), -1 none
     const uint8_t *actLo[MAX_ACT] = {};
     const uint8_t *actHi[MAX_ACT] = {};
     std::atomic<uint64_t> syncPs[SYNC_SLOTS];  // max over cores of each SyncAll's arrival, picoseconds
@@ -123,6 +125,15 @@ inline Core &ThisCore()
 inline bool On() { return ThisLaunch() != nullptr; }
 inline bool SkipData() { return On() && ThisLaunch()->skipData; }
 
+// The traced core's timeline (perf_launch.cpp: environment variable BNB_PERF_TRACE=<core>), one line per
+// instruction or hold: what, pipe, from, to (ns); for reading what serialises, never parsed by the model.
+inline bool Tracing() { return On() && ThisLaunch()->traceCore == int32_t(SimThisCore().blockIdx); }
+inline void Trace(const char *what, uint32_t pipe, double from, double to)
+{
+    static const char *const names[] = {"S", "V", "MTE2", "MTE3"};
+    std::fprintf(stderr, "%-6s %-4s %12.1f %12.1f\n", what, pipe < 4 ? names[pipe] : "-", from, to);
+}
+
 // An instruction of `cost` ns on pipe p, landing `latency` ns after it leaves the pipe.
 inline void Issue(Pipe p, double cost, double latency = 0)
 {
@@ -131,6 +142,9 @@ inline void Issue(Pipe p, double cost, double latency = 0)
     c.freeAt[p] = start + cost;
     c.doneAt[p] = std::max(c.doneAt[p], c.freeAt[p] + latency);
     c.busy[p] += cost;  // issuing costs the scalar unit nothing beside the kernel's own scalar work
+    if (Tracing()) {
+        Trace("op", p, start, start + cost);
+    }
 }
 
 inline uint32_t ActIndex(const void *gm)
@@ -265,6 +279,9 @@ inline double Finished(Pipe p)
 inline void Hold(Pipe p, double t)
 {
     Core &c = ThisCore();
+    if (Tracing() && t > c.freeAt[p]) {
+        Trace("hold", p, c.freeAt[p], t);
+    }
     if (p == P_S) {
         c.issue = std::max(c.issue, t);
     }

@@ -152,3 +152,34 @@ def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_floa
     info = check(sim, (3, 32, 14, 14), False, dtype, True, soc=soc, cores=4, param_float32=params,
                  grad_param_float32=vectors_float, two_pass=True)
     assert info.strategy == simlib.STRATEGIES["two_pass"] and info.groups == groups and info.used_cores == groups
+
+
+
+# 16-bit types double-buffer their sub-groups where one buffer cannot hold the core's whole group; a whole
+# group that fits one buffer keeps it. (cores, UB KiB: 0 the SoC's) of a (8, 24, 14, 14) layer, with the
+# buffers and channels per sub-group they give.
+DOUBLE_16 = [(3, 64, 2, 1), (3, 96, 2, 2), (2, 0, 2, 3), (12, 0, 1, 2), (1, 40, 1, 1)]
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_double_buffered_16_bit_sub_groups(sim, soc, dtype):
+    shape = (8, 24, 14, 14)
+    for cores, ub_kib, buffers, channels in DOUBLE_16[:3]:
+        info = check(sim, shape, False, dtype, True, soc=soc, ub_bytes=ub_kib * 1024, cores=cores, two_pass=False,
+                     seed=cores)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_channels) == (buffers, channels)
+    check(sim, shape, False, dtype, True, (True, False, True), soc=soc, ub_bytes=96 * 1024, cores=3,
+          two_pass=False, param_float32=("save_invstd",))  # a mask, a float32 statistic beside 16-bit ones
+    check(sim, shape, False, dtype, True, soc=soc, ub_bytes=64 * 1024, cores=3, two_pass=False, with_weight=False)
+    # the same bits whatever the cores, buffers and sub-groups
+    args = make_inputs(shape, False, dtype, seed=3)
+    runs = []
+    for cores, ub_kib, buffers, channels in DOUBLE_16:
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores, soc=soc)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_channels) == (buffers, channels)
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
