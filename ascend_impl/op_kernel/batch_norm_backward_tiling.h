@@ -50,6 +50,7 @@ constexpr uint32_t SLOTS_PER_LOAD = 32;    // units' partials per copy (stored a
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
 constexpr uint32_t L2_ROUND_DIVISOR = 3;   // a round's grad_out + input take at most L2 / this (room for dx)
+constexpr uint32_t L2_ROUND_DIVISOR_SOFT = 2;  // the same with softSync: its SyncAll is a GM flag exchange, dearer per round
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
