@@ -192,6 +192,39 @@ def test_whole_channels_per_core(sim, shape, ub_kib, l2_bytes, dtype):
             assert np.array_equal(x, y)
 
 
+# Whole channels per core with several channels per group and at most one batch of partials per channel
+# (SLOTS_PER_LOAD = 32 units): the channel pipeline (ChannelPipeline), its partials in a one-batch ring.
+# (shape, dtype, UB KiB, units per channel): 9 units (float32 runs of 4, 4, 1; 9 channels of 9 wrap the
+# ring), 22 (a channel straddles the ring's end), 16 (16-bit types alternate unit by unit), 28.
+PIPELINED = [((4, 27, 999), "float32", 20, 9), ((4, 27, 999), "float32", 12, 22),
+             ((4, 27, 999), "float16", 12, 16), ((3, 30, 4000), "bfloat16", 16, 28)]
+
+
+@pytest.mark.parametrize("shape,dtype,ub_kib,per_channel", PIPELINED)
+def test_channel_pipeline(sim, shape, dtype, ub_kib, per_channel):
+    """Values against the reference (training, every mask, no weight), and the same bits as the paths
+    that do not pipeline: one core (channels split across cores), no grad_input (the group's units one
+    phase after the other)."""
+    info = check(sim, shape, False, dtype, True, cores=3, ub_bytes=ub_kib * 1024)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0 and info.groups == 3
+    assert info.units // shape[1] == per_channel and shape[1] // 3 * per_channel > 32
+    for mask in ALL_MASKS:
+        check(sim, shape, False, dtype, True, mask, cores=3, ub_bytes=ub_kib * 1024, seed=1)
+    check(sim, shape, False, dtype, True, cores=3, ub_bytes=ub_kib * 1024, seed=2, with_weight=False)
+    args = make_inputs(shape, False, dtype, seed=3)
+    runs = []
+    for cores, mask in ((3, (True, True, True)), (1, (True, True, True)), (3, (False, True, True))):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], output_mask=mask, dtype=dtype, ub_bytes=ub_kib * 1024,
+                             cores=cores)
+        assert ri.cross_core == (cores == 1)
+        runs.append(got)
+    for other, mask in zip(runs[1:], ((True, True, True), (False, True, True))):
+        for x, y, wanted in zip(runs[0], other, mask):
+            if wanted:
+                assert np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("shape,channel_last", [((0, 3, 4), False), ((2, 3, 0), False), ((0, 5), True),
                                                 ((2, 0, 4), False)])
 def test_empty(sim, shape, channel_last):

@@ -198,8 +198,9 @@ def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
 def test_soft_sync_rounds(lib, soc, shape, dtype):
     """Atlas training / inference: whole groups would leave cores idle (a 64-channel layer: 8 cores in
     float32, 4 with 16-bit parameters) and read the second pass from GM; with the software SyncAll the
-    channels are split over every core in L2 rounds (a third of L2 each), one software SyncAll per
-    round, so the second reads are L2 hits."""
+    channels are split over every core in L2 rounds, one software SyncAll per round, so the second
+    reads are L2 hits. A round takes up to half of L2 (the hardware-SyncAll lines a third): each software
+    SyncAll costs more, so fewer, larger rounds."""
     r = ascend_model.run(lib, soc, shape, dtype)
     eb = ascend_model.DTYPES[dtype][1]
     caps = ascend_model.capabilities()[soc]
@@ -207,7 +208,7 @@ def test_soft_sync_rounds(lib, soc, shape, dtype):
     t = r.tiling
     assert r.strategy == "two_pass" and t.cross_core == 1 and t.soft_sync == 1
     assert t.used_cores == caps["vector_cores"] and t.l2_rounds > 0
-    assert per_channel * t.group_width * t.l2_rounds <= caps["l2_bytes"] // 3
+    assert per_channel * t.group_width * t.l2_rounds <= caps["l2_bytes"] // 2
     rounds = -(-t.groups // t.l2_rounds)
     assert all(k.sync_alls == rounds for k in r.cores)
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.25  # partials, flags, vectors

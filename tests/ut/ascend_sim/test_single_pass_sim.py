@@ -154,7 +154,6 @@ def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_floa
     assert info.strategy == simlib.STRATEGIES["two_pass"] and info.groups == groups and info.used_cores == groups
 
 
-
 # 16-bit types double-buffer their sub-groups where one buffer cannot hold the core's whole group; a whole
 # group that fits one buffer keeps it. (cores, UB KiB: 0 the SoC's) of a (8, 24, 14, 14) layer, with the
 # buffers and channels per sub-group they give.
