@@ -211,7 +211,10 @@ def test_soft_sync_rounds(lib, soc, shape, dtype):
     assert per_channel * t.group_width * t.l2_rounds <= caps["l2_bytes"] // 2
     rounds = -(-t.groups // t.l2_rounds)
     assert all(k.sync_alls == rounds for k in r.cores)
-    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.25  # partials, flags, vectors
+    # the floor's 3 accesses, plus partials, flags and vectors (0.25 B/el), plus second reads that miss L2:
+    # rounds of half of L2 leave the last lines of a round's first reads to be evicted before their second
+    # read, at most a tenth of the second reads (x and dy)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.1 * 2 * eb + 0.25
 
 
 @pytest.mark.slow
