@@ -731,12 +731,23 @@ private:
     __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s)
     {
         b_.Use(s.buf);
-        if (want_) {
+        // The slab of a goes to V between the per-channel ReduceSums and the scalar hand-over of their
+        // results (SumsToLanes), so V broadcasts it while the scalar unit moves the sums, not after.
+        const bool handOver = reduce_ && !SegmentedSums(k);
+        if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
         }
         if (reduce_) {
             BNB_PERF_COMBINE_BEGIN();
             Totals(k, s);
+            if (handOver) {
+                BNB_PERF_COMBINE_END();  // the broadcast of a is not the combine's
+                if (want_) {
+                    Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
+                }
+                BNB_PERF_COMBINE_BEGIN();
+                SumsToLanes(k, s);
+            }
         } else if (want_) {
             for (uint32_t c = 0; c < chunks_; ++c) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
@@ -767,14 +778,24 @@ private:
         }
     }
 
-    // Per channel: ReduceSum of the two row-sum slabs, then (S) into the group's lanes. Packed: the
+    __aicore__ inline bool SegmentedSums(const KernelState<T> &k) const
+    {
+#if BNB_SOC_HAS_SEG_SUM
+        return k.t.spSegSum != 0;
+#else
+        (void)k;
+        return false;
+#endif
+    }
+
+    // Per channel: ReduceSum of the two row-sum slabs, then (S, SumsToLanes) into the group's lanes. Packed: the
     // ReduceSum of the body, the shared blocks' elements added by the scalar unit (head, body, tail:
     // a fixed order).
     __aicore__ inline void Totals(KernelState<T> &k, const SubGroup &s)
     {
         const uint32_t rs = k.t.spRowStride;
 #if BNB_SOC_HAS_SEG_SUM
-        if (k.t.spSegSum) {
+        if (SegmentedSums(k)) {
             SegmentedTotals(k, s);
             return;
         }
@@ -793,8 +814,13 @@ private:
                                    Narrow<int32_t>(count, "ReduceSum count"));
             }
         }
-        AscendC::SetFlag<HardEvent::V_S>(0);
-        AscendC::WaitFlag<HardEvent::V_S>(0);
+        AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
+    }
+
+    // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes.
+    __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
+    {
+        AscendC::WaitFlag<HardEvent::V_S>(1);
         for (uint32_t j = 0; j < s.cnt; ++j) {
             if (k.t.spQuantum == 0) {
                 k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));

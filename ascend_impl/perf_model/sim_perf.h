@@ -363,6 +363,9 @@ inline void CombineBegin()
 {
     if (On()) {
         ThisCore().combineFrom = Finished(P_V);
+        if (Tracing()) {
+            Trace("comb{", P_V, ThisCore().combineFrom, ThisCore().combineFrom);
+        }
     }
 }
 inline void CombineEnd()
@@ -370,6 +373,9 @@ inline void CombineEnd()
     if (On()) {
         Core &c = ThisCore();
         c.combineNs += std::max(0.0, Finished(P_V) - c.combineFrom);
+        if (Tracing()) {
+            Trace("comb}", P_V, c.combineFrom, Finished(P_V));
+        }
     }
 }
 
