@@ -14,7 +14,7 @@ from mindspore_bn_grad.nn import BatchNormInferCell, BatchNormTrainCell
 from mindspore_bn_grad.nn._cells import is_installed
 from mindspore_bn_grad.nn._native import NativeBatchNormCell, is_native, native_mechanism
 
-from _harness import copy_parameter_values
+from _harness import builtin_kernels, copy_parameter_values
 
 
 class Net(nn.Cell):
@@ -108,10 +108,11 @@ def test_converted_net_trains_like_builtin_both_modes(route):
             loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
             fn = ms.value_and_grad(nn.WithLossCell(net, loss_fn), 0, opt.parameters)
             rec = []
-            for _ in range(3):
-                loss, (dx, grads) = fn(x, y)
-                opt(grads)
-                rec += [loss.asnumpy(), dx.asnumpy()] + [g.asnumpy() for g in grads]
+            with builtin_kernels(net):  # the unconverted Net on MindSpore's own kernels
+                for _ in range(3):
+                    loss, (dx, grads) = fn(x, y)
+                    opt(grads)
+                    rec += [loss.asnumpy(), dx.asnumpy()] + [g.asnumpy() for g in grads]
             rec += [p.asnumpy() for p in net.get_parameters()]
             runs.append((values0, rec))
         for u, v in zip(runs[1][1], runs[0][1]):
@@ -181,8 +182,9 @@ def test_patch_is_opt_in_and_reversible():
     grads = []
     for n in (ref, net):
         n.set_train()
-        dx, dw = ms.grad(lambda t, n=n: (n(t) ** 2).sum(), 0, n.trainable_params())(x)
-        grads.append([dx.asnumpy()] + [g.asnumpy() for g in dw])
+        with builtin_kernels(n):  # ref on MindSpore's own kernels (the patched cells' route is process-wide)
+            dx, dw = ms.grad(lambda t, n=n: (n(t) ** 2).sum(), 0, n.trainable_params())(x)
+            grads.append([dx.asnumpy()] + [g.asnumpy() for g in dw])
     for u, v in zip(grads[1], grads[0]):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(v).max())))
 
