@@ -114,13 +114,18 @@ struct FwdColPath {
     }
     const double inv_rows = 1.0 / rows;
     for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(s1[j] * inv_rows);
-    // pass 2: sums of d = x - kc and d^2
+    // pass 2: sums of d = x - kc and d^2. It reads the tile from L2, which leaves memory idle: where
+    // tiles are whole rows (the next tile of this thread's range follows in memory), each row also
+    // prefetches the matching row of the next tile, so pass 1 of that tile finds it cached.
+    const bool ahead = w == L;
+    const int64_t ahead_end = M * L, ahead_dist = (r1 - r0) * L;
     for (int64_t j = 0; j < w; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
       const int64_t re = std::min(r1, rb + kColFlushRows);
       for (int64_t j = 0; j < w; ++j) { f1[j] = 0; f2[j] = 0; }
       for (int64_t r = rb; r < re; ++r) {
         const int64_t off = r * L + j0;
+        if (ahead && off + ahead_dist < ahead_end) PrefetchRun<D>(x, off + ahead_dist, std::min(L, ahead_end - off - ahead_dist));
         int64_t j = 0;
 #ifdef BN_GRAD_HAVE_AVX2
         if constexpr (kVec<D>) {

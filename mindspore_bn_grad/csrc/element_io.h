@@ -7,6 +7,7 @@
 //     Ld<D>(p, i) / St<D>(p, i, v)            one element
 //     VLd<D>(p, i) / VSt<D, kStream>(p, i, v)  8 lanes (AVX2; kVec<D>)
 //     ZeroRun<D>(p, off, len, stream)          zeros, non-temporal when stream
+//     PrefetchRun<D>(p, off, len)              a hint: elements [off, off + len) towards L2
 //   By dtype, known at run time (per-channel tensors, the double kernels):
 //     LoadAny(p, d, i) / StoreAny(p, d, i, v)  one element as double
 //     ElemSize(d)                              bytes per element
@@ -171,6 +172,15 @@ inline void ForPeriodicStream(const void *out, int64_t p, int64_t end, int64_t p
     }
   }
   while (p < end) one();
+}
+
+// A hint to bring elements [off, off + len) into L2, one prefetch per 64-byte line; no effect on values.
+template <DType D>
+inline void PrefetchRun(const void *p, int64_t off, int64_t len) {
+  constexpr int64_t kLine = 64;
+  const int64_t esz = static_cast<int64_t>(ElemSize(D));
+  const char *b = static_cast<const char *>(p) + off * esz;
+  for (int64_t k = 0; k < len * esz; k += kLine) __builtin_prefetch(b + k, 0, 2);
 }
 
 // Zeros elements [off, off + len) of p; non-temporal where kStream.
