@@ -18,7 +18,9 @@
 // calls, and a spinning thread takes a core from them.
 //  * After a job, pool threads poll for the next one only while calls come
 //    back to back (the last gap between two jobs was under kSpinTime, as in
-//    a benchmark loop); otherwise they sleep at once.
+//    a benchmark loop); otherwise they sleep at once. While they poll they
+//    yield the CPU every few polls: a framework's next operator (its own
+//    threads) runs on that core at once, and the poll goes on behind it.
 //  * The caller, once no task is left to claim, polls briefly (kTailSpin) for
 //    the tasks other threads still run, then sleeps until the last one ends.
 //    A yielding caller would keep its core busy, so the scheduler would never
@@ -238,8 +240,12 @@ class __attribute__((visibility("hidden"))) ThreadPool {
       bool spin = spin_after_job_.load(std::memory_order_relaxed);
       for (int spins = 0; Gen(s = state_.load(std::memory_order_acquire)) == seen;) {
         if (spin) {
-          BN_GRAD_CPU_RELAX();
-          if ((++spins & 255) != 0 || std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
+          if ((++spins & 15) != 0) {
+            BN_GRAD_CPU_RELAX();
+            continue;
+          }
+          std::this_thread::yield();  // (on a busy machine this may be a whole time slice: check the time)
+          if (std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
         }
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);

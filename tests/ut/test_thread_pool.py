@@ -14,16 +14,20 @@ from mindspore_bn_grad.cpu_kernel.build import CSRC, KernelBuildError, find_comp
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
+def _build(tmp_path_factory, name, *flags):
     try:
         cxx = find_compiler()
     except KernelBuildError as e:
         pytest.skip(f"no C++ compiler: {e}")
-    exe = tmp_path_factory.mktemp("pool") / "thread_pool_stall"
-    subprocess.run([cxx, "-O2", "-std=c++17", "-pthread", f"-I{CSRC}", str(HERE / "cpp" / "thread_pool_stall.cpp"),
-                    "-o", str(exe)], check=True, capture_output=True, timeout=300)
+    exe = tmp_path_factory.mktemp("pool") / name
+    subprocess.run([cxx, "-O2", "-std=c++17", "-pthread", f"-I{CSRC}", str(HERE / "cpp" / f"{name}.cpp"),
+                    "-o", str(exe), *flags], check=True, capture_output=True, timeout=300)
     return exe
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    return _build(tmp_path_factory, "thread_pool_stall")
 
 
 def test_a_stalled_job_sends_the_next_jobs_to_the_caller_then_the_pool_returns(program):
@@ -34,6 +38,19 @@ def test_a_stalled_job_sends_the_next_jobs_to_the_caller_then_the_pool_returns(p
     assert got["serial_left"] == 16, got         # kMinSerialRuns after the first stall
     assert got["alone"] == got["serial_left"], got  # each of them on the caller alone
     assert got["serial_left_after"] == 0, got    # then the pool is offered the next job again
+
+
+def test_a_polling_pool_thread_gives_its_cpu_to_other_threads_then_sleeps(tmp_path_factory):
+    """After back-to-back jobs a pool thread polls for the next one; it yields while it polls (in a
+    network MindSpore's next operator runs right after our call, on its own threads, and a pool
+    thread holding a core for the poll slowed it), and then it sleeps."""
+    exe = _build(tmp_path_factory, "thread_pool_poll", "-Wl,--wrap=sched_yield")
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"rc {out.returncode}: {out.stdout}{out.stderr}"
+    got = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
+    assert got["sum"] == 200 * sum(range(64)), got  # every task ran once
+    assert got["yields_while_polling"] > 0, got
+    assert got["yields_after_the_poll"] == 0, got
 
 
 def _on_named_thread(name, fn):
