@@ -14,8 +14,9 @@ copy on ours (the launch counters check both):
      apart by ~1e-5, and every ReLU input that this moves across 0 (or ReLU6's 6) switches a
      gradient path: a deep network's gradient differs by up to a few percent between any two
      correct kernels, while its loss and statistics agree;
-  3. steady-state training steps (nn.TrainOneStepCell, Momentum), interleaved rounds, alternating
-     which variant goes first; medians; ratio = original / converted step time.
+  3. steady-state training steps (nn.TrainOneStepCell, Momentum): rounds of steps in which the two
+     variants alternate step by step (which one goes first alternating between rounds); medians;
+     ratio = original / converted step time.
 
 mindcv is not a dependency of this project: `pip install mindcv==0.3.0 tqdm pyyaml` (0.3.0 runs on
 MindSpore 2.10). Results: bench/results/bench_zoo.{json,md}, summarised in bench/RESULTS_ZOO.md.
@@ -217,18 +218,17 @@ def model_row(mindcv, name, mode, args):
         _on(kernels, fn)
     row["first_steps_s"] = time.perf_counter() - t0
     times = {v: [] for v in steps}
-    for r in range(args.rounds):
-        for v in (list(steps) if r % 2 == 0 else list(steps)[::-1]):
-            kernels, fn = steps[v]
+    for r in range(args.rounds):  # the variants alternate step by step: a slow spell falls on both alike
+        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
+        for _ in range(args.steps):
+            for v in order:
+                kernels, fn = steps[v]
 
-            def timed(fn=fn):
-                out = []
-                for _ in range(args.steps):
+                def timed(fn=fn):
                     t = time.perf_counter()
                     fn()
-                    out.append((time.perf_counter() - t) * 1e3)
-                return out
-            times[v] += _on(kernels, timed)[0]
+                    return (time.perf_counter() - t) * 1e3
+                times[v].append(_on(kernels, timed)[0])
     row["original_ms"] = statistics.median(times["original"])
     row["converted_ms"] = statistics.median(times["converted"])
     row["ratio"] = row["original_ms"] / row["converted_ms"]
