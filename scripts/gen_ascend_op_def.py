@@ -364,11 +364,13 @@ def _op_namespace(filename):
     return out
 
 
-def _primitive_namespace(key, mp, comment, enum):
+def _primitive_namespace(key, mp, comment, enum, names):
     """The opening of a MindSpore primitive's namespace: comment, name, the Arg enum (`enum`: its
-    entries), NUM_ARGS and kNumInputs."""
+    entries), NUM_ARGS, kNumInputs and kArgNames (`names`, in the enum's order)."""
     return (["", *comment, f"namespace {key} {{", f'constexpr const char *kName = "{mp.name}";', "enum Arg : int {"]
-            + enum + [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};"])
+            + enum + [f"  NUM_ARGS = {len(mp.arguments)},", "};", f"constexpr int kNumInputs = {mp.outputs_from};",
+                      "// Each argument's name, for messages.", "constexpr const char *kArgNames[NUM_ARGS] = {"]
+            + [f'  "{n}",' for n in names] + ["};"])
 
 
 def _mindspore_primitive(opdef):
@@ -380,7 +382,7 @@ def _mindspore_primitive(opdef):
         "mindspore_primitive", mp,
         [f"// MindSpore's own {mp.name} (mindspore_primitive): its arguments in the order its CPU op",
          "// plugin hands them to csrc/op_plugin.cpp, by the entry of this prototype each carries."],
-        [f"  {o.upper()} = {k}," for k, o in enumerate(mp.ours)])
+        [f"  {o.upper()} = {k}," for k, o in enumerate(mp.ours)], list(mp.ours))
     slots = opdef.input_names + opdef.output_names
     out += ["// The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).",
             "constexpr int kArgOfSlot[NUM_SLOTS] = {"]
@@ -408,7 +410,8 @@ def _mindspore_legacy_primitive(opdef):
         "mindspore_legacy_primitive", mp,
         [f"// MindSpore's legacy {mp.name} (mindspore_legacy_primitive): its arguments in the order its",
          "// CPU kernel factory hands them to csrc/factory_kernels.cpp, by MindSpore's name."],
-        [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)]) + [
+        [f"  {t.upper()} = {k},  // {note(o, t)}" for k, (o, t) in enumerate(mp.arguments)],
+        [t for _, t in mp.arguments]) + [
         "// The argument that carries each tensor slot of this prototype as it is (-1: none, or one that",
         "// carries another quantity or depends on the mode: the saved statistics, read by name).",
         "constexpr int kArgOfSlot[NUM_SLOTS] = {",
@@ -463,7 +466,11 @@ def render_cpu_spec():
     out += ["namespace bn_grad {", "namespace spec {", "",
             "// Codes the kernel entries return (kernel_errors); 0 is success.", "enum Error : int {", "  kOk = 0,"]
     out += [f"  k{_camel(e.name)} = {e.code}," for e in opdef.kernel_errors]
-    out += ["};", "", "// Ranks of the activation tensors (ranks).",
+    out += ["};", "", "// What each code means (kernel_errors' messages).", "constexpr const char *ErrorMessage(int code) {",
+            "  switch (code) {", '    case kOk: return "ok";']
+    out += [f'    case k{_camel(e.name)}: return "{e.message}";' for e in opdef.kernel_errors]
+    out += ['    default: return "unknown error";', "  }", "}"]
+    out += ["", "// Ranks of the activation tensors (ranks).",
             f"constexpr int kMinRank = {opdef.min_rank};", f"constexpr int kMaxRank = {opdef.max_rank};", "",
             "// data_format values that put the channel last, as the `layout` attribute.",
             "constexpr const char *kChannelLastLayouts[] = {"]

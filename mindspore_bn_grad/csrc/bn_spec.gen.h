@@ -23,6 +23,23 @@ enum Error : int {
   kThreadStartFailed = 9,
 };
 
+// What each code means (kernel_errors' messages).
+constexpr const char *ErrorMessage(int code) {
+  switch (code) {
+    case kOk: return "ok";
+    case kBadParamCount: return "wrong parameter count";
+    case kBadDtype: return "unsupported dtype";
+    case kBadRank: return "unsupported rank";
+    case kBadShape: return "shapes do not fit together";
+    case kMissingTensor: return "a required tensor is missing";
+    case kOverflow: return "element count overflows int64";
+    case kKernelFailed: return "kernel failed";
+    case kBadThreadCount: return "thread count out of range";
+    case kThreadStartFailed: return "the OS refused to start a thread";
+    default: return "unknown error";
+  }
+}
+
 // Ranks of the activation tensors (ranks).
 constexpr int kMinRank = 2;
 constexpr int kMaxRank = 8;
@@ -167,6 +184,22 @@ enum Arg : int {
   NUM_ARGS = 13,
 };
 constexpr int kNumInputs = 10;
+// Each argument's name, for messages.
+constexpr const char *kArgNames[NUM_ARGS] = {
+  "grad_out",
+  "input",
+  "weight",
+  "running_mean",
+  "running_var",
+  "save_mean",
+  "save_invstd",
+  "training",
+  "eps",
+  "output_mask",
+  "grad_input",
+  "grad_weight",
+  "grad_bias",
+};
 // The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).
 constexpr int kArgOfSlot[NUM_SLOTS] = {
   0,  // grad_out
@@ -202,6 +235,21 @@ enum Arg : int {
   NUM_ARGS = 12,
 };
 constexpr int kNumInputs = 9;
+// Each argument's name, for messages.
+constexpr const char *kArgNames[NUM_ARGS] = {
+  "dout",
+  "x",
+  "scale",
+  "saved_mean",
+  "saved_variance",
+  "reserve",
+  "is_training",
+  "epsilon",
+  "data_format",
+  "dx",
+  "dscale",
+  "dbias",
+};
 // The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
 // carries another quantity or depends on the mode: the saved statistics, read by name).
 constexpr int kArgOfSlot[NUM_SLOTS] = {
@@ -458,6 +506,23 @@ enum Arg : int {
   NUM_ARGS = 14,
 };
 constexpr int kNumInputs = 11;
+// Each argument's name, for messages.
+constexpr const char *kArgNames[NUM_ARGS] = {
+  "x",
+  "dy",
+  "scale",
+  "saved_mean",
+  "saved_variance",
+  "dout_dx",
+  "dout_dscale",
+  "dout_dbias",
+  "is_training",
+  "epsilon",
+  "data_format",
+  "dx",
+  "ddy",
+  "dscale",
+};
 // The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
 // carries another quantity or depends on the mode: the saved statistics, read by name).
 constexpr int kArgOfSlot[NUM_SLOTS] = {
@@ -564,6 +629,20 @@ enum Arg : int {
   NUM_ARGS = 11,
 };
 constexpr int kNumInputs = 8;
+// Each argument's name, for messages.
+constexpr const char *kArgNames[NUM_ARGS] = {
+  "input",
+  "weight",
+  "bias",
+  "running_mean",
+  "running_var",
+  "training",
+  "momentum",
+  "eps",
+  "output",
+  "save_mean",
+  "save_invstd",
+};
 // The argument of each tensor slot of this prototype (-1: not one of MindSpore's arguments).
 constexpr int kArgOfSlot[NUM_SLOTS] = {
   0,  // input
@@ -601,6 +680,23 @@ enum Arg : int {
   NUM_ARGS = 14,
 };
 constexpr int kNumInputs = 9;
+// Each argument's name, for messages.
+constexpr const char *kArgNames[NUM_ARGS] = {
+  "x",
+  "scale",
+  "bias",
+  "mean",
+  "variance",
+  "is_training",
+  "epsilon",
+  "momentum",
+  "data_format",
+  "y",
+  "batch_mean",
+  "batch_variance",
+  "reserve_space_1",
+  "reserve_space_2",
+};
 // The argument that carries each tensor slot of this prototype as it is (-1: none, or one that
 // carries another quantity or depends on the mode: the saved statistics, read by name).
 constexpr int kArgOfSlot[NUM_SLOTS] = {

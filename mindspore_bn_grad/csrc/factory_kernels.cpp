@@ -139,31 +139,85 @@ class FactoryArgs final : public primitive::PrimitiveArgs {
   bool strided_ = false;
 };
 
-// One launch of our kernel on MindSpore's KernelTensors; a refusal is logged and fails the launch.
-template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &)>
-bool LaunchOurs(const std::string &kernel_name, const TensorList &inputs, const TensorList &outputs,
-                size_t num_inputs) {
-  try {
-    FactoryArgs args(inputs, outputs, num_inputs);
-    const int rc = args.ok() ? Run(args.call(), args) : spec::kBadParamCount;
-    if (rc != 0) {
-      MS_LOG(ERROR) << "For '" << kernel_name << "' (mindspore_bn_grad's kernel), the arguments were "
-                    << "refused: error code " << rc << (args.ok() ? "" : " (a strided or missing tensor)");
+// The tensor arguments of a launch as "input float32 (4, 3, 5, 5), weight none, ...", for messages.
+std::string DescribeTensors(const TensorList &inputs, size_t num_inputs, const char *const *names) {
+  std::string out;
+  for (size_t i = 0; i < num_inputs && i < inputs.size(); ++i) {
+    const KernelTensor *t = inputs[i];
+    if (t != nullptr && t->dtype_id() != mindspore::kMetaTypeNone && t->type_id() != mindspore::kObjectTypeTensorType)
+      continue;  // a scalar
+    out += out.empty() ? "" : ", ";
+    out += names[i];
+    if (IsNone(t)) {
+      out += " none";
+      continue;
     }
-    return rc == 0;
-  } catch (...) {  // MindSpore's value readers throw on a malformed scalar: a failed launch, not a crash
-    return false;
+    out += " " + mindspore::TypeIdToString(t->dtype_id(), true) + " (";
+    const auto &shape = t->GetShapeVector();
+    for (size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+    out += shape.size() == 1 ? ",)" : ")";
+  }
+  return out;
+}
+
+// The dtypes the kernels take (the prototypes' dtypes), as "float16, bfloat16, ...".
+std::string SupportedDtypes() {
+  std::string out;
+  for (const spec::DtypeName &d : spec::kDtypeNames) out += std::string(out.empty() ? "" : ", ") + d.name;
+  return out;
+}
+
+// At kernel creation (GRAPH: compile time, before anything runs): every tensor argument is None or
+// of a dtype the kernels take, else an exception that says which.
+void CheckDtypes(const std::string &kernel_name, const TensorList &inputs, size_t num_inputs,
+                 const char *const *names) {
+  for (size_t i = 0; i < num_inputs && i < inputs.size(); ++i) {
+    const KernelTensor *t = inputs[i];
+    if (IsNone(t) || t->type_id() != mindspore::kObjectTypeTensorType) continue;
+    if (std::string(DtypeName(t->dtype_id())) == "unsupported") {
+      MS_LOG(EXCEPTION) << "For '" << kernel_name << "' (mindspore_bn_grad's CPU kernel), " << names[i]
+                        << " expected a tensor of " << SupportedDtypes() << ", got "
+                        << mindspore::TypeIdToString(t->dtype_id(), true) << " ("
+                        << DescribeTensors(inputs, num_inputs, names) << ")";
+    }
   }
 }
 
-template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs>
+// One launch of our kernel on MindSpore's KernelTensors. Arguments the kernel refuses raise an
+// exception naming the reason (the prototypes' kernel_errors) and the tensors, which MindSpore
+// reports as the launch's error; nothing is computed then.
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &)>
+bool LaunchOurs(const std::string &kernel_name, const TensorList &inputs, const TensorList &outputs,
+                size_t num_inputs, const char *const *names) {
+  int rc = spec::kBadParamCount;
+  bool dense = true;
+  try {
+    FactoryArgs args(inputs, outputs, num_inputs);
+    dense = args.ok();
+    rc = dense ? Run(args.call(), args) : spec::kBadParamCount;
+  } catch (...) {  // MindSpore's value readers throw on a malformed scalar: refused below, not a crash
+    rc = spec::kBadParamCount;
+  }
+  if (rc != 0) {
+    MS_LOG(EXCEPTION) << "For '" << kernel_name << "' (mindspore_bn_grad's CPU kernel), the arguments were refused: "
+                      << spec::ErrorMessage(rc) << " (error code " << rc << ")"
+                      << (dense ? "" : ", a strided or missing tensor") << "; "
+                      << DescribeTensors(inputs, num_inputs, names);
+  }
+  return true;
+}
+
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, const char *const *kNames>
 class BnKernelMod : public NativeCpuKernelMod {
  public:
   std::vector<KernelAttr> GetOpSupport() override { return {KernelAttr().AddSkipCheckAttr(true)}; }
-  bool Init(const TensorList &, const TensorList &) override { return true; }
+  bool Init(const TensorList &inputs, const TensorList &) override {
+    CheckDtypes(kernel_name_, inputs, kNumInputs, kNames);  // MindSpore's infer leaves dtypes to the kernel
+    return true;
+  }
   bool Launch(const TensorList &inputs, const TensorList &, const TensorList &outputs) override {
     g_launches.fetch_add(1, std::memory_order_relaxed);
-    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs);
+    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs, kNames);
   }
 };
 
@@ -184,7 +238,8 @@ namespace legacy_bwd = spec::batch_norm_backward::mindspore_legacy_primitive;
 namespace legacy_dbl = spec::batch_norm_double_backward::mindspore_legacy_primitive;
 constexpr size_t kMindSporeMaxRank = 4;  // MindSpore's CPU kernels pad the shape to 4-D (NCHW only)
 
-template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, int kFormatArg>
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, int kFormatArg,
+          const char *const *kNames>
 class LegacyKernelMod : public NativeCpuKernelMod {
  public:
   explicit LegacyKernelMod(std::shared_ptr<NativeCpuKernelMod> theirs) : theirs_(std::move(theirs)) {}
@@ -217,7 +272,7 @@ class LegacyKernelMod : public NativeCpuKernelMod {
       return theirs_->Launch(inputs, workspace, outputs);
     }
     g_legacy_launches.fetch_add(1, std::memory_order_relaxed);
-    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs);
+    return LaunchOurs<Run>(kernel_name_, inputs, outputs, kNumInputs, kNames);
   }
 
  private:
@@ -278,14 +333,16 @@ class LegacyKernelMod : public NativeCpuKernelMod {
   std::vector<int64_t> theirs_sig_;
 };
 
-using BatchNormKernel = LegacyKernelMod<primitive::RunBatchNorm, legacy_fwd::kNumInputs, legacy_fwd::DATA_FORMAT>;
+using BatchNormKernel =
+    LegacyKernelMod<primitive::RunBatchNorm, legacy_fwd::kNumInputs, legacy_fwd::DATA_FORMAT, legacy_fwd::kArgNames>;
 using BatchNormGradKernel =
-    LegacyKernelMod<primitive::RunBatchNormGrad, legacy_bwd::kNumInputs, legacy_bwd::DATA_FORMAT>;
+    LegacyKernelMod<primitive::RunBatchNormGrad, legacy_bwd::kNumInputs, legacy_bwd::DATA_FORMAT, legacy_bwd::kArgNames>;
 using BatchNormGradGradKernel =
-    LegacyKernelMod<primitive::RunBatchNormGradGrad, legacy_dbl::kNumInputs, legacy_dbl::DATA_FORMAT>;
+    LegacyKernelMod<primitive::RunBatchNormGradGrad, legacy_dbl::kNumInputs, legacy_dbl::DATA_FORMAT,
+                    legacy_dbl::kArgNames>;
 
-using BatchNormExtKernel = BnKernelMod<primitive::RunBatchNormExt, ext::kNumInputs>;
-using BatchNormGradExtKernel = BnKernelMod<primitive::RunBatchNormGradExt, grad_ext::kNumInputs>;
+using BatchNormExtKernel = BnKernelMod<primitive::RunBatchNormExt, ext::kNumInputs, ext::kArgNames>;
+using BatchNormGradExtKernel = BnKernelMod<primitive::RunBatchNormGradExt, grad_ext::kNumInputs, grad_ext::kArgNames>;
 
 using Factory = mindspore::kernel::Factory<NativeCpuKernelMod>;
 

@@ -90,6 +90,42 @@ print("OK")
 
 
 @NEEDS_FACTORY
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_a_dtype_the_kernels_do_not_take_is_named_before_anything_runs(mode):
+    """MindSpore's infer of BatchNormExt leaves dtypes to the kernel: ours refuses an integer input or
+    running statistic when MindSpore creates it (GRAPH: while compiling), with a message naming the
+    argument, what it takes and what it got, and the kernel never runs."""
+    run_python(LAUNCHES + f"""
+import mindspore_bn_grad
+import mindspore as ms
+from mindspore import mint, nn
+ms.set_context(mode=ms.{'GRAPH' if mode == 'graph' else 'PYNATIVE'}_MODE)
+assert factory.status(), factory.state().reason
+
+class Net(nn.Cell):
+    def construct(self, x, rm, rv):
+        return mint.nn.functional.batch_norm(x, rm, rv, None, None, True)
+
+x = ms.Tensor(np.ones((4, 3, 2, 2), np.float32))
+stats = (ms.Tensor(np.zeros(3, np.float32)), ms.Tensor(np.ones(3, np.float32)))
+for name, args in (("input", (x.astype(ms.int32),) + stats),
+                   ("running_mean", (x, stats[0].astype(ms.int32), stats[1]))):
+    before = launches()
+    try:
+        Net()(*args).asnumpy()
+        raise AssertionError(name + ": no error")
+    except RuntimeError as e:
+        msg = str(e)
+    assert (f"For 'BatchNormExt' (mindspore_bn_grad's CPU kernel), {{name}} expected a tensor of "
+            "float16, bfloat16, float32, float64, got int32") in msg, msg[:800]
+    assert launches() == before, "the kernel ran"
+y = Net()(x, *stats)  # and the next call runs
+assert np.allclose(y.asnumpy(), 0.0, atol=1e-3)
+print("OK")
+""")
+
+
+@NEEDS_FACTORY
 def test_strided_views_stay_correct():
     """With our kernels in the factory (no op plugin), MindSpore still makes strided views dense:
     its own CPU ops compute a transposed tensor right (the case test_op_plugin.py pins as wrong
