@@ -227,8 +227,11 @@ def _try_load(legacy: bool = True) -> None:
     try:
         _load(legacy)
     except Exception as e:  # pylint: disable=broad-except  # import must never fail on this
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        _STATE.reason = f"the kernel-factory library could not be prepared ({first})"
+        lines = str(e).strip().splitlines()
+        first = lines[0] if lines else type(e).__name__
+        # a failed build: its first line ends with "failed:"; the compiler's first error says why
+        error = next((l.strip() for l in lines[1:] if "error" in l), "")
+        _STATE.reason = f"the kernel-factory library could not be prepared ({first}{' ' + error if error else ''})"
 
 
 _REGISTER_RESULTS = {

@@ -347,3 +347,18 @@ from _native_cases import converted_layer_trains
 converted_layer_trains(net)
 print("OK")
 """, {**ON, "MS_BN_GRAD_CACHE_DIR": str(cache), "MS_BN_GRAD_CXX": str(tmp_path / "no-such-compiler")})
+
+
+def test_a_failed_build_says_what_the_compiler_said(monkeypatch):
+    """When the kernel-factory library does not compile, the route's reason (which its one warning
+    shows) carries the compiler's first error, not only the line that says the build failed."""
+    def failing_load(legacy):
+        raise build.KernelBuildError(
+            "BatchNormBackward: building the kernel-factory library for MindSpore 9.9 failed:\n  g++ -c x.cpp\n"
+            "In file included from cpu_kernel.h:3:\nx.cpp:12:3: error: 'KernelTensor' has no member named 'foo'\n")
+    monkeypatch.setattr(factory, "_load", failing_load)
+    monkeypatch.setattr(factory._STATE, "reason", factory._STATE.reason)  # restored afterwards
+    factory._try_load()
+    assert factory._STATE.reason == (
+        "the kernel-factory library could not be prepared (BatchNormBackward: building the kernel-factory "
+        "library for MindSpore 9.9 failed: x.cpp:12:3: error: 'KernelTensor' has no member named 'foo')")
