@@ -275,5 +275,7 @@ int MsBnGradSetNumThreads(int n) {
 }
 int MsBnGradMaxThreads() { return bn_grad::MaxThreads(); }
 int MsBnGradGetNumThreads() { return bn_grad::GetNumThreads(); }
+// The thread count of this thread's latest kernel call (tests of num_threads.h's CallThreads).
+int MsBnGradLastCallThreads() { return bn_grad::CallThreads::Last(); }
 
 }  // extern "C"

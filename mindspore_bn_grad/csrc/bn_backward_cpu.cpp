@@ -140,6 +140,7 @@ int DispatchDtype(const BnBackwardArgs &a) {
 int BnBackward(const BnBackwardArgs &a) {
   if (a.channels <= 0) return 0;
   if (a.outer < 0 || a.inner < 0) return 1;
+  const CallThreads threads(a, a.grad_out.dtype);
   const int rc = bwd::DispatchDtype(a);
   if (rc == 0) bwd::FixNonFiniteChannels(a);
   return rc;

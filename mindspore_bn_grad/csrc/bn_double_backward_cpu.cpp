@@ -340,6 +340,7 @@ int Compute(const DoubleBackwardArgs &a, bool ggi) {
 
 int DoubleBackward(const DoubleBackwardArgs &a) {
   if (a.channels == 0) return 0;
+  const CallThreads threads(a, a.grad_out.dtype);
   const bool ggi = a.mask[spec::batch_norm_backward::kMaskBitGradInput] && a.grad_grad_input.data != nullptr;
   switch (a.grad_out.dtype) {
     case DType::kFloat16: return Compute<Half>(a, ggi);

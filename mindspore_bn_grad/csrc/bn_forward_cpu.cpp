@@ -87,6 +87,7 @@ int Dispatch(const BnForwardArgs &a) {
 int BnForward(const BnForwardArgs &a) {
   if (a.channels < 0 || a.outer < 0 || a.inner < 0) return spec::kBadShape;
   if (a.channels == 0) return spec::kOk;
+  const CallThreads threads(a, a.input.dtype);
   try {
     if (a.outer == 0 || a.inner == 0) {  // empty: statistics of nothing, no output elements
       for (int64_t c = 0; c < a.channels; ++c) fwd::FinishChannel(a, c, fwd::Moments());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bn_spec.gen.h"
+#include "num_threads.h"
 #include "bn_sync.h"
 #include "element_io.h"
 #include "scalar_kernel.h"
@@ -141,6 +142,7 @@ struct ElemtF {
 }  // namespace
 
 int ReduceBackward(const ReduceArgs &a) {
+  const CallThreads threads(a, a.grad_out.dtype);
   const int64_t C = a.channels;
   const bool need_dy = a.input_g || a.bias_g, need_xmu = a.input_g || a.weight_g;
   if (C == 0 || !(need_dy || need_xmu)) return 0;
@@ -162,6 +164,7 @@ int ReduceBackward(const ReduceArgs &a) {
 }
 
 int ElemtBackward(const ElemtArgs &a) {
+  const CallThreads threads(a, a.grad_out.dtype);
   const int64_t C = a.channels;
   if (C == 0 || a.outer * a.inner == 0) return 0;
   double n = 0.0;
