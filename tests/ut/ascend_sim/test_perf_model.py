@@ -249,6 +249,13 @@ def test_step_bytes_at_most_opsnn_plus_one_percent(resnet_all):
         assert t["gm_bytes"] <= 1.01 * t["opsnn_bytes"], t
 
 
+@pytest.mark.slow
+def test_floor_between_bound_and_model(resnet_all):
+    """The floor of the modeled time (bench/ascend_floor.py) never above the model, never below the bound."""
+    for r in resnet_all:
+        assert r["bound_us"] <= r["floor_us"] <= r["modeled_us"], (r["soc"], r["shape"], r["dtype"])
+
+
 def test_target_bytes_never_above_opsnn(rows):
     """Where both read once the counts tie (x, dy, dx and five per-channel vectors); 0.1% covers the
     32-byte blocks two neighbouring bursts share."""
