@@ -458,11 +458,11 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
     }
 }
 
-// grad_input of chunk rows [r0, r1), in place over the resident dy (zeros when not wanted), spSlabRows rows
-// per instruction.
+// grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction: float32 in
+// place over the resident dy, 16-bit types cast into `out` (Runner::Out).
 template <typename T>
-__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
-                                 uint32_t len, bool want)
+__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, const LocalTensor<T> &out,
+                                 uint64_t r0, uint64_t r1, uint32_t len, bool want)
 {
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
@@ -495,7 +495,9 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
             }
         }
         if constexpr (!IsSame<T, float>::value) {
-            AscendC::Cast(b.dy[off], dr, NarrowRound<T>(), elems);
+            AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
+        } else {
+            (void)out;
         }
     }
 }
@@ -692,21 +694,47 @@ private:
             return;
         }
         b_.Use(s.buf);
+        // One buffer with grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x
+        // rows, each as soon as the apply of the buffer's last sub-group has cast them (V), the x rows
+        // behind their stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's
+        // first rows, and V does not wait for all of dy before its first x rows.
+        const bool dyFirst = OutIsX() && k.t.spBuffers == 1 && pending_[s.buf];
+        const uint32_t lead = dyFirst ? (chunks_ + 1) / 2 : 0;
+        for (uint32_t c = 0; c < lead; ++c) {
+            ReleaseChunk(s.buf, c, true, false);
+            LoadRows(k, s, c, true, false);
+        }
         for (uint32_t c = 0; c < chunks_; ++c) {
+            if (dyFirst && c + lead < chunks_) {
+                ReleaseChunk(s.buf, c + lead, true, false);
+                LoadRows(k, s, c + lead, true, false);
+            }
             if (statsGroup >= 0 && c + 1 == chunks_) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
                 FinishStatLoads(k, statsGroup);
             }
-            ReleaseChunk(s.buf, c);  // the buffer's last sub-group's rows of this chunk are applied and stored
-            for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
-                if (reduce_) {
-                    LoadRow(k, b_.x[n * s.len], k.x, s, n);
-                }
-            }
+            ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
+            LoadRows(k, s, c, !dyFirst, reduce_);
             AscendC::SetFlag<HardEvent::MTE2_V>(Id(s.buf, c));
         }
     }
+
+    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x)
+    {
+        for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+            if (dy) {
+                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
+            }
+            if (x) {
+                LoadRow(k, b_.x[n * s.len], k.x, s, n);
+            }
+        }
+    }
+
+    // 16-bit types with x loaded cast grad_input into x's rows, which the apply has cast before, so the
+    // stores read x and dy's rows are free for the next loads once the apply has cast them (V alone).
+    __aicore__ inline bool OutIsX() const { return !IsSame<T, float>::value && reduce_; }
+    __aicore__ inline const LocalTensor<T> &Out() const { return OutIsX() ? b_.x : b_.dy; }
 
     // V: x - mean and the row sums, chunk by chunk as the rows land.
     __aicore__ inline void Reduce(KernelState<T> &k, const SubGroup &s)
@@ -758,11 +786,11 @@ private:
             BNB_PERF_COMBINE_END();
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
-            ApplyRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
+            ApplyRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
             AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                StoreRow(k, k.gi, b_.dy[n * s.len], s, n);
+                StoreRow(k, k.gi, Out()[n * s.len], s, n);
             }
             if (loads_) {
                 AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));     // the next loads into this chunk wait for
@@ -903,14 +931,18 @@ private:
     // Chunk c of buffer buf's previous sub-group is free once its compute (V)
     // and stores (MTE3) are done: the next loads into chunk c overlap the apply
     // and stores of the chunks after it (a next sub-group of no more channels
-    // puts chunk c's rows no later in UB than this one did).
-    __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c)
+    // puts chunk c's rows no later in UB than this one did). `v` / `mte3`:
+    // which of the two waits (each once per chunk; the MTE3 wait of the last
+    // chunk ends the buffer's release).
+    __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c, bool v = true, bool mte3 = true)
     {
-        if (pending_[buf]) {
+        if (pending_[buf] && v) {
             AscendC::WaitFlag<HardEvent::V_MTE2>(Id(buf, c));
+        }
+        if (pending_[buf] && mte3) {
             AscendC::WaitFlag<HardEvent::MTE3_MTE2>(Id(buf, c));
         }
-        if (c + 1 == chunks_) {
+        if (mte3 && c + 1 == chunks_) {
             pending_[buf] = false;
         }
     }
