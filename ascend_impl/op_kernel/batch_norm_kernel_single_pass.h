@@ -458,16 +458,18 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
     }
 }
 
-// grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction: float32 in
-// place over the resident dy, 16-bit types cast into `out` (Runner::Out).
+// grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
+// resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
+// float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
 template <typename T>
-__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, const LocalTensor<T> &out,
-                                 uint64_t r0, uint64_t r1, uint32_t len, bool want)
+__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, bool toX, uint64_t r0, uint64_t r1,
+                                 uint32_t len, bool want)
 {
+    const LocalTensor<T> &out = toX ? b.x : b.dy;
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
-        LocalTensor<float> dr;
+        LocalTensor<float> dr;  // dy's float row, and grad_input's but for float32 into x
         if constexpr (IsSame<T, float>::value) {
             dr = b.dy[off];
         } else {
@@ -476,28 +478,32 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, c
                 AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
             }
         }
+        const bool floatToX = IsSame<T, float>::value && toX;
+        const LocalTensor<float> res = floatToX ? ApplyX(b, off, elems) : dr;
         if (!want) {
-            AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
+            AscendC::Duplicate(res, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
 #if BNB_SOC_HAS_MUL_ADD
         } else if (k.t.training && k.t.mulAdd) {
             // dx = (a * dy + b) + k * x, two instructions over the slabs (Buffers::scalar is never set here).
             const int32_t count = Narrow<int32_t>(elems, "vector count");
             AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], count);
-            AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+            if (floatToX) {
+                AscendC::FusedMulAdd(res, b.slab[SLAB_K], dr, count);  // x = k * x + dr
+            } else {
+                AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+            }
 #endif
         } else {
             WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyX(b, off, elems);
                 WithValue<true>(b, xh, SLAB_K, elems);
-                AscendC::Add(dr, dr, xh, Narrow<int32_t>(elems, "Add count"));
-                WithValue<false>(b, dr, SLAB_B, elems);
+                AscendC::Add(res, floatToX ? xh : dr, floatToX ? dr : xh, Narrow<int32_t>(elems, "Add count"));
+                WithValue<false>(b, res, SLAB_B, elems);
             }
         }
         if constexpr (!IsSame<T, float>::value) {
             AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
-        } else {
-            (void)out;
         }
     }
 }
@@ -524,6 +530,7 @@ public:
         want_ = mask >> GRAD_INPUT & 1;
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
         loads_ = reduce_ || want_;
+        outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
             Group(k, int64_t(g));
@@ -731,10 +738,11 @@ private:
         }
     }
 
-    // 16-bit types with x loaded cast grad_input into x's rows, which the apply has cast before, so the
-    // stores read x and dy's rows are free for the next loads once the apply has cast them (V alone).
-    __aicore__ inline bool OutIsX() const { return !IsSame<T, float>::value && reduce_; }
-    __aicore__ inline const LocalTensor<T> &Out() const { return OutIsX() ? b_.x : b_.dy; }
+    // grad_input goes to x's rows, which the apply has read before (16-bit types with x loaded; float32
+    // in training with grad_input), so the stores read x and dy's rows are free for the next loads once
+    // the apply has read them (V alone).
+    __aicore__ inline bool OutIsX() const { return outX_; }
+    __aicore__ inline const LocalTensor<T> &Out() const { return outX_ ? b_.x : b_.dy; }
 
     // V: x - mean and the row sums, chunk by chunk as the rows land.
     __aicore__ inline void Reduce(KernelState<T> &k, const SubGroup &s)
@@ -786,7 +794,7 @@ private:
             BNB_PERF_COMBINE_END();
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
-            ApplyRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
+            ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
             AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
@@ -958,7 +966,7 @@ private:
     }
 
     Buffers<T> b_;
-    bool want_ = false, reduce_ = false, loads_ = false;
+    bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool pending_[SP_MAX_BUFFERS] = {};
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };
