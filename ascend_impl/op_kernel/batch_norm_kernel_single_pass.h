@@ -701,11 +701,11 @@ private:
             return;
         }
         b_.Use(s.buf);
-        // One buffer with grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x
-        // rows, each as soon as the apply of the buffer's last sub-group has cast them (V), the x rows
-        // behind their stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's
-        // first rows, and V does not wait for all of dy before its first x rows.
-        const bool dyFirst = OutIsX() && k.t.spBuffers == 1 && pending_[s.buf];
+        // grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x rows, each as
+        // soon as the apply of the buffer's last sub-group has read them (V), the x rows behind their
+        // stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's first rows,
+        // and V does not wait for all of dy before its first x rows.
+        const bool dyFirst = OutIsX() && pending_[s.buf];
         const uint32_t lead = dyFirst ? (chunks_ + 1) / 2 : 0;
         for (uint32_t c = 0; c < lead; ++c) {
             ReleaseChunk(s.buf, c, true, false);
