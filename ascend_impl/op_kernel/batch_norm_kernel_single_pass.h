@@ -461,9 +461,10 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
 // grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
 // resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
 // float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
+// dyFree >= 0 (16-bit types into x): the V_MTE2 event of that id is set once the rows' dy is cast.
 template <typename T>
 __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, bool toX, uint64_t r0, uint64_t r1,
-                                 uint32_t len, bool want)
+                                 uint32_t len, bool want, int32_t dyFree = -1)
 {
     const LocalTensor<T> &out = toX ? b.x : b.dy;
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
@@ -476,6 +477,9 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
             dr = b.slab[SLAB_DY_F];
             if (want) {
                 AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+            }
+            if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
             }
         }
         const bool floatToX = IsSame<T, float>::value && toX;
@@ -793,15 +797,20 @@ private:
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
+        // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
+        const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         for (uint32_t c = 0; c < chunks_; ++c) {
-            ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
+            ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
+                      dyFreeEarly ? Id(s.buf, c) : -1);
             AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                 StoreRow(k, k.gi, Out()[n * s.len], s, n);
             }
             if (loads_) {
-                AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));     // the next loads into this chunk wait for
+                if (!dyFreeEarly) {
+                    AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));  // the next loads into this chunk wait for
+                }
                 AscendC::SetFlag<HardEvent::MTE3_MTE2>(Id(s.buf, c));  // its compute and its stores
             }
         }
