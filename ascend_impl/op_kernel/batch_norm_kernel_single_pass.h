@@ -623,9 +623,11 @@ private:
             }
         }
         Release();
-        // grad_weight = invstd * sum(dy * (x - mean)) (after Totals' S_V)
+        SetWaitFlag<HardEvent::S_V>();  // the scalar unit's reads of the vectors (Broadcast) before V writes them
+        // grad_weight = invstd * sum(dy * (x - mean))
         AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::PipeBarrier<PIPE_ALL>();  // the totals before their copies (once per group)
+        // the totals before their copies; the grad_input stores still in flight need not land first
+        SetWaitFlag<HardEvent::V_MTE3>();
         k.coefGroup = -1;
         if (k.t.softSync) {
             Stash(k, g);
