@@ -4,15 +4,16 @@ training step at batch 32, on every SoC line of op_def/ascend_soc_capabilities.y
 
 Per shape: the strategy the tiling picks, cores used and the largest core's share of the bytes,
 GM bytes per element (ours, CANN ops-nn batch_norm_grad_v3's strategy as documented, the floor),
-modeled time against the GM-bandwidth bound of the floor, the combine's share of the modeled time,
-UB high-water mark, smallest activation burst. Then the step totals. A model, not a measurement: tests/st and scripts/run_st.sh time the
-kernel on a board.
+modeled time against the GM-bandwidth bound of the floor, the floor of the modeled time that no design
+can beat (bench/ascend_floor.py; in multiples of the bound, and the pipe that sets it), the combine's
+share of the modeled time, UB high-water mark, smallest activation burst. Then the step totals. A model,
+not a measurement: tests/st and scripts/run_st.sh time the kernel on a board.
 """
 import argparse
 import json
 import sys
 
-from . import ascend_model
+from . import ascend_floor, ascend_model
 
 BATCH = 32
 # ResNet-50 (v1.5: stride on the 3x3 conv) BatchNorm layers: (channels, spatial side) -> layers.
@@ -44,6 +45,7 @@ def opsnn_bytes_per_element(shape, dtype):
 
 def row(r, layers):
     """The JSON row of one (soc, shape, dtype)."""
+    floor = ascend_floor.floor(r.soc, r.shape, r.dtype)
     return {
         "soc": r.soc, "shape": list(r.shape), "dtype": r.dtype, "layers": layers, "strategy": r.strategy,
         "gm_bytes_per_element": round(r.gm_bytes_per_element, 4),
@@ -60,6 +62,8 @@ def row(r, layers):
         "min_burst_bytes": r.min_burst, "sync_alls": max(c.sync_alls for c in r.cores),
         "busy_us": {p: round(r.busy_us(p), 3) for p in ("s", "v", "mte2", "mte3")},
         "combine_us": round(r.combine_us, 3), "combine_share": round(r.combine_share, 4),
+        "floor_us": round(floor["us"], 3), "floor_pipe": floor["pipe"],
+        "floor_pipes_us": {p: round(t, 3) for p, t in floor["pipes_us"].items()},
     }
 
 
@@ -70,12 +74,12 @@ def model_all(socs, dtypes, shapes, lib=None):
 
 
 def totals(rows):
-    """Per (soc, dtype): the step's GM bytes (ours, ops-nn, floor) and modeled / bound time."""
+    """Per (soc, dtype): the step's GM bytes (ours, ops-nn, floor) and modeled / bound / floor time."""
     out = {}
     for r in rows:
         t = out.setdefault((r["soc"], r["dtype"]), {"soc": r["soc"], "dtype": r["dtype"], "layers": 0, "gm_bytes": 0,
                                                     "opsnn_bytes": 0, "floor_bytes": 0, "modeled_us": 0.0,
-                                                    "bound_us": 0.0})
+                                                    "bound_us": 0.0, "floor_us": 0.0})
         n = r["layers"]
         t["layers"] += n
         t["gm_bytes"] += n * r["gm_bytes"]
@@ -83,12 +87,13 @@ def totals(rows):
         t["floor_bytes"] += n * r["floor_bytes_per_element"] * r["elements"]
         t["modeled_us"] += n * r["modeled_us"]
         t["bound_us"] += n * r["bound_us"]
+        t["floor_us"] += n * r["floor_us"]
     return list(out.values())
 
 
 def print_table(rows, out=sys.stdout):
     head = (f"{'shape':<20}{'n':>3} {'strategy':<12}{'cores':>5}{'share':>7}{'B/el':>7}{'ops-nn':>7}{'floor':>6}"
-            f"{'model us':>10}{'bound us':>10}{'x bound':>8}{'comb%':>6}{'UB KiB':>7}{'burst':>6}")
+            f"{'model us':>10}{'bound us':>10}{'x bound':>8}{'floor x':>8}{'by':>5}{'comb%':>6}{'UB KiB':>7}{'burst':>6}")
     last = None
     for r in rows:
         if (r["soc"], r["dtype"]) != last:
@@ -96,15 +101,19 @@ def print_table(rows, out=sys.stdout):
             print(f"\n{r['soc']} {r['dtype']}", file=out)
             print(head, file=out)
         ratio = r["modeled_us"] / r["bound_us"] if r["bound_us"] else 0.0
+        floor = r["floor_us"] / r["bound_us"] if r["bound_us"] else 0.0
         print(f"{str(tuple(r['shape'])):<20}{r['layers']:>3} {r['strategy']:<12}{r['cores_used']:>5}"
               f"{r['max_core_share']:>7.3f}{r['gm_bytes_per_element']:>7.2f}{r['opsnn_bytes_per_element']:>7.2f}"
               f"{r['floor_bytes_per_element']:>6}{r['modeled_us']:>10.1f}{r['bound_us']:>10.1f}{ratio:>8.2f}"
+              f"{floor:>8.2f}{r['floor_pipe']:>5}"
               f"{100 * r['combine_share']:>6.1f}"
               f"{r['ub_high_water'] / 1024:>7.1f}{r['min_burst_bytes']:>6}", file=out)
-    print("\nResNet-50 step (53 layers, batch 32): GM bytes ours / ops-nn / floor, modeled / bound time", file=out)
+    print("\nResNet-50 step (53 layers, batch 32): GM bytes ours / ops-nn / floor, modeled / bound / floor time",
+          file=out)
     for t in totals(rows):
         print(f"  {t['soc']:<13}{t['dtype']:<9}{t['gm_bytes'] / 1e9:7.2f} / {t['opsnn_bytes'] / 1e9:5.2f} / "
-              f"{t['floor_bytes'] / 1e9:5.2f} GB   {t['modeled_us']:9.1f} / {t['bound_us']:8.1f} us", file=out)
+              f"{t['floor_bytes'] / 1e9:5.2f} GB   {t['modeled_us']:9.1f} / {t['bound_us']:8.1f} / "
+              f"{t['floor_us']:8.1f} us", file=out)
 
 
 def main(argv=None):

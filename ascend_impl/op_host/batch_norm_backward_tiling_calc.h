@@ -48,8 +48,7 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
         return;
     }
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
-    // softSync: fewer, larger rounds (each pays a software SyncAll), dx left less of L2.
-    const uint64_t budget = in.l2Bytes / (t.softSync ? L2_ROUND_DIVISOR_SOFT : L2_ROUND_DIVISOR);
+    const uint64_t budget = in.l2Bytes / L2_ROUND_DIVISOR;
     if (perChannel * uint64_t(t.channels) <= budget) {
         return;  // the whole tensor pair fits: one round is the plain two-pass order
     }

@@ -49,8 +49,7 @@ constexpr uint32_t PART_HALVES = 2;       // channel-first partials: UB ping-pon
 constexpr uint32_t SLOTS_PER_LOAD = 32;    // units' partials per copy (stored and combined)
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
-constexpr uint32_t L2_ROUND_DIVISOR = 3;   // a round's grad_out + input take at most L2 / this (room for dx)
-constexpr uint32_t L2_ROUND_DIVISOR_SOFT = 2;  // the same with softSync: its SyncAll is a GM flag exchange, dearer per round
+constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)

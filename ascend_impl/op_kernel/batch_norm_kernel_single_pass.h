@@ -458,16 +458,19 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
     }
 }
 
-// grad_input of chunk rows [r0, r1), in place over the resident dy (zeros when not wanted), spSlabRows rows
-// per instruction.
+// grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
+// resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
+// float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
+// dyFree >= 0 (16-bit types into x): the V_MTE2 event of that id is set once the rows' dy is cast.
 template <typename T>
-__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
-                                 uint32_t len, bool want)
+__aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, bool toX, uint64_t r0, uint64_t r1,
+                                 uint32_t len, bool want, int32_t dyFree = -1)
 {
+    const LocalTensor<T> &out = toX ? b.x : b.dy;
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
-        LocalTensor<float> dr;
+        LocalTensor<float> dr;  // dy's float row, and grad_input's but for float32 into x
         if constexpr (IsSame<T, float>::value) {
             dr = b.dy[off];
         } else {
@@ -475,27 +478,36 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, u
             if (want) {
                 AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
             }
+            if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+            }
         }
+        const bool floatToX = IsSame<T, float>::value && toX;
+        const LocalTensor<float> res = floatToX ? ApplyX(b, off, elems) : dr;
         if (!want) {
-            AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
+            AscendC::Duplicate(res, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
 #if BNB_SOC_HAS_MUL_ADD
         } else if (k.t.training && k.t.mulAdd) {
             // dx = (a * dy + b) + k * x, two instructions over the slabs (Buffers::scalar is never set here).
             const int32_t count = Narrow<int32_t>(elems, "vector count");
             AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], count);
-            AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+            if (floatToX) {
+                AscendC::FusedMulAdd(res, b.slab[SLAB_K], dr, count);  // x = k * x + dr
+            } else {
+                AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+            }
 #endif
         } else {
             WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyX(b, off, elems);
                 WithValue<true>(b, xh, SLAB_K, elems);
-                AscendC::Add(dr, dr, xh, Narrow<int32_t>(elems, "Add count"));
-                WithValue<false>(b, dr, SLAB_B, elems);
+                AscendC::Add(res, floatToX ? xh : dr, floatToX ? dr : xh, Narrow<int32_t>(elems, "Add count"));
+                WithValue<false>(b, res, SLAB_B, elems);
             }
         }
         if constexpr (!IsSame<T, float>::value) {
-            AscendC::Cast(b.dy[off], dr, NarrowRound<T>(), elems);
+            AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
         }
     }
 }
@@ -522,6 +534,7 @@ public:
         want_ = mask >> GRAD_INPUT & 1;
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
         loads_ = reduce_ || want_;
+        outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
             Group(k, int64_t(g));
@@ -610,9 +623,11 @@ private:
             }
         }
         Release();
-        // grad_weight = invstd * sum(dy * (x - mean)) (after Totals' S_V)
+        SetWaitFlag<HardEvent::S_V>();  // the scalar unit's reads of the vectors (Broadcast) before V writes them
+        // grad_weight = invstd * sum(dy * (x - mean))
         AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
-        AscendC::PipeBarrier<PIPE_ALL>();  // the totals before their copies (once per group)
+        // the totals before their copies; the grad_input stores still in flight need not land first
+        SetWaitFlag<HardEvent::V_MTE3>();
         k.coefGroup = -1;
         if (k.t.softSync) {
             Stash(k, g);
@@ -692,21 +707,48 @@ private:
             return;
         }
         b_.Use(s.buf);
+        // grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x rows, each as
+        // soon as the apply of the buffer's last sub-group has read them (V), the x rows behind their
+        // stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's first rows,
+        // and V does not wait for all of dy before its first x rows.
+        const bool dyFirst = OutIsX() && pending_[s.buf];
+        const uint32_t lead = dyFirst ? (chunks_ + 1) / 2 : 0;
+        for (uint32_t c = 0; c < lead; ++c) {
+            ReleaseChunk(s.buf, c, true, false);
+            LoadRows(k, s, c, true, false);
+        }
         for (uint32_t c = 0; c < chunks_; ++c) {
+            if (dyFirst && c + lead < chunks_) {
+                ReleaseChunk(s.buf, c + lead, true, false);
+                LoadRows(k, s, c + lead, true, false);
+            }
             if (statsGroup >= 0 && c + 1 == chunks_) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
                 FinishStatLoads(k, statsGroup);
             }
-            ReleaseChunk(s.buf, c);  // the buffer's last sub-group's rows of this chunk are applied and stored
-            for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
-                if (reduce_) {
-                    LoadRow(k, b_.x[n * s.len], k.x, s, n);
-                }
-            }
+            ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
+            LoadRows(k, s, c, !dyFirst, reduce_);
             AscendC::SetFlag<HardEvent::MTE2_V>(Id(s.buf, c));
         }
     }
+
+    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x)
+    {
+        for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+            if (dy) {
+                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
+            }
+            if (x) {
+                LoadRow(k, b_.x[n * s.len], k.x, s, n);
+            }
+        }
+    }
+
+    // grad_input goes to x's rows, which the apply has read before (16-bit types with x loaded; float32
+    // in training with grad_input), so the stores read x and dy's rows are free for the next loads once
+    // the apply has read them (V alone).
+    __aicore__ inline bool OutIsX() const { return outX_; }
+    __aicore__ inline const LocalTensor<T> &Out() const { return outX_ ? b_.x : b_.dy; }
 
     // V: x - mean and the row sums, chunk by chunk as the rows land.
     __aicore__ inline void Reduce(KernelState<T> &k, const SubGroup &s)
@@ -757,15 +799,20 @@ private:
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
+        // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
+        const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         for (uint32_t c = 0; c < chunks_; ++c) {
-            ApplyRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_);
+            ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
+                      dyFreeEarly ? Id(s.buf, c) : -1);
             AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                StoreRow(k, k.gi, b_.dy[n * s.len], s, n);
+                StoreRow(k, k.gi, Out()[n * s.len], s, n);
             }
             if (loads_) {
-                AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));     // the next loads into this chunk wait for
+                if (!dyFreeEarly) {
+                    AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));  // the next loads into this chunk wait for
+                }
                 AscendC::SetFlag<HardEvent::MTE3_MTE2>(Id(s.buf, c));  // its compute and its stores
             }
         }
@@ -903,14 +950,18 @@ private:
     // Chunk c of buffer buf's previous sub-group is free once its compute (V)
     // and stores (MTE3) are done: the next loads into chunk c overlap the apply
     // and stores of the chunks after it (a next sub-group of no more channels
-    // puts chunk c's rows no later in UB than this one did).
-    __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c)
+    // puts chunk c's rows no later in UB than this one did). `v` / `mte3`:
+    // which of the two waits (each once per chunk; the MTE3 wait of the last
+    // chunk ends the buffer's release).
+    __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c, bool v = true, bool mte3 = true)
     {
-        if (pending_[buf]) {
+        if (pending_[buf] && v) {
             AscendC::WaitFlag<HardEvent::V_MTE2>(Id(buf, c));
+        }
+        if (pending_[buf] && mte3) {
             AscendC::WaitFlag<HardEvent::MTE3_MTE2>(Id(buf, c));
         }
-        if (c + 1 == chunks_) {
+        if (mte3 && c + 1 == chunks_) {
             pending_[buf] = false;
         }
     }
@@ -926,7 +977,7 @@ private:
     }
 
     Buffers<T> b_;
-    bool want_ = false, reduce_ = false, loads_ = false;
+    bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool pending_[SP_MAX_BUFFERS] = {};
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };

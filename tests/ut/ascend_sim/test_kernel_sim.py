@@ -165,7 +165,7 @@ def test_deterministic_for_any_core_count(sim, cores):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("shape,ub_kib,l2_bytes", [
     ((4, 9, 999), 20, 0),           # one group per core, its partials combined from UB
-    ((4, 24, 999), 20, 1 << 20),    # a small L2: several groups per core, both passes group by group
+    ((4, 24, 999), 20, 1 << 19),    # a small L2: several groups per core, both passes group by group
     ((2, 6, 9000), 16, 0),          # more units per group than one batch of partials: combined from GM
 ])
 def test_whole_channels_per_core(sim, shape, ub_kib, l2_bytes, dtype):

@@ -1,5 +1,5 @@
 """The two-pass L2 rounds of the Ascend C kernel (tiling l2Rounds) in the CPU build: with a small L2
-the tiling sizes channel groups to a third of it and the kernel runs both passes group by group
+the tiling sizes channel groups to half of it and the kernel runs both passes group by group
 across all cores; values against the float64 reference, and the same bits for any core count.
 Without SyncAll (tiling l2Channels): both passes a few channels of a core's group at a time."""
 import numpy as np
@@ -9,7 +9,7 @@ import simlib
 from test_kernel_sim import ALL_MASKS, check, make_inputs
 
 pytestmark = pytest.mark.ascend_sim
-L2 = 64 * 1024  # a round's grad_out + input: at most ~21 KiB
+L2 = 64 * 1024  # a round's grad_out + input: at most 32 KiB
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -40,7 +40,7 @@ def test_rounds_deterministic_for_any_core_count(sim):
 
 
 # Without SyncAll (whole groups per core): (shape, ub_bytes, l2_bytes, dtype) whose groups of 8 / 16
-# channels exceed a third of L2 on two cores but a few channels do not (tiling l2Channels); the second
+# channels exceed half of L2 on two cores but a few channels do not (tiling l2Channels); the second
 # keeps more than one batch of partials per step (they go through the workspace).
 CHANNEL_STEPS = [((4, 32, 12, 12), 0, 83000, "float32"), ((40, 16, 24, 24), 20000, 1474560, "float32"),
                  ((4, 48, 12, 12), 0, 60000, "float16")]

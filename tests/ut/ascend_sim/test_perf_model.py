@@ -151,19 +151,19 @@ def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
     assert r.requested_accesses == 5.0
     assert r.gm_bytes_per_element < 3 * eb + 0.05
     per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
-    assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 3
+    assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 2
 
 
 @pytest.mark.parametrize("shape,dtype", [((32, 128, 28, 28), "float32"), ((32, 256, 56, 56), "float32")])
 def test_whole_channels_per_core(lib, shape, dtype):
     """Two passes whose channels split over the cores within 12.5% of even: every core takes whole
     channels, no SyncAll; both passes group by group, as many groups per core as the tensor's x + dy
-    take thirds of L2, so the second reads are L2 hits without rounds."""
+    take halves of L2, so the second reads are L2 hits without rounds."""
     r = ascend_model.run(lib, "ascend910b", shape, dtype)
     eb = ascend_model.DTYPES[dtype][1]
     caps = ascend_model.capabilities()["ascend910b"]
     c = shape[1]
-    per_core = -(-2 * eb * r.elements // (caps["l2_bytes"] // 3))
+    per_core = -(-2 * eb * r.elements // (caps["l2_bytes"] // 2))
     assert r.strategy == "two_pass" and r.tiling.cross_core == 0 and r.tiling.l2_rounds == 0
     assert r.tiling.used_cores == 48 and r.tiling.groups == 48 * per_core
     assert all(k.sync_alls == 0 for k in r.cores)
@@ -178,7 +178,7 @@ def test_whole_channels_per_core(lib, shape, dtype):
                                                    ("ascend310p", (32, 128, 56, 56), "float16", 8)])
 def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
     """No SyncAll between the passes, every core busy (whole groups of 8 float32 / 16 float16 channels
-    per core; two passes asked for): the groups are too large for a third of L2 on every core at once;
+    per core; two passes asked for): the groups are too large for half of L2 on every core at once;
     both passes run l2_channels channels of a group at a time, so the second reads are L2 hits."""
     r = ascend_model.run(lib, soc, shape, dtype, two_pass=True)
     eb = ascend_model.DTYPES[dtype][1]
@@ -186,21 +186,20 @@ def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
     per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
     assert r.strategy == "two_pass" and r.tiling.cross_core == 0 and r.tiling.used_cores == cores
     assert 0 < r.tiling.l2_channels < r.tiling.group_width
-    assert per_channel * r.tiling.l2_channels * cores <= caps["l2_bytes"] // 3
-    assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 3
+    assert per_channel * r.tiling.l2_channels * cores <= caps["l2_bytes"] // 2
+    assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 2
     assert all(k.sync_alls == 0 for k in r.cores)
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
 
 
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend910", (32, 64, 112, 112), "float32"),
                                              ("ascend910", (32, 64, 56, 56), "float16"),
-                                             ("ascend310p", (32, 64, 56, 56), "float32")])
+                                             ("ascend310p", (32, 64, 112, 112), "float32")])
 def test_soft_sync_rounds(lib, soc, shape, dtype):
     """Atlas training / inference: whole groups would leave cores idle (a 64-channel layer: 8 cores in
     float32, 4 with 16-bit parameters) and read the second pass from GM; with the software SyncAll the
     channels are split over every core in L2 rounds, one software SyncAll per round, so the second
-    reads are L2 hits. A round takes up to half of L2 (the hardware-SyncAll lines a third): each software
-    SyncAll costs more, so fewer, larger rounds."""
+    reads are L2 hits. A round takes up to half of L2, as on the hardware-SyncAll lines."""
     r = ascend_model.run(lib, soc, shape, dtype)
     eb = ascend_model.DTYPES[dtype][1]
     caps = ascend_model.capabilities()[soc]
@@ -247,6 +246,13 @@ def test_cores_and_balance(rows):
 def test_step_bytes_at_most_opsnn_plus_one_percent(resnet_all):
     for t in ascend.totals(resnet_all):
         assert t["gm_bytes"] <= 1.01 * t["opsnn_bytes"], t
+
+
+@pytest.mark.slow
+def test_floor_between_bound_and_model(resnet_all):
+    """The floor of the modeled time (bench/ascend_floor.py) never above the model, never below the bound."""
+    for r in resnet_all:
+        assert r["bound_us"] <= r["floor_us"] <= r["modeled_us"], (r["soc"], r["shape"], r["dtype"])
 
 
 def test_target_bytes_never_above_opsnn(rows):
