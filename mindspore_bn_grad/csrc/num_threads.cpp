@@ -119,6 +119,7 @@ CallThreads::CallThreads(const Geometry &g, DType d)
 
 CallThreads::~CallThreads() {
   t_call_threads = outer_;
+  if (outer_ == 0) ThreadPool::Global().CallEnded(start_);
   if (size_class_ < 0) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::lock_guard<std::mutex> lk(g_classes_mu);

@@ -16,11 +16,14 @@
 // the thread count) and Reserve reports it. Nothing spins for long inside a
 // framework: MindSpore runs its own kernels on the same cores between our
 // calls, and a spinning thread takes a core from them.
-//  * After a job, pool threads poll for the next one only while calls come
-//    back to back (the last gap between two jobs was under kSpinTime, as in
-//    a benchmark loop); otherwise they sleep at once. While they poll they
-//    yield the CPU every few polls: a framework's next operator (its own
-//    threads) runs on that core at once, and the poll goes on behind it.
+//  * After a job, pool threads poll for the next one only while jobs come
+//    back to back (the last gap between two jobs was under kSpinTime: the
+//    phases of one kernel call, or calls in a benchmark loop); otherwise they
+//    sleep at once. When a kernel call ends (CallEnded, from num_threads.h's
+//    CallThreads) they stop polling unless calls too come back to back: in a
+//    framework its next operators run right after our call, on its own
+//    threads, and a polling thread would take a core from them. While they
+//    poll they also yield the CPU every few polls.
 //  * The caller, once no task is left to claim, polls briefly (kTailSpin) for
 //    the tasks other threads still run, then sleeps until the last one ends.
 //    A yielding caller would keep its core busy, so the scheduler would never
@@ -95,6 +98,16 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     return EnsureWorkers(n);
   }
 
+  // A kernel call that began at `start` has ended (its last job is done): pool threads stop polling
+  // for the next job unless the previous call ended less than kSpinTime before this one began.
+  void CallEnded(std::chrono::steady_clock::time_point start) {
+    const int64_t now = Nanos(std::chrono::steady_clock::now());
+    const int64_t previous_end = last_call_end_ns_.exchange(now, std::memory_order_relaxed);
+    if (Nanos(start) - previous_end >= std::chrono::nanoseconds(kSpinTime).count()) {
+      spin_after_job_.store(false, std::memory_order_relaxed);
+    }
+  }
+
   // How many of the next jobs run on their caller alone after a stall (Stalled); for tests.
   int SerialJobsLeft() {
     std::lock_guard<std::mutex> lk(run_mu_);
@@ -114,6 +127,9 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   // After a job, pool threads poll this long before sleeping, but only while
   // jobs come back to back (a gap under kSpinTime): see the header.
   static constexpr auto kSpinTime = std::chrono::microseconds(300);
+  static int64_t Nanos(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
   // The caller polls this long for the other threads' last tasks, then sleeps.
   static constexpr auto kTailSpin = std::chrono::microseconds(30);
   // A wait this long for other threads' tasks, and longer than the caller's own share: a stall.
@@ -244,8 +260,10 @@ class __attribute__((visibility("hidden"))) ThreadPool {
             BN_GRAD_CPU_RELAX();
             continue;
           }
-          std::this_thread::yield();  // (on a busy machine this may be a whole time slice: check the time)
-          if (std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
+          if (spin_after_job_.load(std::memory_order_relaxed)) {  // (cleared when the call ended)
+            std::this_thread::yield();  // (on a busy machine this may be a whole time slice: check the time)
+            if (std::chrono::steady_clock::now() - spin_start < kSpinTime) continue;
+          }
         }
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -267,7 +285,8 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   std::atomic<int64_t> done_{0};
   std::atomic<int> tickets_{0};
   std::atomic<int> sleepers_{0};
-  std::atomic<bool> spin_after_job_{true};   // the last gap between jobs was short
+  std::atomic<bool> spin_after_job_{true};   // the last gap between jobs was short (and the call goes on)
+  std::atomic<int64_t> last_call_end_ns_{0};  // CallEnded
   std::chrono::steady_clock::time_point last_job_end_{};  // under run_mu_
   int serial_runs_left_ = 0;                  // under run_mu_: see Stalled
   int serial_backoff_ = kMinSerialRuns;       // under run_mu_

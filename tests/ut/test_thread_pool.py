@@ -41,16 +41,18 @@ def test_a_stalled_job_sends_the_next_jobs_to_the_caller_then_the_pool_returns(p
 
 
 def test_a_polling_pool_thread_gives_its_cpu_to_other_threads_then_sleeps(tmp_path_factory):
-    """After back-to-back jobs a pool thread polls for the next one; it yields while it polls (in a
-    network MindSpore's next operator runs right after our call, on its own threads, and a pool
-    thread holding a core for the poll slowed it), and then it sleeps."""
+    """After back-to-back jobs a pool thread polls for the next one; it yields while it polls, and
+    then it sleeps; when the kernel call those jobs made up ends and calls do not come back to back,
+    it stops polling at once (in a network MindSpore's next operator runs right after our call, on
+    its own threads, and a pool thread polling on a core slowed it)."""
     exe = _build(tmp_path_factory, "thread_pool_poll", "-Wl,--wrap=sched_yield")
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"rc {out.returncode}: {out.stdout}{out.stderr}"
     got = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
-    assert got["sum"] == 200 * sum(range(64)), got  # every task ran once
+    assert got["sum"] == 2 * 200 * sum(range(64)), got  # every task ran once
     assert got["yields_while_polling"] > 0, got
     assert got["yields_after_the_poll"] == 0, got
+    assert got["yields_after_a_call_end"] <= 1, got  # (at most the yield it was in)
 
 
 _PIPELINE_THREAD_CASE = r"""
