@@ -65,6 +65,8 @@ const char *DtypeName(mindspore::TypeId t) {
 }
 
 bool IsNone(const KernelTensor *t) { return t == nullptr || t->dtype_id() == mindspore::kMetaTypeNone; }
+// A scalar argument (a bool, a float, an int tuple), not a tensor and not an absent one.
+bool IsScalarArg(const KernelTensor *t) { return !IsNone(t) && t->type_id() != mindspore::kObjectTypeTensorType; }
 
 // One launch's KernelTensors: MindSpore's arguments (the last input, a tuple,
 // may arrive unfolded into the remaining scalars) as an aot call plus the
@@ -101,9 +103,7 @@ class FactoryArgs final : public primitive::PrimitiveArgs {
 
   size_t NumInputs() const override { return num_inputs_; }
   bool IsScalar(int arg) const override {
-    const KernelTensor *t = At(arg);
-    return t != nullptr && t->dtype_id() != mindspore::kMetaTypeNone &&
-           t->type_id() != mindspore::kObjectTypeTensorType;
+    return IsScalarArg(At(arg));
   }
   bool Bool(int arg) const override { return At(arg)->GetValueWithCheck<bool>(); }
   double Float(int arg) const override {
@@ -144,8 +144,7 @@ std::string DescribeTensors(const TensorList &inputs, size_t num_inputs, const c
   std::string out;
   for (size_t i = 0; i < num_inputs && i < inputs.size(); ++i) {
     const KernelTensor *t = inputs[i];
-    if (t != nullptr && t->dtype_id() != mindspore::kMetaTypeNone && t->type_id() != mindspore::kObjectTypeTensorType)
-      continue;  // a scalar
+    if (IsScalarArg(t)) continue;
     out += out.empty() ? "" : ", ";
     out += names[i];
     if (IsNone(t)) {
@@ -173,7 +172,7 @@ void CheckDtypes(const std::string &kernel_name, const TensorList &inputs, size_
                  const char *const *names) {
   for (size_t i = 0; i < num_inputs && i < inputs.size(); ++i) {
     const KernelTensor *t = inputs[i];
-    if (IsNone(t) || t->type_id() != mindspore::kObjectTypeTensorType) continue;
+    if (IsNone(t) || IsScalarArg(t)) continue;
     if (std::string(DtypeName(t->dtype_id())) == "unsupported") {
       MS_LOG(EXCEPTION) << "For '" << kernel_name << "' (mindspore_bn_grad's CPU kernel), " << names[i]
                         << " expected a tensor of " << SupportedDtypes() << ", got "
