@@ -23,11 +23,19 @@
 // This file only adapts KernelInputInfo: the argument mapping, the checks
 // (every array before any memory is touched) and the dense copies of strided
 // views are ms_primitive_runs.cpp's, shared with the kernel-factory route
-// (factory_kernels.cpp). A call that does not fit returns a nonzero code,
-// which MindSpore raises as an error; nothing here throws into MindSpore.
+// (factory_kernels.cpp). A call that does not fit is refused before any
+// memory is touched, with a std::runtime_error that names the reason (the
+// prototypes' kernel_errors) and the tensors' dtypes and shapes: MindSpore
+// runs the entry points inside its own exception handling (PYNATIVE: its
+// device task, re-raised in Python; GRAPH: the kernel actor), where a bare
+// return code would only say "return code: 2". Nothing else is thrown.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "bn_spec.gen.h"
@@ -66,12 +74,50 @@ class PluginArgs final : public primitive::PrimitiveArgs {
   KernelInputInfo *info_;
 };
 
-template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &)>
-int Launch(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *kernel_info) {
+// The tensor arguments of a launch as "input float32 (4, 3, 5, 5), weight none, ...", for messages;
+// scalars are left out. Reads only what the arrays hold (every pointer checked).
+std::string DescribeTensors(const aot::Call &call, const PluginArgs &args, int num_inputs,
+                            const char *const *names) {
+  std::string out;
+  if (call.dtypes == nullptr || call.ndims == nullptr || call.shapes == nullptr) return "no argument arrays";
+  const int n = std::min<int>({call.nparam, num_inputs, static_cast<int>(args.NumInputs())});
+  for (int i = 0; i < n; ++i) {
+    if (args.IsScalar(i)) continue;
+    out += out.empty() ? "" : ", ";
+    out += names[i];
+    if (call.NoneDtype(i)) {
+      out += " none";
+      continue;
+    }
+    out += std::string(" ") + call.dtypes[i] + " (";
+    const int nd = call.shapes[i] == nullptr ? 0 : call.ndims[i];
+    for (int d = 0; d < nd; ++d) out += (d ? ", " : "") + std::to_string(call.shapes[i][d]);
+    out += nd == 1 ? ",)" : ")";
+  }
+  return out;
+}
+
+template <int (*Run)(aot::Call, const primitive::PrimitiveArgs &), int kNumInputs, const char *const *kNames>
+int Launch(const char *name, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+           void *kernel_info) {
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (kernel_info == nullptr) return spec::kBadParamCount;
   const PluginArgs args(static_cast<KernelInputInfo *>(kernel_info));
-  return Run({nparam, params, ndims, shapes, dtypes}, args);
+  const aot::Call call{nparam, params, ndims, shapes, dtypes};
+  const int rc = Run(call, args);
+  if (rc == spec::kOk) return rc;
+  std::string what;
+  try {
+    what = DescribeTensors(call, args, kNumInputs, kNames);
+  } catch (...) {  // a scalar reader of MindSpore's that throws: the reason alone
+  }
+  std::string dtypes_taken;
+  for (const spec::DtypeName &d : spec::kDtypeNames) dtypes_taken += (dtypes_taken.empty() ? "" : ", ") + std::string(d.name);
+  throw std::runtime_error(std::string("For '") + name + "' (mindspore_bn_grad's CPU op plugin), the arguments "
+                           "were refused: " + spec::ErrorMessage(rc) + " (error code " + std::to_string(rc) +
+                           "); " + what + ". Nothing was computed. Tensors taken: " + dtypes_taken +
+                           " (any mix), ranks " + std::to_string(spec::kMinRank) + ".." +
+                           std::to_string(spec::kMaxRank) + ", channel-first");
 }
 
 const char *kRegisteredOps[] = {ext::kName, grad_ext::kName};
@@ -89,14 +135,17 @@ const char **GetAllRegisteredOps() { return bn_grad::plugin::kRegisteredOps; }
 
 int BatchNormExt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void * /*stream*/,
                  void *kernel_info) {
-  return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormExt>(nparam, params, ndims, shapes, dtypes,
-                                                                       kernel_info);
+  namespace ext = bn_grad::spec::batch_norm_forward::mindspore_primitive;
+  return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormExt, ext::kNumInputs, ext::kArgNames>(
+      ext::kName, nparam, params, ndims, shapes, dtypes, kernel_info);
 }
 
 int BatchNormGradExt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                      void * /*stream*/, void *kernel_info) {
-  return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormGradExt>(nparam, params, ndims, shapes, dtypes,
-                                                                           kernel_info);
+  namespace grad_ext = bn_grad::spec::batch_norm_backward::mindspore_primitive;
+  return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormGradExt, grad_ext::kNumInputs,
+                                 grad_ext::kArgNames>(grad_ext::kName, nparam, params, ndims, shapes, dtypes,
+                                                      kernel_info);
 }
 
 // How many times MindSpore launched one of the primitives above in this

@@ -101,6 +101,41 @@ def test_strided_views_are_read_as_they_are():
 
 
 @pytest.mark.native_route
+def test_refused_arguments_say_why(mode):
+    """A launch our kernel refuses (an int32 running statistic: MindSpore's infer of BatchNormExt
+    leaves dtypes to the kernel) raises MindSpore's RuntimeError with our reason, the argument dtypes
+    and shapes; nothing is computed (the running statistics keep their values), and the next call
+    runs and is right. Before, MindSpore said only "return code: 2"."""
+    set_mode(mode)
+
+    class Net(nn.Cell):
+        def construct(self, x, rm, rv):
+            return mint.nn.functional.batch_norm(x, rm, rv, None, None, True)
+
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 3, 5, 5)).astype(np.float32)
+    rm_int, rv = ms.Tensor(np.full(3, 7, np.int32)), ms.Tensor(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError) as err:
+        Net()(ms.Tensor(x), rm_int, rv).asnumpy()
+    msg = str(err.value)
+    assert ("For 'BatchNormExt' (mindspore_bn_grad's CPU op plugin), the arguments were refused: "
+            "unsupported dtype (error code 2); input float32 (4, 3, 5, 5), running_mean int32 (3,), "
+            "running_var float32 (3,). Nothing was computed.") in msg, msg[:1000]
+    assert "float16, bfloat16, float32, float64" in msg, msg[:1000]
+    np.testing.assert_array_equal(rm_int.asnumpy(), np.full(3, 7, np.int32))
+    np.testing.assert_array_equal(rv.asnumpy(), np.ones(3, np.float32))
+    before = launches()
+    rm = ms.Tensor(np.zeros(3, np.float32))
+    y = Net()(ms.Tensor(x), rm, rv).asnumpy()
+    assert launches() > before
+    y_ref, mean, _, rm_ref, rv_ref = batch_norm_forward_ref(x, running_mean=np.zeros(3), running_var=np.ones(3),
+                                                            training=True, momentum=0.1)
+    np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(rm.asnumpy(), rm_ref, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(rv.asnumpy(), rv_ref, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.native_route
 def test_mindspore_mishandles_strided_views_while_a_plugin_is_loaded():
     """Why the op plugin is opt-in (docs/native_route.md): with any op plugin loaded, MindSpore 2.10
     no longer makes strided views dense before its own CPU kernels run, which then read a transposed
