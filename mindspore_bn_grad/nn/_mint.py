@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import ms_compat  # noqa: F401  (first: refuses an unsupported MindSpore release)
 import mindspore as ms
-from mindspore import mint
+from mindspore import mint, ops
 
 from .. import target
 from ._cells import install
@@ -59,7 +59,9 @@ class _OnBatchNormPrimitives(OurBatchNorm):
     def construct(self, input):  # pylint: disable=redefined-builtin
         self._check_input_dim(input)
         if self.training and self.num_batches_tracked is not None:
-            self.num_batches_tracked += 1
+            # In place, as mint's `+= 1` means: that one, in PYNATIVE, builds a new tensor and sets the
+            # Parameter to it, about 1 ms per layer and step (8 layers: the step 1.10x against 0.91x)
+            ops.assign_add(self.num_batches_tracked, self.bn_one)
         weight = self.bn_ones if self.weight is None else self.weight
         bias = self.bn_zeros if self.bias is None else self.bias
         shape = input.shape
@@ -139,6 +141,8 @@ def _to_ours(cell, chosen):
     cell.__class__ = _OURS[type(cell)]
     cell.bn_ones = ms.Tensor(np.ones(c), dtype)
     cell.bn_zeros = ms.Tensor(np.zeros(c), dtype)
+    if cell.num_batches_tracked is not None:
+        cell.bn_one = ms.Tensor(1, cell.num_batches_tracked.dtype)
     cell.bn_route = chosen
     if chosen == "native":
         cell.format = "NCHW"
