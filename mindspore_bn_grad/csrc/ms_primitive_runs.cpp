@@ -242,7 +242,7 @@ struct Slots {
   int ndims[N] = {};
   int64_t *shapes[N] = {};
   const char *dtypes[N];
-  std::vector<char> invstd;  // save_invstd computed from a saved variance
+  std::vector<double> invstd;  // save_invstd computed from a saved variance
 
   Slots() {
     for (int i = 0; i < N; ++i) dtypes[i] = "none";
@@ -262,8 +262,12 @@ struct Slots {
   Call AsCall() { return Call{N, params, ndims, shapes, dtypes}; }
 
   // MindSpore's legacy saved statistics: in training the batch mean and its biased variance, which
-  // become save_mean and save_invstd = 1 / sqrt(variance + eps) (in the variance's dtype); in
-  // inference the running statistics, which MindSpore's bprop passes there.
+  // become save_mean and save_invstd = 1 / sqrt(variance + eps); in inference the running
+  // statistics, which MindSpore's bprop passes there. variance + eps is rounded as MindSpore's own
+  // kernels round it (float32, float64 for a float64 variance), its 1 / sqrt is kept in float64: the
+  // kernels work in double, and an invstd rounded to float32 puts that rounding into every term
+  // (where the terms cancel, as in BatchNormGradGrad on two samples, it is all that is left: 4e-7
+  // where MindSpore's kernel gives 0; tests/ut/test_legacy_kernels.py).
   template <class S>
   Error SavedStats(const Call &call, int mean_arg, int var_arg, bool training, double eps) {
     if (!training) {
@@ -278,11 +282,15 @@ struct Slots {
     ConstTensor var;
     const Error rc = ParseChannelInput(call, var_arg, c, /*optional=*/false, /*empty_ok=*/false, &var);
     if (rc != kOk) return rc;
-    invstd.resize(static_cast<size_t>(c) * ElemSize(var.dtype));
+    invstd.resize(static_cast<size_t>(c));
     for (int64_t i = 0; i < c; ++i) {
-      StoreAny(invstd.data(), var.dtype, i, 1.0 / std::sqrt(LoadAny(var.data, var.dtype, i) + eps));
+      const double v = LoadAny(var.data, var.dtype, i);
+      const double sum = var.dtype == DType::kFloat64 ? v + eps
+                                                      : static_cast<double>(static_cast<float>(v) + static_cast<float>(eps));
+      invstd[i] = 1.0 / std::sqrt(sum);
     }
     params[S::SAVE_INVSTD] = invstd.data();
+    dtypes[S::SAVE_INVSTD] = "float64";
     return kOk;
   }
 };

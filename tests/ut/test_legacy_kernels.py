@@ -270,6 +270,72 @@ print("OK")
 
 
 @NEEDS_FACTORY
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_grad_grad_saved_variance_keeps_full_precision(mode):
+    """MindSpore's BatchNormGradGrad (training) hands over the batch's variance; our kernel works from
+    1 / sqrt(variance + eps). Rounded to float32, that invstd put its rounding into every term, which
+    is all that is left where the terms cancel: two samples per channel (xhat = +-1), where the second
+    derivative in x is 0 (MindSpore's own test: tests/st/ops/gpu/test_batchnorm_grad_grad_op.py, NC
+    case, np.allclose against 0) gave 3.6e-7 and 2.4e-8 for dscale. Against float64 with
+    variance + eps rounded as MindSpore's kernels round it (float32), float16 and float32 data,
+    tight tolerances, and against MindSpore's own kernel; a random NCHW case too."""
+    run_python(f"""
+import mindspore_bn_grad
+import mindspore as ms
+from mindspore import nn
+from mindspore.ops.operations._grad_ops import BatchNormGradGrad
+from mindspore_bn_grad.cpu_kernel import factory
+from reference import batch_norm_double_backward_ref
+ms.set_context(mode=ms.{'GRAPH' if mode == 'graph' else 'PYNATIVE'}_MODE)
+assert factory.legacy_status(), factory.state().legacy_reason
+
+class Net(nn.Cell):
+    def __init__(self, eps):
+        super().__init__()
+        self.op = BatchNormGradGrad(is_training=True, epsilon=eps, data_format="NCHW")
+
+    def construct(self, x, dy, scale, mean, var, ddx, dds, ddb):
+        return self.op(x, dy, scale, mean, var, ddx, dds, ddb)
+
+def check(x, dy, ddx, scale, dds, ddb, eps, zero_dx):
+    f32 = np.float32
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    mean = x.astype(np.float64).mean(axis=axes).astype(f32)
+    var = x.astype(np.float64).var(axis=axes).astype(f32)
+    invstd = 1 / np.sqrt((var + f32(eps)).astype(np.float64))  # var + eps in float32, as MindSpore's kernels
+    r_ddy, r_dx, r_ds = batch_norm_double_backward_ref(dy, x, scale, save_mean=mean, save_invstd=invstd,
+                                                       grad_grad_input=ddx, grad_grad_weight=dds,
+                                                       grad_grad_bias=ddb, training=True, eps=eps)
+    args = [ms.Tensor(v) for v in (x, dy, scale, mean, var, ddx, dds, ddb)]
+    before = factory.legacy_launches()
+    dx, ddy, ds = [o.asnumpy() for o in Net(eps)(*args)]
+    assert factory.legacy_launches() == before + 1
+    tol = 2e-3 if x.dtype == np.float16 else 1e-6
+    scale_of = lambda r: tol * max(1.0, float(np.abs(r).max()))
+    np.testing.assert_allclose(ddy, r_ddy, rtol=0, atol=scale_of(r_ddy), err_msg=str(x.dtype) + " ddy")
+    np.testing.assert_allclose(dx, r_dx, rtol=0, atol=scale_of(r_dx), err_msg=str(x.dtype) + " dx")
+    np.testing.assert_allclose(ds, r_ds, rtol=0, atol=scale_of(r_ds), err_msg=str(x.dtype) + " dscale")
+    if zero_dx:  # what MindSpore's own test asserts (np.allclose against 0: atol 1e-8)
+        assert np.abs(r_dx).max() < 1e-9 and np.abs(r_ds).max() < 1e-9
+        assert np.abs(dx).max() <= 1e-8 and np.abs(ds).max() <= 1e-8, (dx, ds)
+    with factory.use_mindspore_kernels():
+        mdx, mddy, mds = [o.asnumpy() for o in Net(eps)(*args)]
+    np.testing.assert_allclose(dx, mdx, rtol=0, atol=10 * scale_of(r_dx))
+    np.testing.assert_allclose(ddy, mddy, rtol=0, atol=10 * scale_of(r_ddy))
+
+for t in (np.float16, np.float32):
+    check(np.array([[1., 6.], [2., 11.]], t), np.array([[1., 3.], [1., 5.]], t), np.array([[10., 5.], [1., 3.]], t),
+          np.array([5., 10.], np.float32), np.array([10., 20.], np.float32), np.array([10., 15.], np.float32),
+          eps=1e-10, zero_dx=True)
+    rng = np.random.default_rng(3)
+    x, dy, ddx = [rng.standard_normal((3, 4, 2, 5)).astype(t) for _ in range(3)]
+    check(x * 3 + 1, dy, ddx, *[rng.standard_normal(4).astype(np.float32) for _ in range(3)], eps=1e-5,
+          zero_dx=False)
+print("OK")
+""")
+
+
+@NEEDS_FACTORY
 def test_op_plugin_too_late_still_takes_the_native_route():
     """MS_BN_GRAD_OP_PLUGIN=1 after a CPU kernel ran (too late for the op plugin, test_op_plugin.py):
     converted nn cells take the kernel-factory route, which can be loaded late: our kernels, float64."""
