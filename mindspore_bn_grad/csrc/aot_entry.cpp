@@ -277,5 +277,8 @@ int MsBnGradMaxThreads() { return bn_grad::MaxThreads(); }
 int MsBnGradGetNumThreads() { return bn_grad::GetNumThreads(); }
 // The thread count of this thread's latest kernel call (tests of num_threads.h's CallThreads).
 int MsBnGradLastCallThreads() { return bn_grad::CallThreads::Last(); }
+// The most threads a parallel loop of this thread's latest kernel call was given (1: none ran in
+// parallel; tests of the kernels' one-thread rules).
+int MsBnGradLastCallParallel() { return bn_grad::CallThreads::LastParallel(); }
 
 }  // extern "C"

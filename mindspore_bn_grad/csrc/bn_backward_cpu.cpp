@@ -47,6 +47,12 @@ namespace bwd {
 namespace {
 
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
+// Channel-first runs of 2..kRowMinInner-1 elements (spatial 2x2 .. 5x5: the column path over
+// channel-first data) below this: one thread. Timed on a 2-vCPU VM, forward and backward, the
+// inputs out of cache: one thread faster or equal up to (32, 256, 5, 5) (204800 elements; (8, 1024,
+// 2, 2): 39 / 52 us), two faster from (32, 512, 4, 4) (262144: 291 / 214 us). Runs of one element
+// (channel-last, (N, C)) gain from a second thread from 65536 elements and keep kMinParallelElems.
+constexpr int64_t kMinParallelShortRuns = 1 << 18;
 constexpr int64_t kStreamMinBytes = 4 << 20; // dx at least this big (x + dy + dx >= 12 MB, no
                                              // longer cache-resident): non-temporal stores...
 constexpr int64_t kStreamMinRun = 2048;      // ...on row-path runs of at least this many bytes
@@ -58,7 +64,8 @@ int Dispatch(const BnBackwardArgs &a) {
   Plan plan;
   plan.need_dx = a.mask[kDx];
   plan.need_sums = a.mask[kDw] || a.mask[kDb] || (a.training && a.mask[kDx]);
-  plan.nthreads = total < kMinParallelElems ? 1 : GetNumThreads();
+  const bool short_runs = a.inner > 1 && a.inner < kRowMinInner;
+  plan.nthreads = total < (short_runs ? kMinParallelShortRuns : kMinParallelElems) ? 1 : GetNumThreads();
   const bool row_path = a.inner >= kRowMinInner;
   plan.zero_dx = !plan.need_dx && plan.need_sums && a.zero_grad_input;  // zeros written in the sums sweep
   plan.stream = kVec<D> && (plan.need_dx || plan.zero_dx) &&

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bn_backward.h"
+#include "num_threads.h"
 #include "thread_pool.h"
 
 namespace bn_grad {
@@ -71,6 +72,7 @@ void ParallelFor(int64_t n, int nthreads, bool backwards, F &&fn) {
       for (int64_t i = b; i < e; ++i) fn(i);
     }
   };
+  CallThreads::NoteParallel(parts == 1 ? 1 : nthreads);
   if (parts == 1) chunk(0); else ThreadPool::Global().Run(parts, nthreads, chunk);
 }
 

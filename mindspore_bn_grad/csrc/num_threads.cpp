@@ -55,7 +55,11 @@ bool SetNumThreads(int n) {
 thread_local int t_call_threads = 0;  // the count of the CallThreads around this thread's current call
 thread_local int t_last_call_threads = 0;  // ... of its latest call
 
+thread_local int t_last_call_parallel = 0;  // ... and the widest parallel loop it ran
+
 int CallThreads::Last() { return t_last_call_threads; }
+int CallThreads::LastParallel() { return t_last_call_parallel; }
+void CallThreads::NoteParallel(int nthreads) { t_last_call_parallel = std::max(t_last_call_parallel, nthreads); }
 
 int GetNumThreads() { return t_call_threads > 0 ? t_call_threads : g_num_threads.load(); }
 
@@ -110,6 +114,7 @@ CallThreads::CallThreads(int64_t bytes) : count_(g_num_threads.load()), outer_(t
     if (option_ == 0) count_ = cap;
   }
   t_call_threads = t_last_call_threads = count_;
+  if (outer_ == 0) t_last_call_parallel = 1;
   start_ = std::chrono::steady_clock::now();
 }
 

@@ -36,6 +36,11 @@ int GetNumThreads();
 class CallThreads {
  public:
   static int Last();  // the count of this thread's latest call (tests: MsBnGradLastCallThreads)
+  // The most threads one parallel loop of this thread's latest call was given (ParallelFor notes
+  // each; 1: the call ran on its own thread): tests of the kernels' one-thread rules
+  // (MsBnGradLastCallParallel).
+  static int LastParallel();
+  static void NoteParallel(int nthreads);
   explicit CallThreads(int64_t bytes);
   CallThreads(const Geometry &g, DType d);  // the bytes of an [outer, channels, inner] tensor of d
   ~CallThreads();

@@ -224,3 +224,42 @@ def test_large_masked_grad_input_is_zero_filled(threads):
     assert not np.any(gi) and not np.isnan(gi).any()
     np.testing.assert_allclose(gb, dy.sum(axis=(0, 2, 3), dtype=np.float64), rtol=1e-5)
     np.testing.assert_allclose(gw, (dy.astype(np.float64) * x).sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-2)
+
+
+# (shape, layout, threads a parallel loop of the call may take with 2 set): channel-first runs of 2..31
+# elements (spatial 2x2 .. 5x5) stay on one thread below 2**18 elements; runs of one element
+# (channel-last, NC) and of 32 and more from 2**15 (csrc/bn_forward_cpu.cpp, bn_backward_cpu.cpp).
+PARALLEL_RULES = [
+    ((8, 1024, 2, 2), "NCHW", 1),    # 32768, runs of 4
+    ((32, 256, 5, 5), "NCHW", 1),    # 204800, runs of 25
+    ((32, 512, 4, 4), "NCHW", 2),    # 262144, runs of 16
+    ((64, 1024), "NCHW", 2),         # 65536, NC
+    ((16, 8, 8, 128), "NHWC", 2),    # 131072, channel-last
+    ((8, 64, 8, 64), "NCHW", 2),     # 262144, runs of 512: the row path
+    ((4, 1024, 2, 2), "NCHW", 1),    # below 2**15
+]
+
+
+@pytest.mark.parametrize("shape,fmt,want", PARALLEL_RULES)
+def test_small_spatial_channel_first_stays_on_one_thread(shape, fmt, want):
+    """With 2 threads set, the widest parallel loop of a forward and of a backward call follows the
+    one-thread rules; the values are the float64 reference's either way."""
+    from reference import batch_norm_forward_ref
+    native.set_num_threads(2)
+    lib = native.lib()
+    rng = np.random.default_rng(11)
+    channel_last = fmt == "NHWC"
+    x = rng.standard_normal(shape).astype(np.float32)
+    c = shape[-1] if channel_last else shape[1]
+    w, b = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    y, mean, invstd, _, _ = native.forward_direct(x, w, b, training=True, channel_last=channel_last)
+    assert lib.MsBnGradLastCallParallel() == want
+    y_ref, mean_ref, invstd_ref, _, _ = batch_norm_forward_ref(x, w, b, training=True, data_format=fmt)
+    np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(invstd, invstd_ref, rtol=2e-5)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    got = native.direct(dy, x, w, None, None, mean, invstd, training=True, channel_last=channel_last)
+    assert lib.MsBnGradLastCallParallel() == want
+    want_vals = batch_norm_backward_ref(dy, x, w, save_mean=mean, save_invstd=invstd, data_format=fmt)
+    for g, r in zip(got, want_vals):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=2e-4)
