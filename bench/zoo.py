@@ -14,9 +14,13 @@ copy on ours (the launch counters check both):
      apart by ~1e-5, and every ReLU input that this moves across 0 (or ReLU6's 6) switches a
      gradient path: a deep network's gradient differs by up to a few percent between any two
      correct kernels, while its loss and statistics agree;
-  3. steady-state training steps (nn.TrainOneStepCell, Momentum): rounds of steps in which the two
-     variants alternate step by step (which one goes first alternating between rounds); medians;
-     ratio = original / converted step time.
+  3. steady-state training steps (nn.TrainOneStepCell, Momentum) of four networks built from the same
+     seed, in the order original, converted, converted, original (ABBA): in one process a network
+     built (and compiled) later runs its steps slower, whatever its kernels (ShuffleNetV2, GRAPH:
+     58.5, 59.2, 60.4, 60.5 ms for four builds of the same network on MindSpore's kernels; the first
+     one on ours: 58.6), so a single pair would favour whichever variant was built first. Rounds of
+     steps in which the four alternate step by step (the order reversed every other round); per
+     variant the median over its two networks' steps; ratio = original / converted step time.
 
 mindcv is not a dependency of this project: `pip install mindcv==0.3.0 tqdm pyyaml` (0.3.0 runs on
 MindSpore 2.10). Results: bench/results/bench_zoo.{json,md}, summarised in bench/RESULTS_ZOO.md.
@@ -193,6 +197,7 @@ def train_step(net, x, y):
 
 def model_row(mindcv, name, mode, args):
     import mindspore as ms
+    from mindspore_bn_grad import convert_batchnorm
     ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
     x, y = _batch(args)
     original, converted = _networks(mindcv, name)
@@ -212,27 +217,36 @@ def model_row(mindcv, name, mode, args):
     row["values_ok"] = bool(abs(lo - lc) <= LOSS_TOL * max(1.0, abs(lo)) and row["stats_worst"] <= STATS_TOL
                             and (layers is None or layers["ours"] <= LAYER_TOL)
                             and theirs_ours == 0 and ours > 0)
-    steps = {"original": ("mindspore", train_step(original, x, y)), "converted": ("ours", train_step(converted, x, y))}
+    # ABBA (module docstring): the pair whose values were checked (the original, then its converted
+    # copy), then a converted network and an original, each built from the same seed; compiled in
+    # that order too.
+    nets = [("original", "mindspore", train_step(original, x, y)), ("converted", "ours", train_step(converted, x, y))]
+    nets.append(("converted", "ours", train_step(convert_batchnorm(_original(mindcv, name)), x, y)))
+    nets.append(("original", "mindspore", train_step(_original(mindcv, name), x, y)))
     t0 = time.perf_counter()
-    for kernels, fn in steps.values():  # compile (GRAPH) and warm up
+    for _, kernels, fn in nets:  # compile (GRAPH) and warm up, in the build order
         _on(kernels, fn)
     row["first_steps_s"] = time.perf_counter() - t0
-    times = {v: [] for v in steps}
-    for r in range(args.rounds):  # the variants alternate step by step: a slow spell falls on both alike
-        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
+    per_net = [[] for _ in nets]
+    for r in range(args.rounds):  # the networks alternate step by step: a slow spell falls on all alike
+        order = list(range(len(nets))) if r % 2 == 0 else list(range(len(nets)))[::-1]
         for _ in range(args.steps):
-            for v in order:
-                kernels, fn = steps[v]
+            for i in order:
+                _, kernels, fn = nets[i]
 
                 def timed(fn=fn):
                     t = time.perf_counter()
                     fn()
                     return (time.perf_counter() - t) * 1e3
-                times[v].append(_on(kernels, timed)[0])
+                per_net[i].append(_on(kernels, timed)[0])
+    times = {v: [t for (variant, _, _), ts in zip(nets, per_net) if variant == v for t in ts]
+             for v in ("original", "converted")}
     row["original_ms"] = statistics.median(times["original"])
     row["converted_ms"] = statistics.median(times["converted"])
     row["ratio"] = row["original_ms"] / row["converted_ms"]
     row["times_ms"] = times
+    row["network_order"] = [variant for variant, _, _ in nets]
+    row["network_median_ms"] = [statistics.median(ts) for ts in per_net]
     return row
 
 
@@ -241,17 +255,19 @@ def report(result):
              f"{result['settings']['batch']} x 3 x {result['settings']['image']} x {result['settings']['image']}, "
              f"10 classes; {result['settings']['rounds']} rounds of {result['settings']['steps']} steps.", "",
              "| model | mode | values | BatchNorm layers vs float64: ours / MindSpore's | worst running stat "
-             "| whole gradient rel. L2 (original nudged) | original ms | converted ms | original / converted |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| whole gradient rel. L2 (original nudged) | original ms | converted ms | original / converted "
+             "| each network, built O C C O, ms |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['mode']} | failed: {r['error'][:150]} | | | | | | |")
+            lines.append(f"| {r['model']} | {r['mode']} | failed: {r['error'][:150]} | | | | | | | |")
             continue
         layers = ("–" if r["layer_worst_ours"] is None else
                   f"{r['layer_worst_ours']:.1e} / {r['layer_worst_mindspore']:.1e} ({r['bn_layers']} layers)")
         lines.append(f"| {r['model']} | {r['mode']} | {'equal' if r['values_ok'] else 'DIFFER'} | {layers} | "
                      f"{r['stats_worst']:.1e} | {r['grad_rel_l2']:.1e} ({r['noise_rel_l2']:.1e}) | "
-                     f"{r['original_ms']:.1f} | {r['converted_ms']:.1f} | {r['ratio']:.2f}x |")
+                     f"{r['original_ms']:.1f} | {r['converted_ms']:.1f} | {r['ratio']:.2f}x | "
+                     f"{' / '.join(f'{t:.1f}' for t in r.get('network_median_ms', []))} |")
     return "\n".join(lines) + "\n"
 
 
