@@ -16,9 +16,8 @@ copy on ours (the launch counters check both):
      correct kernels, while its loss and statistics agree;
   3. steady-state training steps (nn.TrainOneStepCell, Momentum) of four networks built from the same
      seed, in the order original, converted, converted, original (ABBA): in one process a network
-     built (and compiled) later runs its steps slower, whatever its kernels (ShuffleNetV2, GRAPH:
-     58.5, 59.2, 60.4, 60.5 ms for four builds of the same network on MindSpore's kernels; the first
-     one on ours: 58.6), so a single pair would favour whichever variant was built first. Rounds of
+     built (and compiled) later runs its steps slower, whatever its kernels (bench/RESULTS_ZOO.md),
+     so a single pair would favour whichever variant was built first. Rounds of
      steps in which the four alternate step by step (the order reversed every other round); per
      variant the median over its two networks' steps; ratio = original / converted step time.
 

@@ -34,6 +34,14 @@ inline DType ParseDtype(const char *s) {
   return DType::kNone;
 }
 
+// The aot dtype string of d (the prototypes' names); "none" for a dtype the kernels do not take.
+inline const char *DtypeNameOf(DType d) {
+  for (const DtypeName &n : kDtypeNames) {
+    if (n.dtype == d) return n.name;
+  }
+  return "none";
+}
+
 // The arguments of an aot call, by slot.
 struct Call {
   int nparam;

@@ -63,10 +63,9 @@ namespace {
 
 constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
 // Channel-first runs of 2..kRowMinInner-1 elements (spatial 2x2 .. 5x5: the column path over
-// channel-first data) below this: one thread. Timed on a 2-vCPU VM, forward and backward, the
-// inputs out of cache: one thread faster or equal up to (32, 256, 5, 5) (204800 elements; (8, 1024,
-// 2, 2): 39 / 52 us), two faster from (32, 512, 4, 4) (262144: 291 / 214 us). Runs of one element
-// (channel-last, (N, C)) gain from a second thread from 65536 elements and keep kMinParallelElems.
+// channel-first data) below this: one thread, which was faster or as fast there; runs of one
+// element (channel-last, (N, C)) gain from a second thread sooner and keep kMinParallelElems
+// (docs/performance.md, "Threads").
 constexpr int64_t kMinParallelShortRuns = 1 << 18;
 constexpr int64_t kStreamMinBytes = 16 << 20;   // output at least this big (x + y past a 32 MB L3):
                                                 // non-temporal stores; below, both stay cached

@@ -290,7 +290,7 @@ struct Slots {
       invstd[i] = 1.0 / std::sqrt(sum);
     }
     params[S::SAVE_INVSTD] = invstd.data();
-    dtypes[S::SAVE_INVSTD] = "float64";
+    dtypes[S::SAVE_INVSTD] = aot::DtypeNameOf(DType::kFloat64);
     return kOk;
   }
 };

@@ -60,7 +60,7 @@ class _OnBatchNormPrimitives(OurBatchNorm):
         self._check_input_dim(input)
         if self.training and self.num_batches_tracked is not None:
             # In place, as mint's `+= 1` means: that one, in PYNATIVE, builds a new tensor and sets the
-            # Parameter to it, about 1 ms per layer and step (8 layers: the step 1.10x against 0.91x)
+            # Parameter to it (Parameter.set_data), a cost per layer and step (docs/native_route.md)
             ops.assign_add(self.num_batches_tracked, self.bn_one)
         weight = self.bn_ones if self.weight is None else self.weight
         bias = self.bn_zeros if self.bias is None else self.bias
