@@ -3,7 +3,7 @@
 //
 // The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
 // channels). Tiles are (row chunk, column block), blocks of kColBlock columns
-// or kWideBlock for a tensor past the caches (whole rows up to that width: one
+// or kWideBlock for a tensor of kWideMinBytes and more (whole rows up to that width: one
 // contiguous run per tile): SumRows accumulates per-column sums (statistics)
 // in float, flushed to double every kColFlushRows rows; per-column sums are
 // combined in double, in chunk order (column blocks on the walk's threads),
@@ -48,10 +48,10 @@ struct ColPath {
   ColPath(const BnBackwardArgs &args, const Plan &plan)
       : a(args), C(args.channels), inner(args.inner), M(args.outer), L(args.channels * args.inner),
         need_sums(plan.need_sums), need_dx(plan.need_dx), stream(plan.stream), zero_dx(plan.zero_dx) {
-    // A tensor past the caches gets tiles as wide as kWideBlock, so that up to that many columns
-    // a tile is whole rows, one contiguous run the prefetchers follow and stream stores can
-    // write (Flat); a cached one keeps kColBlock, whose taller tiles spend less per row on the
-    // per-tile sums. The fused walk (one chunk) always has kColBlock.
+    // A tensor of kWideMinBytes and more gets tiles as wide as kWideBlock, so that up to that many
+    // columns a tile is whole rows, one contiguous run the prefetchers follow (also out of L2 into
+    // the other core's, with two threads) and stream stores can write (Flat); a smaller one keeps
+    // kColBlock, whose taller tiles spend less per row on the per-tile sums. The fused walk (one chunk) always has kColBlock.
     const bool wide = M * L * static_cast<int64_t>(ElemSize(D)) >= kWideMinBytes &&
                       M * std::min<int64_t>(L, kColBlock) > kColTileElems;
     bw = wide ? kWideBlock : kColBlock;

@@ -3,7 +3,7 @@
 //
 // The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
 // columns). Tiles are (row chunk, column block): blocks of kColBlock columns,
-// or kWideBlock for a tensor past the caches (whole rows up to that width: one
+// or kWideBlock for a tensor of kWideMinBytes and more (whole rows up to that width: one
 // contiguous run per tile). A tile's per-column moments come from two passes
 // over it while it is cached (column sums, then the deviations from the
 // column means), float lanes flushed to double every kColFlushRows rows, into
@@ -47,10 +47,10 @@ struct FwdColPath {
       nchunks = 1;
       return;
     }
-    // Chunked walk. A tensor past the caches gets tiles as wide as kWideBlock, so that up to
-    // that many columns a tile is whole rows, one contiguous run the prefetchers follow and
-    // stream stores can write (Flat); a cached one keeps kColBlock, whose taller tiles spend
-    // less per row on the per-tile sums.
+    // Chunked walk. A tensor of kWideMinBytes and more gets tiles as wide as kWideBlock, so that
+    // up to that many columns a tile is whole rows, one contiguous run the prefetchers follow
+    // and stream stores can write (Flat); a smaller one keeps kColBlock, whose taller tiles
+    // spend less per row on the per-tile sums.
     const int64_t width = M * L * static_cast<int64_t>(ElemSize(D)) >= kWideMinBytes ? kWideBlock : kColBlock;
     Tile(width, std::max<int64_t>(1, kColTileElems / std::min<int64_t>(L, width)));
     const int64_t max_chunks = std::max<int64_t>(1, kColMaxPartials / L);

@@ -11,7 +11,7 @@ namespace column {
 
 constexpr int64_t kColBlock = 256;            // columns per tile: the fused walks, and tensors below kWideMinBytes (multiple of 8)
 constexpr int64_t kWideBlock = 1024;          // columns per tile of a large tensor's chunked walk (multiple of 8)
-constexpr int64_t kWideMinBytes = 8 << 20;    // input at least this big: kWideBlock
+constexpr int64_t kWideMinBytes = 1 << 20;    // input at least this big: kWideBlock (docs/performance.md)
 constexpr int64_t kColTileElems = 32768;      // target elements per tile
 constexpr int64_t kColFlushRows = 256;        // float rows summed before a flush to double
 constexpr int64_t kColMaxPartials = 1 << 21;  // bound on chunks * L partial sums
