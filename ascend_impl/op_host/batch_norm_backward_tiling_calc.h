@@ -39,7 +39,7 @@ struct TilingInput {
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
 // input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
 // (so the combine of a round runs on many cores at once), and the kernel runs
-// both passes round by round (two SyncAlls per round; one with softSync): a
+// both passes round by round (one SyncAll per round): a
 // round's second read follows its first within that many bytes.
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
@@ -60,6 +60,22 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
+    // Each core combines the channels its units of a round touch (after the round's SyncAll), and at the
+    // end its share of all channels (grad_weight / grad_bias): partUb holds the partials of either where
+    // UB has room, so each combine loads them in one copy (one round trip, issued beside the statistics').
+    const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    const uint64_t cores = std::max<uint32_t>(t.usedCores, 1);
+    const uint64_t roundUnits = std::min<uint64_t>(uint64_t(t.l2Rounds) * width, uint64_t(t.channels)) * pc;
+    const uint64_t own = std::min<uint64_t>(CeilDiv(CeilDiv(roundUnits, cores), pc) + 1,
+                                            uint64_t(t.l2Rounds) * width) * pc;
+    const uint64_t share = CeilDiv(uint64_t(t.channels), cores) * pc;
+    const uint64_t want = std::max(own, share);
+    const uint64_t used = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total() +
+                          (t.softSync ? SyncWorkBytes(uint32_t(cores)) : 0);
+    const uint64_t slotBytes = UNIT_SLOT_FLOATS * sizeof(float);
+    const uint64_t room = uint64_t(PART_HALVES) * SLOTS_PER_LOAD + (in.ubBytes > used ? (in.ubBytes - used) / slotBytes : 0);
+    const uint64_t slots = std::min(want, room);
+    t.partSlots = slots > uint64_t(PART_HALVES) * SLOTS_PER_LOAD ? uint32_t(slots) : 0;
 }
 
 // Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:

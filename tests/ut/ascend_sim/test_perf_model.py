@@ -142,14 +142,19 @@ def test_two_pass_activation_bytes(lib, shape, dtype):
 
 @pytest.mark.parametrize("shape,dtype", [((32, 64, 112, 112), "float32"), ((32, 64, 112, 112), "float16")])
 def test_l2_rounds_keep_the_second_read_in_l2(lib, shape, dtype):
-    """Larger than the L2 budget: both passes round by round, two SyncAlls per round, second reads in L2."""
+    """Larger than the L2 budget: both passes round by round, one SyncAll per round (each core then combines
+    the channels its own units of the round touch), second reads in L2."""
     r = ascend_model.run(lib, "ascend910b", shape, dtype)
     eb = ascend_model.DTYPES[dtype][1]
     caps = ascend_model.capabilities()["ascend910b"]
     rounds = -(-r.tiling.groups // r.tiling.l2_rounds)
-    assert r.tiling.l2_rounds > 0 and rounds > 1 and all(k.sync_alls == 2 * rounds for k in r.cores)
-    assert r.requested_accesses == 5.0
-    assert r.gm_bytes_per_element < 3 * eb + 0.05
+    assert r.tiling.l2_rounds > 0 and rounds > 1 and all(k.sync_alls == rounds for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.activation_accesses < 3 + 0.05 / eb
+    # beside the activations: the partial sums (64 bytes per unit), written once and read back by the cores
+    # whose units of a round touch their channel (a few each) and by the channel's combiner at the end
+    other = r.requested_bytes - r.act_bytes
+    units = sum(k.gm_write_bytes for k in r.cores) - r.elements * eb  # partials and grad_weight / grad_bias
+    assert other <= 6 * units and r.gm_bytes_per_element < 3 * eb + 0.1
     per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
     assert per_channel * r.tiling.group_width * r.tiling.l2_rounds <= caps["l2_bytes"] // 2
 
