@@ -78,6 +78,23 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.partSlots = slots > uint64_t(PART_HALVES) * SLOTS_PER_LOAD ? uint32_t(slots) : 0;
 }
 
+// Whole groups per core (crossCore 0), BatchNormBackward in training with grad_input, a channel's
+// partials in one UB batch: the kernel pipelines a group's channels (ChannelPipeline: channel c's second
+// read beside channel c + 1's first), so two channels per core are in flight between a first read and
+// its second. Whether those of every core fit L2 / L2_ROUND_DIVISOR: then that order keeps the second
+// reads in L2 without l2Channels (whose channels run one after another, not pipelined).
+inline bool ChannelPipelineInL2(const TilingInput &in, const BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        !in.allowSinglePass /* BatchNormBackward, not a SyncBatchNorm step */ || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || in.l2Bytes == 0 ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD) {
+        return false;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    return 2 * perChannel * std::max<uint32_t>(t.usedCores, 1) <= in.l2Bytes / L2_ROUND_DIVISOR;
+}
+
 // Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
 // when grad_out + input of one group on every core exceed L2 /
 // L2_ROUND_DIVISOR but those of a few channels do not, the kernel runs both
@@ -94,6 +111,9 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fit = in.l2Bytes / L2_ROUND_DIVISOR / (perChannel * std::max<uint32_t>(t.usedCores, 1));
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    if (ChannelPipelineInL2(in, t)) {
+        return;
+    }
     if (fit >= 1 && fit < widest) {
         t.l2Channels = uint32_t(fit);
     }
@@ -186,7 +206,7 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
-    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 &&
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && !ChannelPipelineInL2(in, t) &&
                               widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
     if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
         return;

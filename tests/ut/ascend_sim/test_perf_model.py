@@ -180,7 +180,7 @@ def test_whole_channels_per_core(lib, shape, dtype):
 
 @pytest.mark.parametrize("soc,shape,dtype,cores", [("ascend910", (32, 256, 28, 28), "float32", 32),
                                                    ("ascend910", (32, 512, 28, 28), "float16", 32),
-                                                   ("ascend310p", (32, 128, 56, 56), "float16", 8)])
+                                                   ("ascend310p", (32, 128, 56, 56), "float32", 8)])
 def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
     """No SyncAll between the passes, every core busy (whole groups of 8 float32 / 16 float16 channels
     per core; two passes asked for): the groups are too large for half of L2 on every core at once;
@@ -193,6 +193,24 @@ def test_channels_in_l2_without_sync_all(lib, soc, shape, dtype, cores):
     assert 0 < r.tiling.l2_channels < r.tiling.group_width
     assert per_channel * r.tiling.l2_channels * cores <= caps["l2_bytes"] // 2
     assert per_channel * r.tiling.group_width * cores > caps["l2_bytes"] // 2
+    assert all(k.sync_alls == 0 for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
+
+
+@pytest.mark.parametrize("soc,shape,dtype", [("ascend310p", (32, 128, 56, 56), "float16"),
+                                             ("ascend310p", (32, 256, 56, 56), "float16")])
+def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
+    """Whole groups per core too large for half of L2, but two channels on every core fit it: the group's
+    channels run pipelined (channel c's second read beside channel c + 1's first) with no l2_channels, no
+    software SyncAll, and the second reads are L2 hits."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    eb = ascend_model.DTYPES[dtype][1]
+    caps = ascend_model.capabilities()[soc]
+    per_channel = 2 * eb * r.elements // shape[1]  # x + dy of one channel
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.cross_core == 0 and t.soft_sync == 0 and t.l2_channels == 0
+    assert per_channel * t.group_width * t.used_cores > caps["l2_bytes"] // 2
+    assert 2 * per_channel * t.used_cores <= caps["l2_bytes"] // 2
     assert all(k.sync_alls == 0 for k in r.cores)
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
 
