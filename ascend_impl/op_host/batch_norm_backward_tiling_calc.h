@@ -222,6 +222,41 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     TryL2Rounds(in, t);
 }
 
+// Single pass: a tensor of many sub-groups that one buffer holds one at a time (16-bit types: a 28x28
+// channel, a run of 14x14 ones) is double-buffered with half the rows per vector instruction (smaller
+// slabs) where two buffers of as many channels fit so, so a sub-group's loads overlap the previous one's
+// apply and stores instead of following them. Decided from the shape and the SoC alone, with the channel
+// vectors of a one-core launch (the widest) and the software SyncAll's UB for every core, so the rows per
+// instruction, and with them the order of the sums, do not depend on the cores. Only where the SoC fuses
+// the multiply-adds (mul_add): without, the vector unit is the bound and the shorter instructions' issue
+// cost outweighs the overlap (ascend910 fp16 (32, 128, 28, 28) 36.3 -> 43.3 us in the model); and only
+// with at least SP_HALF_ROWS_SUB_GROUPS sub-groups (ascend310p fp16 (32, 512, 7, 7), 32 of them: 41.7 ->
+// 42.4 us; ascend950 fp16 (32, 512, 7, 7), 64: 4.9 -> 5.5 us).
+inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64_t channels, uint64_t q,
+                                   uint64_t rowStride, uint32_t segSum, uint32_t slabRows)
+{
+    if (!in.hasMulAdd || slabRows < 2) {
+        return false;
+    }
+    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
+            .Total() +
+        (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+    const auto most = [&](uint32_t buffers, uint32_t rows) -> uint64_t {
+        for (uint64_t g = std::min<uint64_t>(channels, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
+            if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, rows, segSum,
+                                           vecAll).Total() <= in.ubBytes) {
+                return g;
+            }
+        }
+        return 0;
+    };
+    const uint64_t one = most(1, slabRows), two = most(SP_MAX_BUFFERS, slabRows / 2);
+    return one > 0 && CeilDiv(channels, one) >= SP_HALF_ROWS_SUB_GROUPS && two >= one &&
+           two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups, in runs
@@ -307,8 +342,16 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
     // stores of another.
     uint32_t buffers = 1;
+    if (HalfRowsDoubleBuffered(in, outer, channels, q, rowStride, segSum, slabRows)) {
+        slabRows /= 2;
+        buffers = SP_MAX_BUFFERS;
+        resident = std::min<uint64_t>(
+            fitting(SP_MAX_BUFFERS), std::max<uint64_t>(resident, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
+    }
     const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
-    const uint64_t resident2 = (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
+    const uint64_t resident2 = buffers == 1 && (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels
+                                   ? fitting(SP_MAX_BUFFERS)
+                                   : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(

@@ -170,6 +170,8 @@ constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
 constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...
 constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions span at least this many elements
+constexpr uint64_t SP_HALF_ROWS_SUB_GROUPS = 128; // double-buffered at half the rows per instruction where a
+                                                // tensor is at least this many one-buffer sub-groups
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
 constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
 constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
