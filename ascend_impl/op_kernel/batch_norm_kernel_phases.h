@@ -335,8 +335,8 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
 }
 
 // L2 rounds: the partials CombineOwnChannels will need for group g, issued before the statistics'
-// loads so their latencies overlap: those of every channel the core's units of the round touch when
-// they fit partUb (PartSlots), so the round's later groups combine from UB without a round trip (phase 2
+// loads so their latencies overlap: with partSlots, those of every channel the core's units of the round
+// touch when they fit partUb, so the round's later groups combine from UB without a round trip (phase 2
 // writes no partials), else those of group g (else CombineOwnChannels loads them itself). Returns
 // whether it issued them (the caller waits MTE2_S before the scalar unit reads them); nothing when an
 // earlier prefetch of the round holds them.
@@ -350,7 +350,7 @@ __aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
     }
     const uint64_t slots = PartSlots(k.t);
     const uint64_t all0 = k.applyBegin / perChannel, all1 = CeilDiv(k.applyEnd, perChannel);
-    if ((all1 - all0) * perChannel <= slots) {
+    if (k.t.partSlots > 0 && (all1 - all0) * perChannel <= slots) {
         ca = all0;
         cb = all1;
     } else if ((cb - ca) * perChannel > slots) {
