@@ -39,7 +39,7 @@ struct TilingInput {
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
 // input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
 // (so the combine of a round runs on many cores at once), and the kernel runs
-// both passes round by round (two SyncAlls per round; one with softSync): a
+// both passes round by round (one SyncAll per round): a
 // round's second read follows its first within that many bytes.
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
@@ -60,6 +60,45 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
     t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
+    // Each core combines the channels its units of a round touch (after the round's SyncAll), and at the
+    // end its share of all channels (grad_weight / grad_bias): partUb holds the partials of either where
+    // UB has room, so each combine loads them in one copy (one round trip, issued beside the statistics').
+    // Not with the software SyncAll: its rounds are a group per core or less (ascend910's 8-channel groups),
+    // and loading the round's later groups' partials up front delayed the first group's combine (ascend910
+    // fp32 (32, 64, 112, 112) 452.5 -> 452.7 us in the model).
+    if (t.softSync) {
+        t.partSlots = 0;
+        return;
+    }
+    const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    const uint64_t cores = std::max<uint32_t>(t.usedCores, 1);
+    const uint64_t roundUnits = std::min<uint64_t>(uint64_t(t.l2Rounds) * width, uint64_t(t.channels)) * pc;
+    const uint64_t own = std::min<uint64_t>(CeilDiv(CeilDiv(roundUnits, cores), pc) + 1,
+                                            uint64_t(t.l2Rounds) * width) * pc;
+    const uint64_t share = CeilDiv(uint64_t(t.channels), cores) * pc;
+    const uint64_t want = std::max(own, share);
+    const uint64_t used = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    const uint64_t slotBytes = UNIT_SLOT_FLOATS * sizeof(float);
+    const uint64_t room = uint64_t(PART_HALVES) * SLOTS_PER_LOAD + (in.ubBytes > used ? (in.ubBytes - used) / slotBytes : 0);
+    const uint64_t slots = std::min(want, room);
+    t.partSlots = slots > uint64_t(PART_HALVES) * SLOTS_PER_LOAD ? uint32_t(slots) : 0;
+}
+
+// Whole groups per core (crossCore 0), BatchNormBackward in training with grad_input, a channel's
+// partials in one UB batch: the kernel pipelines a group's channels (ChannelPipeline: channel c's second
+// read beside channel c + 1's first), so two channels per core are in flight between a first read and
+// its second. Whether those of every core fit L2 / L2_ROUND_DIVISOR: then that order keeps the second
+// reads in L2 without l2Channels (whose channels run one after another, not pipelined).
+inline bool ChannelPipelineInL2(const TilingInput &in, const BatchNormBackwardTilingData &t)
+{
+    if (t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        !in.allowSinglePass /* BatchNormBackward, not a SyncBatchNorm step */ || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || in.l2Bytes == 0 ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD) {
+        return false;
+    }
+    const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
+    return 2 * perChannel * std::max<uint32_t>(t.usedCores, 1) <= in.l2Bytes / L2_ROUND_DIVISOR;
 }
 
 // Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
@@ -78,6 +117,9 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fit = in.l2Bytes / L2_ROUND_DIVISOR / (perChannel * std::max<uint32_t>(t.usedCores, 1));
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
+    if (ChannelPipelineInL2(in, t)) {
+        return;
+    }
     if (fit >= 1 && fit < widest) {
         t.l2Channels = uint32_t(fit);
     }
@@ -170,7 +212,7 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
-    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 &&
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && !ChannelPipelineInL2(in, t) &&
                               widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
     if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
         return;
@@ -184,6 +226,41 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.l2Channels = 0;
     t.usedCores = uint32_t(cores);
     TryL2Rounds(in, t);
+}
+
+// Single pass: a tensor of many sub-groups that one buffer holds one at a time (16-bit types: a 28x28
+// channel, a run of 14x14 ones) is double-buffered with half the rows per vector instruction (smaller
+// slabs) where two buffers of as many channels fit so, so a sub-group's loads overlap the previous one's
+// apply and stores instead of following them. Decided from the shape and the SoC alone, with the channel
+// vectors of a one-core launch (the widest) and the software SyncAll's UB for every core, so the rows per
+// instruction, and with them the order of the sums, do not depend on the cores. Only where the SoC fuses
+// the multiply-adds (mul_add): without, the vector unit is the bound and the shorter instructions' issue
+// cost outweighs the overlap (ascend910 fp16 (32, 128, 28, 28) 36.3 -> 43.3 us in the model); and only
+// with at least SP_HALF_ROWS_SUB_GROUPS sub-groups (ascend310p fp16 (32, 512, 7, 7), 32 of them: 41.7 ->
+// 42.4 us; ascend950 fp16 (32, 512, 7, 7), 64: 4.9 -> 5.5 us).
+inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64_t channels, uint64_t q,
+                                   uint64_t rowStride, uint32_t segSum, uint32_t slabRows)
+{
+    if (!in.hasMulAdd || slabRows < 2) {
+        return false;
+    }
+    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
+            .Total() +
+        (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+    const auto most = [&](uint32_t buffers, uint32_t rows) -> uint64_t {
+        for (uint64_t g = std::min<uint64_t>(channels, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
+            if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, rows, segSum,
+                                           vecAll).Total() <= in.ubBytes) {
+                return g;
+            }
+        }
+        return 0;
+    };
+    const uint64_t one = most(1, slabRows), two = most(SP_MAX_BUFFERS, slabRows / 2);
+    return one > 0 && CeilDiv(channels, one) >= SP_HALF_ROWS_SUB_GROUPS && two >= one &&
+           two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
@@ -271,8 +348,16 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // SP_MIN_SUB_GROUPS of them, so the loads of one overlap the compute and
     // stores of another.
     uint32_t buffers = 1;
+    if (HalfRowsDoubleBuffered(in, outer, channels, q, rowStride, segSum, slabRows)) {
+        slabRows /= 2;
+        buffers = SP_MAX_BUFFERS;
+        resident = std::min<uint64_t>(
+            fitting(SP_MAX_BUFFERS), std::max<uint64_t>(resident, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
+    }
     const uint64_t minChannels = AlignUp(CeilDiv(SP_MIN_INSTR_ELEMS, uint64_t(slabRows) * rowStride), q);
-    const uint64_t resident2 = (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels ? fitting(SP_MAX_BUFFERS) : 0;
+    const uint64_t resident2 = buffers == 1 && (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels
+                                   ? fitting(SP_MAX_BUFFERS)
+                                   : 0;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(

@@ -9,8 +9,9 @@
 //             (batch_norm_kernel_state.h, batch_norm_kernel_work_split.h).
 //   SetSync   SyncBatchNorm steps only: the sums and, for ELEMT, 1 / sum(counter).
 //   Process   (SyncAll is used only when the tiling says crossCore -- or, single
-//             pass, softSync -- and more than one core runs: once after phase 1,
-//             once after the owners' totals are published; the hardware form, or
+//             pass, softSync -- and more than one core runs: once after phase 1
+//             (with L2 rounds: of each round), each core then combining the
+//             channels its own units touch; the hardware form, or
 //             on Atlas training / inference the software one, KernelState::SyncCores;
 //             the host then sets schedule mode 1)
 //             single pass (tiling STRATEGY_SINGLE_PASS, batch_norm_kernel_single_pass.h):
@@ -324,14 +325,15 @@ private:
 
     // Tiling l2Rounds: both passes round by round (l2Rounds groups each), the
     // round's units shared by all cores, so its second read follows its first
-    // while it is still in L2; the round's channels are combined over all
-    // cores (CombineShare) and their totals published between the round's two
-    // SyncAlls.
-    // softSync (Atlas training / inference: no DataCopyPad, so a core writes a per-channel vector only in
-    // whole blocks of channels, and a round's channels need not be): one SyncAll per round, after which
-    // each core combines the channels its own units of the round touch (CombineOwnChannels, in LoadCoefs);
-    // grad_weight / grad_bias of every channel at the end, in whole blocks of channels per core
-    // (CombineShare), from the partials of all rounds, which the last SyncAll left in the workspace.
+    // while it is still in L2. One SyncAll per round, after which each core
+    // combines the channels its own units of the round touch (CombineOwnChannels,
+    // in LoadCoefs; their partials in one copy where partUb holds them, tiling
+    // partSlots), so no core waits for another's combine; grad_weight / grad_bias
+    // of every channel at the end (CombineShare: an even share of the channels per
+    // core; without DataCopyPad whole blocks of channels), from the partials of all
+    // rounds, which the last SyncAll left in the workspace. (A round's totals were
+    // published between two SyncAlls per round before: the combine, the wait for
+    // the slowest combiner and a second SyncAll on every round.)
     __aicore__ inline void L2Rounds()
     {
         const uint64_t core = AscendC::GetBlockIdx(), cores = k_.t.usedCores, groups = uint64_t(k_.t.groups);
@@ -342,20 +344,11 @@ private:
             k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
             ReduceUnits(b, e);
             k_.SyncCores();
-            if (!k_.t.softSync) {
-                BNB_PERF_COMBINE_BEGIN();
-                // The round's channels combined once, spread over all cores, the totals published.
-                CombineShare<MODE>(k_, uint64_t(GroupStart(k_.t, int64_t(g0))), GroupEnd(g1), core);
-                k_.SyncCores();
-                BNB_PERF_COMBINE_END();
-            }
             ApplyUnits(b, e, true);
         }
-        if (k_.t.softSync) {
-            BNB_PERF_COMBINE_BEGIN();
-            CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
-            BNB_PERF_COMBINE_END();
-        }
+        BNB_PERF_COMBINE_BEGIN();
+        CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
+        BNB_PERF_COMBINE_END();
     }
 
     __aicore__ inline uint64_t GroupEnd(uint64_t g1)

@@ -111,6 +111,10 @@ struct BatchNormBackwardTilingData {
                            // usedCores); Atlas training / inference, which lack the hardware one): its flags
                            // follow the totals in the workspace (SyncFlagsOffset), zeroed by every core at the
                            // launch's start; its UB workspace SyncWorkBytes
+    uint32_t partSlots;    // two passes, channel-first: units' partial sums partUb holds (PartSlots; 0: PART_HALVES x
+                           // SLOTS_PER_LOAD). L2 rounds: enough for the channels a core's units of a round touch
+                           // and for its share of the channels at the end, where UB has room, so each of those
+                           // combines loads its partials in one copy
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };
@@ -140,7 +144,7 @@ BNB_FN uint32_t OutBuffers(uint32_t dtype, bool hasDataCopyPad)
 }
 
 BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype,
-                         uint32_t outBuffers)
+                         uint32_t outBuffers, uint32_t partSlots = 0)
 {
     UbPlan p;
     const uint32_t tileElems = tileRows * rowStride;
@@ -149,8 +153,8 @@ BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElem
     p.outBuffers = outBuffers;
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
-    p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? PART_HALVES * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS : 2 * rowStride) *
-                  sizeof(float);
+    const uint32_t slots = partSlots > PART_HALVES * SLOTS_PER_LOAD ? partSlots : PART_HALVES * SLOTS_PER_LOAD;
+    p.partBytes = (layout == LAYOUT_CHANNEL_FIRST ? slots * UNIT_SLOT_FLOATS : 2 * rowStride) * sizeof(float);
     p.tailBytes = BLOCK_BYTES;
     return p;
 }
@@ -166,6 +170,8 @@ constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
 constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...
 constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions span at least this many elements
+constexpr uint64_t SP_HALF_ROWS_SUB_GROUPS = 128; // double-buffered at half the rows per instruction where a
+                                                // tensor is at least this many one-buffer sub-groups
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
 constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
 constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
@@ -222,6 +228,12 @@ BNB_FN uint64_t TotalsStride(const BatchNormBackwardTilingData &t) { return Alig
 BNB_FN uint64_t PartialFloats(const BatchNormBackwardTilingData &t) { return uint64_t(t.units) * t.partFloats; }
 
 // The kernel calls SyncAll, either form (the host then sets schedule mode 1).
+// Units' partial sums partUb holds (channel-first two passes): a combine loads at most this many in one copy.
+BNB_FN uint32_t PartSlots(const BatchNormBackwardTilingData &t)
+{
+    return t.partSlots > PART_HALVES * SLOTS_PER_LOAD ? t.partSlots : PART_HALVES * SLOTS_PER_LOAD;
+}
+
 BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
 {
     return (t.crossCore || t.softSync) && t.usedCores > 1;

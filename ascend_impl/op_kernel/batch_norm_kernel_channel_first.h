@@ -87,7 +87,7 @@ __aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slo
 
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
 // The channels' partials are contiguous in the workspace: they come in copies
-// of up to the whole UB batch (PART_HALVES x SLOTS_PER_LOAD units), across
+// of up to the whole UB batch (PartSlots units), across
 // channel boundaries, so a core's share of small channels takes one round trip.
 __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &part,
                                        const BatchNormBackwardTilingData &t, int64_t c0, uint32_t n,
@@ -95,7 +95,7 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
     const uint64_t first = uint64_t(c0) * perChannel, last = first + uint64_t(n) * perChannel;
-    const uint64_t batch = uint64_t(PART_HALVES) * SLOTS_PER_LOAD;
+    const uint64_t batch = PartSlots(t);
     uint32_t j = lane0;
     uint64_t channelEnd = first + perChannel;
     float sumDy = 0.0f, sumDyx = 0.0f;

@@ -287,16 +287,14 @@ __aicore__ inline bool SharedTotals(const KernelState<T> &k)
            (k.t.outputMask >> GRAD_INPUT & 1);
 }
 
-// Channel-first shared totals in one round: no core publishes them (CombineShare writes only
-// grad_weight / grad_bias); each combines the few channels its own phase-2 units touch
-// (CombineOwnChannels), so phase 1 is followed by one SyncAll, not two. Not with L2 rounds: a round
-// gives each core a fraction of a channel, whose whole partials it would read again (GM traffic).
-// softSync: also with L2 rounds (one SyncAll per round; no core can publish a round's totals, which
-// need not be whole blocks of channels).
+// Channel-first shared totals: no core publishes them (CombineShare writes only grad_weight /
+// grad_bias); each combines the few channels its own phase-2 units touch (CombineOwnChannels), so
+// phase 1 (of each L2 round) is followed by one SyncAll, not two. With L2 rounds a core reads the whole
+// partials of the channels its fraction of a round touches (64 bytes per unit; a few channels).
 template <uint32_t MODE, typename T>
 __aicore__ inline bool OwnTotals(const KernelState<T> &k)
 {
-    return SharedTotals<MODE>(k) && ChannelFirst(k.t) && (k.t.l2Rounds == 0 || k.t.softSync);
+    return SharedTotals<MODE>(k) && ChannelFirst(k.t);
 }
 
 // The channels [*ca, *cb) of group g that units [k.applyBegin, k.applyEnd) touch (empty when *ca >= *cb),
@@ -336,15 +334,26 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     SetWaitFlag<AscendC::HardEvent::S_V>();  // the totals before the coefficients (LoadCoefs)
 }
 
-// softSync rounds: the partials CombineOwnChannels will need for group g, issued before the statistics'
-// loads so their latencies overlap (one batch at most; else CombineOwnChannels loads them itself).
-// Returns whether it issued them (the caller waits MTE2_S before the scalar unit reads them).
+// L2 rounds: the partials CombineOwnChannels will need for group g, issued before the statistics'
+// loads so their latencies overlap: with partSlots, those of every channel the core's units of the round
+// touch when they fit partUb, so the round's later groups combine from UB without a round trip (phase 2
+// writes no partials), else those of group g (else CombineOwnChannels loads them itself). Returns
+// whether it issued them (the caller waits MTE2_S before the scalar unit reads them); nothing when an
+// earlier prefetch of the round holds them.
 template <typename T>
 __aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
 {
     uint64_t ca = 0, cb = 0;
     const uint64_t perChannel = OwnChannels(k, g, &ca, &cb);
-    if (ca >= cb || (cb - ca) * perChannel > uint64_t(PART_HALVES) * SLOTS_PER_LOAD) {
+    if (ca >= cb || (ca * perChannel >= k.cachedLo && cb * perChannel <= k.cachedHi)) {
+        return false;
+    }
+    const uint64_t slots = PartSlots(k.t);
+    const uint64_t all0 = k.applyBegin / perChannel, all1 = CeilDiv(k.applyEnd, perChannel);
+    if (k.t.partSlots > 0 && (all1 - all0) * perChannel <= slots) {
+        ca = all0;
+        cb = all1;
+    } else if ((cb - ca) * perChannel > slots) {
         return false;
     }
     SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
@@ -395,7 +404,7 @@ __aicore__ inline void TrainingCoefs(KernelState<T> &k, bool withA = true)
 template <uint32_t MODE, typename T>
 __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
 {
-    const bool prefetched = k.t.softSync && k.t.training && k.coefGroup != g && OwnTotals<MODE>(k) &&
+    const bool prefetched = k.t.l2Rounds && k.t.training && k.coefGroup != g && OwnTotals<MODE>(k) &&
                             PrefetchOwnPartials(k, g);
     LoadStats(k, g);
     if (k.coefGroup == g) {
@@ -474,8 +483,8 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
 // Parallel combine of channels [cb, ce) (channel-first, shared totals): core
 // `core` of the launch combines its even share of them, at most vecElems at a
 // time, from their partials in unit order (the arithmetic of GroupTotals),
-// publishes the totals (L2 rounds; otherwise the coefficients' totals come
-// from CombineOwnChannels) and writes their grad_weight / grad_bias, so no
+// publishes the totals where the cores do not combine their own (channel-last)
+// and writes their grad_weight / grad_bias, so no
 // core combines more than ceil((ce - cb) / cores) channels whatever the groups.
 // Without DataCopyPad (vecPad 0) the shares are whole blocks of channels (ShareQuantum; the last share
 // takes the remainder), so no two cores write one block of grad_weight / grad_bias.
@@ -491,7 +500,7 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
     const uint64_t lo = Min(b, k.share.unitBegin / pc) * pc;
     const uint64_t hi = (e > CeilDiv(k.share.unitEnd, pc) ? e : CeilDiv(k.share.unitEnd, pc)) * pc;
     const bool together = OwnTotals<MODE>(k) && b < e && e - b <= k.t.vecElems &&
-                          hi - lo <= uint64_t(PART_HALVES) * SLOTS_PER_LOAD;
+                          hi - lo <= PartSlots(k.t);
     k.cachedLo = k.cachedHi = 0;
     for (uint64_t c0 = b; c0 < e; c0 += k.t.vecElems) {
         const uint32_t n = uint32_t(Min(k.t.vecElems, e - c0));

@@ -161,7 +161,8 @@ struct KernelState {
             stash.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(workspace) + PartialFloats(t), StashFloats(t));
         }
 
-        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers);
+        const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers,
+                                       t.partSlots);
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0, t.vecPad != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());

@@ -355,10 +355,10 @@ inline void Alloc(const void *slot, bool vecIn)
 
 // The combine of the per-channel sums (the kernel's BNB_PERF_COMBINE_BEGIN /
 // _END marks): the time the vector pipe's finish moves between the two marks,
-// summed. Two passes: from leaving the SyncAll after phase 1 to leaving the one
-// after the totals are published (the combine, the wait for the slowest
-// combiner, one SyncAll); single pass: the ReduceSums, the scalar hand-over
-// and the coefficient vectors of each sub-group.
+// summed. Two passes across cores: from leaving the SyncAll after phase 1 (of
+// each L2 round) to the end of each core's combines of its own channels, and
+// the share's combine (grad_weight / grad_bias); single pass: the ReduceSums,
+// the scalar hand-over and the coefficient vectors of each sub-group.
 inline void CombineBegin()
 {
     if (On()) {

@@ -182,3 +182,23 @@ def test_double_buffered_16_bit_sub_groups(sim, soc, dtype):
     for got in runs[1:]:
         for x, y in zip(runs[0], got):
             assert np.array_equal(x, y)
+
+
+def test_half_rows_double_buffered_sub_groups(sim):
+    """A tensor of many sub-groups that one buffer holds one at a time (here one 28x28 channel in a small UB,
+    128 channels), on a SoC with mul_add: 16-bit types double-buffer them at half the rows per vector
+    instruction; the decision depends on the shape and the SoC only, so the sums' order, and the bits, are
+    the same whatever the cores."""
+    shape, ub, dtype = (8, 128, 28, 28), 104 * 1024, "float16"
+    args = make_inputs(shape, False, dtype, seed=5)
+    runs = []
+    for cores in (1, 3, 8):
+        info = check(sim, shape, False, dtype, True, soc="ascend310p", ub_bytes=ub, cores=cores, seed=5)
+        assert info.strategy == SINGLE and info.sp_channels == 1
+        assert info.sp_buffers == 2 and info.sp_slab_rows == 1
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores, soc="ascend310p")
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
