@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <initializer_list>
 
 #include "bn_spec.gen.h"
@@ -40,6 +41,13 @@ inline const char *DtypeNameOf(DType d) {
     if (n.dtype == d) return n.name;
   }
   return "none";
+}
+
+// The dtypes the kernels take (the prototypes' names), as "float16, bfloat16, ...", for messages.
+inline std::string DtypeNamesList() {
+  std::string out;
+  for (const DtypeName &n : kDtypeNames) out += std::string(out.empty() ? "" : ", ") + n.name;
+  return out;
 }
 
 // The arguments of an aot call, by slot.

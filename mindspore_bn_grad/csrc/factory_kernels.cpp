@@ -159,13 +159,6 @@ std::string DescribeTensors(const TensorList &inputs, size_t num_inputs, const c
   return out;
 }
 
-// The dtypes the kernels take (the prototypes' dtypes), as "float16, bfloat16, ...".
-std::string SupportedDtypes() {
-  std::string out;
-  for (const spec::DtypeName &d : spec::kDtypeNames) out += std::string(out.empty() ? "" : ", ") + d.name;
-  return out;
-}
-
 // At kernel creation (GRAPH: compile time, before anything runs): every tensor argument is None or
 // of a dtype the kernels take, else an exception that says which.
 void CheckDtypes(const std::string &kernel_name, const TensorList &inputs, size_t num_inputs,
@@ -175,7 +168,7 @@ void CheckDtypes(const std::string &kernel_name, const TensorList &inputs, size_
     if (IsNone(t) || IsScalarArg(t)) continue;
     if (std::string(DtypeName(t->dtype_id())) == "unsupported") {
       MS_LOG(EXCEPTION) << "For '" << kernel_name << "' (mindspore_bn_grad's CPU kernel), " << names[i]
-                        << " expected a tensor of " << SupportedDtypes() << ", got "
+                        << " expected a tensor of " << aot::DtypeNamesList() << ", got "
                         << mindspore::TypeIdToString(t->dtype_id(), true) << " ("
                         << DescribeTensors(inputs, num_inputs, names) << ")";
     }

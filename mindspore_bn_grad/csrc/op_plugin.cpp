@@ -111,11 +111,9 @@ int Launch(const char *name, int nparam, void **params, int *ndims, int64_t **sh
     what = DescribeTensors(call, args, kNumInputs, kNames);
   } catch (...) {  // a scalar reader of MindSpore's that throws: the reason alone
   }
-  std::string dtypes_taken;
-  for (const spec::DtypeName &d : spec::kDtypeNames) dtypes_taken += (dtypes_taken.empty() ? "" : ", ") + std::string(d.name);
   throw std::runtime_error(std::string("For '") + name + "' (mindspore_bn_grad's CPU op plugin), the arguments "
                            "were refused: " + spec::ErrorMessage(rc) + " (error code " + std::to_string(rc) +
-                           "); " + what + ". Nothing was computed. Tensors taken: " + dtypes_taken +
+                           "); " + what + ". Nothing was computed. Tensors taken: " + aot::DtypeNamesList() +
                            " (any mix), ranks " + std::to_string(spec::kMinRank) + ".." +
                            std::to_string(spec::kMaxRank) + ", channel-first");
 }
