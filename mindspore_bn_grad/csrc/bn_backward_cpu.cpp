@@ -46,12 +46,6 @@ namespace bn_grad {
 namespace bwd {
 namespace {
 
-constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
-// Channel-first runs of 2..kRowMinInner-1 elements (spatial 2x2 .. 5x5: the column path over
-// channel-first data) below this: one thread, which was faster or as fast there; runs of one
-// element (channel-last, (N, C)) gain from a second thread sooner and keep kMinParallelElems
-// (docs/performance.md, "Threads").
-constexpr int64_t kMinParallelShortRuns = 1 << 18;
 constexpr int64_t kStreamMinBytes = 4 << 20; // dx at least this big (x + dy + dx >= 12 MB, no
                                              // longer cache-resident): non-temporal stores...
 constexpr int64_t kStreamMinRun = 2048;      // ...on row-path runs of at least this many bytes
@@ -63,8 +57,7 @@ int Dispatch(const BnBackwardArgs &a) {
   Plan plan;
   plan.need_dx = a.mask[kDx];
   plan.need_sums = a.mask[kDw] || a.mask[kDb] || (a.training && a.mask[kDx]);
-  const bool short_runs = a.inner > 1 && a.inner < kRowMinInner;
-  plan.nthreads = total < (short_runs ? kMinParallelShortRuns : kMinParallelElems) ? 1 : GetNumThreads();
+  plan.nthreads = WalkThreads(total, a.inner);
   const bool row_path = a.inner >= kRowMinInner;
   plan.zero_dx = !plan.need_dx && plan.need_sums && a.zero_grad_input;  // zeros written in the sums sweep
   plan.stream = kVec<D> && (plan.need_dx || plan.zero_dx) &&

@@ -61,12 +61,6 @@ NormCoef<double> FinishChannel(const BnForwardArgs &a, int64_t c, const Moments 
 
 namespace {
 
-constexpr int64_t kMinParallelElems = 1 << 15;  // below: one thread
-// Channel-first runs of 2..kRowMinInner-1 elements (spatial 2x2 .. 5x5: the column path over
-// channel-first data) below this: one thread, which was faster or as fast there; runs of one
-// element (channel-last, (N, C)) gain from a second thread sooner and keep kMinParallelElems
-// (docs/performance.md, "Threads").
-constexpr int64_t kMinParallelShortRuns = 1 << 18;
 constexpr int64_t kStreamMinBytes = 16 << 20;   // output at least this big (x + y past a 32 MB L3):
                                                 // non-temporal stores; below, both stay cached
 
@@ -74,8 +68,7 @@ template <DType D>
 int Dispatch(const BnForwardArgs &a) {
   const int64_t total = a.outer * a.channels * a.inner;
   FwdPlan plan;
-  const bool short_runs = a.inner > 1 && a.inner < kRowMinInner;
-  plan.nthreads = total < (short_runs ? kMinParallelShortRuns : kMinParallelElems) ? 1 : GetNumThreads();
+  plan.nthreads = WalkThreads(total, a.inner);
   plan.stream = kVec<D> && total * static_cast<int64_t>(ElemSize(D)) >= kStreamMinBytes;
   thread_local Scratch scratch;  // reused by this thread's next call
   if (a.inner >= kRowMinInner) {

@@ -35,6 +35,7 @@ using bwd::Scratch;
 
 // Shorter contiguous runs per channel than this take the column path.
 constexpr int64_t kRowMinInner = bwd::kRowMinInner;
+using bwd::WalkThreads;
 
 struct Moments {
   double n = 0.0, mean = 0.0, m2 = 0.0;

@@ -25,6 +25,16 @@ namespace bwd {
 // Shorter contiguous runs per channel than this take the column path.
 constexpr int64_t kRowMinInner = 32;
 
+// The threads of a forward or backward call over [outer, channels, inner]: one below 2^15 elements,
+// and, for channel-first runs of 2..kRowMinInner-1 elements (spatial 2x2 .. 5x5: the column path
+// over channel-first data), below 2^18, where one thread was faster or as fast; runs of one element
+// (channel-last, (N, C)) gain from a second thread sooner (docs/performance.md, "Threads").
+inline int WalkThreads(int64_t total, int64_t inner) {
+  constexpr int64_t kMinParallelElems = 1 << 15, kMinParallelShortRuns = 1 << 18;
+  const bool short_runs = inner > 1 && inner < kRowMinInner;
+  return total < (short_runs ? kMinParallelShortRuns : kMinParallelElems) ? 1 : GetNumThreads();
+}
+
 struct Plan {
   bool need_sums;  // the per-channel sums (grad_weight, grad_bias, or dx in training)
   bool need_dx;    // grad_input
