@@ -32,7 +32,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -114,7 +113,7 @@ int Launch(const char *name, int nparam, void **params, int *ndims, int64_t **sh
   throw std::runtime_error(std::string("For '") + name + "' (mindspore_bn_grad's CPU op plugin), the arguments "
                            "were refused: " + spec::ErrorMessage(rc) + " (error code " + std::to_string(rc) +
                            "); " + what + ". Nothing was computed. Tensors taken: " + aot::DtypeNamesList() +
-                           " (any mix), ranks " + std::to_string(spec::kMinRank) + ".." +
+                           ", ranks " + std::to_string(spec::kMinRank) + ".." +
                            std::to_string(spec::kMaxRank) + ", channel-first");
 }
 
@@ -133,14 +132,14 @@ const char **GetAllRegisteredOps() { return bn_grad::plugin::kRegisteredOps; }
 
 int BatchNormExt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void * /*stream*/,
                  void *kernel_info) {
-  namespace ext = bn_grad::spec::batch_norm_forward::mindspore_primitive;
+  namespace ext = bn_grad::plugin::ext;
   return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormExt, ext::kNumInputs, ext::kArgNames>(
       ext::kName, nparam, params, ndims, shapes, dtypes, kernel_info);
 }
 
 int BatchNormGradExt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                      void * /*stream*/, void *kernel_info) {
-  namespace grad_ext = bn_grad::spec::batch_norm_backward::mindspore_primitive;
+  namespace grad_ext = bn_grad::plugin::grad_ext;
   return bn_grad::plugin::Launch<bn_grad::primitive::RunBatchNormGradExt, grad_ext::kNumInputs,
                                  grad_ext::kArgNames>(grad_ext::kName, nparam, params, ndims, shapes, dtypes,
                                                       kernel_info);
