@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .kernel import (Case, Timed, _ms_sync, interleaved_medians, legacy_kernels_active, log, ratio, select_kernels,
+from .kernel import (Case, Timed, _ms_sync, checked_on, interleaved_medians, legacy_kernels_active, log, ratio,
                      torch_activation)
 
 # (shape in NC... order, layout)
@@ -84,16 +84,8 @@ def ms_builtin_contestant(case, kernels="mindspore"):
             ms.Parameter(ms.Tensor(p["running_mean"]), name="fwd_bench_rm"),
             ms.Parameter(ms.Tensor(p["running_var"]), name="fwd_bench_rv"))
     op = ops.BatchNorm(is_training=True, epsilon=1e-5, momentum=0.1, data_format=case.layout)
-    timed = Timed(lambda: op(*args), _ms_sync, lambda: ms.set_context(mode=ms.PYNATIVE_MODE), kernels=kernels)
-    try:
-        timed.prepare()
-        timed.run_once()
-    except (RuntimeError, TypeError, ValueError) as e:
-        log(f"    built-in ({kernels}' kernel): {str(e).strip().splitlines()[0][:100]}")
-        return None
-    finally:
-        select_kernels("ours")
-    return timed
+    return checked_on(Timed(lambda: op(*args), _ms_sync, lambda: ms.set_context(mode=ms.PYNATIVE_MODE),
+                            kernels=kernels))
 
 
 def _graph(fn):

@@ -16,6 +16,22 @@ import numpy as np
 CHANNEL_LAST = ("NHWC", "NDHWC")
 
 
+def _frame(a, data_format):
+    """(channels, reduction axes, broadcast shape, chan) of an activation `a` in data_format;
+    chan(v, default) is a per-channel vector in float64, `default` everywhere when v is absent
+    (None, or empty while there are channels)."""
+    axis = a.ndim - 1 if data_format in CHANNEL_LAST else 1
+    c = a.shape[axis]
+    bshape = [1] * a.ndim
+    bshape[axis] = c
+
+    def chan(v, default):
+        if v is None or np.asarray(v).size == 0 and c != 0:
+            return np.full(c, default, dtype=np.float64)
+        return np.asarray(v, dtype=np.float64).reshape(c)
+    return c, tuple(i for i in range(a.ndim) if i != axis), bshape, chan
+
+
 def batch_norm_backward_ref(grad_out, x, weight=None, running_mean=None, running_var=None,
                             save_mean=None, save_invstd=None, training=True, eps=1e-5,
                             output_mask=(True, True, True), data_format="NCHW"):
@@ -25,17 +41,7 @@ def batch_norm_backward_ref(grad_out, x, weight=None, running_mean=None, running
     """
     dy = np.asarray(grad_out, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
-    axis = dy.ndim - 1 if data_format in CHANNEL_LAST else 1
-    c = dy.shape[axis]
-    reduce_axes = tuple(i for i in range(dy.ndim) if i != axis)
-    bshape = [1] * dy.ndim
-    bshape[axis] = c
-
-    def chan(v, default):
-        if v is None or np.asarray(v).size == 0 and c != 0:
-            return np.full(c, default, dtype=np.float64)
-        return np.asarray(v, dtype=np.float64).reshape(c)
-
+    c, reduce_axes, bshape, chan = _frame(dy, data_format)
     w = chan(weight, 1.0)
     if training:
         mean, invstd = chan(save_mean, 0.0), chan(save_invstd, 1.0)
@@ -59,10 +65,8 @@ def batch_norm_backward_ref(grad_out, x, weight=None, running_mean=None, running
 
 
 def _layout(dy, data_format):
-    axis = dy.ndim - 1 if data_format in CHANNEL_LAST else 1
-    bshape = [1] * dy.ndim
-    bshape[axis] = -1
-    return tuple(i for i in range(dy.ndim) if i != axis), bshape
+    _, axes, bshape, _ = _frame(dy, data_format)
+    return axes, bshape
 
 
 def sync_reduce_ref(grad_out, x, mean, invstd, data_format="NCHW"):
@@ -128,16 +132,7 @@ def batch_norm_double_backward_ref(grad_out, x, weight=None, running_mean=None, 
     """
     dy = np.asarray(grad_out, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
-    axis = dy.ndim - 1 if data_format in CHANNEL_LAST else 1
-    c = dy.shape[axis]
-    axes = tuple(i for i in range(dy.ndim) if i != axis)
-    bshape = [1] * dy.ndim
-    bshape[axis] = c
-
-    def chan(v, default):
-        if v is None or np.asarray(v).size == 0 and c != 0:
-            return np.full(c, default, dtype=np.float64)
-        return np.asarray(v, dtype=np.float64).reshape(c)
+    c, axes, bshape, chan = _frame(dy, data_format)
 
     def b(v):  # per-channel vector broadcast against the activations
         return v.reshape(bshape)
@@ -188,14 +183,7 @@ def batch_norm_forward_ref(x, weight=None, bias=None, running_mean=None, running
     come back unchanged.
     """
     x = np.asarray(x, dtype=np.float64)
-    axis = x.ndim - 1 if data_format in CHANNEL_LAST else 1
-    c = x.shape[axis]
-    axes = tuple(i for i in range(x.ndim) if i != axis)
-    bshape = [1] * x.ndim
-    bshape[axis] = c
-
-    def chan(v, default):
-        return np.full(c, default) if v is None else np.asarray(v, dtype=np.float64).reshape(c)
+    c, axes, bshape, chan = _frame(x, data_format)
 
     rm, rv = chan(running_mean, 0.0), chan(running_var, 1.0)
     n = x.size // c if c else 0
