@@ -33,7 +33,8 @@ constexpr uint32_t QUEUE_DEPTH = 2;        // double-buffered GM<->UB queues
 constexpr uint32_t TILE_QUEUES = 3;        // grad_out in, input in, grad_input out
 constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPad: grad_input queue buffers (its
                                               // stores land while the input tiles are computed in place; no
-                                              // float tiles between). Atlas training / inference: QUEUE_DEPTH
+                                              // float tiles between), and every type's cross-core two passes
+                                              // there (CrossCoreApply). Atlas training / inference: QUEUE_DEPTH
                                               // (the real TPipe has fewer event ids there)
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
                                            // float32 computes in place in the input queues' buffers)
@@ -140,7 +141,7 @@ BNB_FN uint32_t DtypeBytes(uint32_t dtype) { return dtype == ELEM_FLOAT32 ? 4 : 
 // Buffers of the grad_input queue: three for float32 (computed in place) where the SoC has DataCopyPad.
 BNB_FN uint32_t OutBuffers(uint32_t dtype, bool hasDataCopyPad)
 {
-    return dtype == ELEM_FLOAT32 && hasDataCopyPad ? OUT_BUFFERS_IN_PLACE : QUEUE_DEPTH;
+    return hasDataCopyPad ? OUT_BUFFERS_IN_PLACE : QUEUE_DEPTH;
 }
 
 BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype,

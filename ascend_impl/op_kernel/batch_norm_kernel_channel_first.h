@@ -49,7 +49,7 @@ __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n)
     AscendC::Adds(ub.xF, ub.xF, -ub.v.mean.GetValue(r.groupLane), n);
 }
 
-// dst = a * dy (+ k * xhat + b in training); dst is dyF, or (float32) the
+// dst = a * dy (+ k * xhat + b in training: Muls, Axpy, Adds); dst is dyF, or (float32) the
 // grad_input tile, which only the last step writes. xF is x as loaded: invstd
 // is applied per channel (k * invstd against x - mean), not per element, and
 // with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
@@ -72,8 +72,7 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, b
         AscendC::Adds(ub.xF, ub.xF, -mean, n);
     }
     AscendC::Muls(ub.dyF, ub.dyF, a, n);
-    AscendC::Muls(ub.xF, ub.xF, k, n);
-    AscendC::Add(ub.dyF, ub.dyF, ub.xF, n);
+    AscendC::Axpy(ub.dyF, ub.xF, k, n);  // a * dy + k * x in one instruction (every SoC line has Axpy)
     AscendC::Adds(dst, ub.dyF, b, n);
 }
 

@@ -22,6 +22,7 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     const T s = static_cast<T>(2.0f);
     Adds(a, b, s, n);
     Muls(a, b, s, n);
+    Axpy(a, b, s, n);
     Sqrt(a, b, n);
     Duplicate(a, s, n);
     ReduceSum(a, b, c, n);

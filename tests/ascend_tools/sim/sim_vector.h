@@ -140,6 +140,27 @@ void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarV
     const float s = static_cast<float>(scalarValue);
     sim::Unary(dst, src, count, "Muls", at, [s](float x) { return x * s; });
 }
+// dst = src * scalar + dst (Axpy, count form), float or half operands of one type (the real API also
+// takes a half source into a float destination; not modelled); on every SoC line.
+template <typename T, typename U>
+void Axpy(const LocalTensor<T> &dst, const LocalTensor<U> &src, const U &scalarValue, const int32_t &count,
+          bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(std::is_same<T, U>::value, "Axpy: this CPU build models operands of one type");
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "Axpy: float or half only");
+    bnb_rules::CalCount("Axpy", count, at);
+    const T *ps = src.SimPtr(count, "Axpy", true, at, "src");
+    T *pd = dst.SimPtr(count, "Axpy", true, at, "dst");
+    sim::RecordV("Axpy", at, {src.SimRange(count), dst.SimRange(count)}, {dst.SimRange(count)});
+    perf::Vector(count, sizeof(T));
+    if (perf::SkipData()) return;
+    const float s = static_cast<float>(scalarValue);
+    std::vector<T> tmp(count);
+    for (int32_t i = 0; i < count; ++i) {
+        tmp[i] = static_cast<T>(static_cast<float>(ps[i]) * s + static_cast<float>(pd[i]));
+    }
+    std::copy(tmp.begin(), tmp.end(), pd);
+}
 template <typename T, bool isSetMask = true>
 void Sqrt(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count,
           bnb_rules::Src at = bnb_rules::Here())

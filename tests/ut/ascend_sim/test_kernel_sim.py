@@ -195,9 +195,9 @@ def test_whole_channels_per_core(sim, shape, ub_kib, l2_bytes, dtype):
 # Whole channels per core with several channels per group and at most one batch of partials per channel
 # (SLOTS_PER_LOAD = 32 units): the channel pipeline (ChannelPipeline), its partials in a one-batch ring.
 # (shape, dtype, UB KiB, units per channel): 9 units (float32 runs of 4, 4, 1; 9 channels of 9 wrap the
-# ring), 22 (a channel straddles the ring's end), 16 (16-bit types alternate unit by unit), 28.
+# ring), 22 (a channel straddles the ring's end), 16 (16-bit types alternate unit by unit), 42.
 PIPELINED = [((4, 27, 999), "float32", 20, 9), ((4, 27, 999), "float32", 12, 22),
-             ((4, 27, 999), "float16", 12, 16), ((3, 30, 4000), "bfloat16", 16, 28)]
+             ((4, 27, 999), "float16", 12, 16), ((3, 30, 4000), "bfloat16", 16, 42)]
 
 
 @pytest.mark.parametrize("shape,dtype,ub_kib,per_channel", PIPELINED)

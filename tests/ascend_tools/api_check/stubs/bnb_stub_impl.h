@@ -386,6 +386,17 @@ BNB_STUB_SCALAR(vadds, a + s)
 BNB_STUB_SCALAR(vmuls, a * s)
 #undef BNB_STUB_SCALAR
 
+// vaxpy: dst = src * scalar + dst (reads the destination too).
+template <typename T, typename S, typename R>
+inline void vaxpy(T *dst, T *src, S scalar, R repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep,
+                  uint16_t srcRep)
+{
+    bnb_rules::RepeatTimes("vaxpy", uint64_t(repeat), {});
+    const float s = static_cast<float>(scalar);
+    bnb_stub::Binary<true>("vaxpy", dst, src, src, repeat, dstBlk, srcBlk, srcBlk, dstRep, srcRep, srcRep,
+                           [s](float a, float b, float d) { (void)b; return a * s + d; });
+}
+
 template <typename T>
 inline void vsqrt(T *dst, T *src, uint8_t repeat, uint16_t dstBlk, uint16_t srcBlk, uint16_t dstRep, uint16_t srcRep)
 {
