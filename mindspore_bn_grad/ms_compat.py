@@ -94,6 +94,8 @@ fast test profile on each release), and how it is handled:
 import os
 import re
 
+from .cpu_kernel.build import FACTORY_FIRST_RELEASE
+
 # >= MINIMUM and < BELOW; setup.cfg install_requires states the same range
 # (tests/ut/test_ms_compat.py checks that), the README lists the tested releases.
 MINIMUM = (2, 7, 0)
@@ -140,7 +142,7 @@ def _cpu_kernel_factory(rel):
     # The wheels are built with MindSpore's fast hash table (robin_hood: their libraries' symbols say so);
     # without it mindspore::HashMap is std::unordered_map and the layouts of the classes holding one differ.
     defines = ("ENABLE_FAST_HASH_TABLE=1",)
-    if rel >= (2, 7, 1):
+    if rel >= FACTORY_FIRST_RELEASE:
         return {"header": "kernel/cpu/cpu_kernel.h", "include_dirs": incs, "defines": defines,
                 "libraries": ("lib/libmindspore_core.so", "lib/libmindspore_hardware_abstract.so")}
     return None  # 2.7.0: PYNATIVE does not reach the factory (see the module docstring)

@@ -82,6 +82,10 @@ MS_AOT_HEADER = "mindspore/ccsrc/utils/custom_aot_extra.h"
 MS_PLUGIN_HEADERS = (
     ((2, 8, 0), "mindspore/ops/kernel/cpu/op_plugin/custom_kernel_input_info.h"),
 )
+# The first release whose CPU kernel factory the kernel-factory library joins (ms_compat's module
+# docstring, "CPU kernel factory"): known here, without importing MindSpore, so that the import of the
+# package need not import MindSpore on a release without the route.
+FACTORY_FIRST_RELEASE = (2, 7, 1)
 
 
 class KernelBuildError(RuntimeError):
@@ -135,7 +139,7 @@ def _include_roots():
     return [Path(p) / "include" for p in (spec.submodule_search_locations or [])] if spec else []
 
 
-def _installed_release():
+def installed_release():
     """(major, minor, patch) of the installed MindSpore distribution, read without importing it."""
     try:
         version = importlib.metadata.version("mindspore")
@@ -149,7 +153,7 @@ def plugin_interface_header(include_root=None):
     """The installed MindSpore's op plugin interface header (MS_PLUGIN_HEADERS), found without
     importing MindSpore; None on a release without one we use, where the library exports no plugin
     entry points and the package never enables the op plugin."""
-    rel = _installed_release()
+    rel = installed_release()
     roots = [Path(include_root)] if include_root is not None else _include_roots()
     for first, path in MS_PLUGIN_HEADERS:
         if rel is not None and rel >= first:

@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .build import (CSRC, FACTORY_INCLUDE, FACTORY_SOURCE, KernelBuildError, LIB_STEM, _BuildLock,
-                    _compile, _private_dir, _remove_stale_temps, _verified, cache_dir, find_compiler, flags)
+from .build import (CSRC, FACTORY_FIRST_RELEASE, FACTORY_INCLUDE, FACTORY_SOURCE, KernelBuildError, LIB_STEM,
+                    _BuildLock, _compile, _private_dir, _remove_stale_temps, _verified, cache_dir, find_compiler,
+                    flags, installed_release)
 
 SWITCH = "MS_BN_GRAD_NATIVE_KERNELS"
 VALUE = "factory"  # at import
@@ -197,12 +198,17 @@ def enable_at_import() -> None:
 def _mint_at_import() -> bool:
     """The default registers BatchNormExt / BatchNormGradExt at import when MindSpore is installed and
     has the route, its device target is CPU (on Ascend mint has MindSpore's aclnn kernels) and no op
-    plugin is named (MindSpore prefers a plugin's kernels: ours with MS_BN_GRAD_OP_PLUGIN=1, or the
-    user's, which the conversion then chains). Reading the device target needs ``import mindspore``,
-    which a program using this package does anyway."""
+    plugin is named or asked for (MindSpore prefers a plugin's kernels: ours with MS_BN_GRAD_OP_PLUGIN=1,
+    which on a release without the interface only warns, or the user's, which the conversion then
+    chains). Reading the device target needs ``import mindspore``, which a program using this package
+    does anyway; a release without the route (read from its metadata) is not imported for it."""
     import importlib.util
-    if (os.environ.get("MS_OP_PLUGIN_PATH") or _running_our_command_line()
+    from . import plugin
+    if (os.environ.get("MS_OP_PLUGIN_PATH") or plugin.requested() or _running_our_command_line()
             or importlib.util.find_spec("mindspore") is None):
+        return False
+    release = installed_release()
+    if release is None or release < FACTORY_FIRST_RELEASE:  # no route: MindSpore is not imported for it
         return False
     try:
         from .. import ms_compat

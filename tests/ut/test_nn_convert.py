@@ -228,7 +228,11 @@ def test_the_command_line_registers_nothing_at_import(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-m", "mindspore_bn_grad", "plugin-path"], capture_output=True,
                          text=True, timeout=600, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
+    from mindspore_bn_grad.cpu_kernel import build
+    if build.plugin_interface_header() is None:  # 2.7.x: the command says why it has no path for this release
+        assert out.returncode == 1 and "has no CPU op plugin interface" in out.stderr, out.stderr[-2000:]
+    else:
+        assert out.returncode == 0, out.stderr[-2000:]
     assert "mindspore imported: False" in out.stdout, out.stdout
 
 
