@@ -389,8 +389,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     return true;
 }
 
-// ComputeTiling with `outBuffers` buffers of the grad_input queue.
-inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTilingData &t, uint32_t outBuffers)
+// Fills `t`; returns "" or the reason the shape cannot run.
+inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     t = BatchNormBackwardTilingData{};
     const auto &s = in.shape;
@@ -448,7 +448,7 @@ inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTil
     t.hasDcci = in.hasDcci ? 1 : 0;
     t.vecPad = in.hasDataCopyPad ? 1 : 0;
     t.mulAdd = in.hasMulAdd ? 1 : 0;
-    t.outBuffers = outBuffers;
+    t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
     // Tiles: the span cut into balanced column chunks (whole vector blocks),
     // as many rows as fit beside them; of the chunk counts whose plan fits UB
@@ -537,12 +537,6 @@ inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTil
         TrySoftSync(in, t);
     }
     return "";
-}
-
-// Fills `t`; returns "" or the reason the shape cannot run.
-inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
-{
-    return ComputeTilingWith(in, t, OutBuffers(in.dtype, in.hasDataCopyPad));
 }
 
 // Schedule mode of the launch (TilingContext::SetScheduleMode): 1, batch mode
