@@ -37,10 +37,13 @@ struct TilingInput {
 
 // Two passes across cores, channel-first, training: when grad_out + input
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
-// input fit L2 / L2_ROUND_DIVISOR, each round into about one group per core
-// (so the combine of a round runs on many cores at once), and the kernel runs
-// both passes round by round (one SyncAll per round): a
-// round's second read follows its first within that many bytes.
+// input fit it, each round into about one group per core (so the
+// combine of a round runs on many cores at once), and the kernel runs both
+// passes round by round (one SyncAll per round): a round's second read follows
+// its first within that many bytes. The budget is L2 / L2_ROUND_DIVISOR where
+// the rounds run one after the other (the software SyncAll); with the hardware
+// SyncAll the kernel runs phase 2 of a round beside phase 1 of the next
+// (L2Rounds, Interleaved), so two rounds share L2: L2 / IL_ROUND_DIVISOR.
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
@@ -48,18 +51,24 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
         return;
     }
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
-    const uint64_t budget = in.l2Bytes / L2_ROUND_DIVISOR;
+    const uint64_t budget = in.l2Bytes / (InterleavedRounds(t) ? IL_ROUND_DIVISOR : L2_ROUND_DIVISOR);
     if (perChannel * uint64_t(t.channels) <= budget) {
         return;  // the whole tensor pair fits: one round is the plain two-pass order
     }
     // No group wider than before (the channel vectors of the UB plan hold it); the
     // last group is the remainder (these SoCs write short vectors exactly).
-    const uint64_t roundChannels = std::max<uint64_t>(1, budget / perChannel);
+    // Interleaved: the fewest rounds that fit, of even size (a last round of a few channels has little
+    // to overlap its neighbour with). With the software SyncAll rounds as large as fit, the last the rest.
+    const uint64_t fitChannels = std::max<uint64_t>(1, budget / perChannel);
+    const uint64_t rounds = CeilDiv(uint64_t(t.channels), fitChannels);
+    const uint64_t roundChannels = InterleavedRounds(t) ? CeilDiv(uint64_t(t.channels), rounds) : fitChannels;
     const uint64_t width = std::max<uint64_t>(
         1, std::min<uint64_t>(CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)), t.groupWidth));
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
-    t.l2Rounds = uint32_t(std::max<uint64_t>(1, roundChannels / width));
+    t.l2Rounds = uint32_t(std::max<uint64_t>(
+        1, InterleavedRounds(t) ? std::min<uint64_t>(CeilDiv(uint64_t(t.groups), rounds), fitChannels / width)
+                                : roundChannels / width));
     // Each core combines the channels its units of a round touch (after the round's SyncAll), and at the
     // end its share of all channels (grad_weight / grad_bias): partUb holds the partials of either where
     // UB has room, so each combine loads them in one copy (one round trip, issued beside the statistics').
@@ -389,8 +398,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     return true;
 }
 
-// ComputeTiling with `outBuffers` buffers of the grad_input queue.
-inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTilingData &t, uint32_t outBuffers)
+// Fills `t`; returns "" or the reason the shape cannot run.
+inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     t = BatchNormBackwardTilingData{};
     const auto &s = in.shape;
@@ -448,7 +457,7 @@ inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTil
     t.hasDcci = in.hasDcci ? 1 : 0;
     t.vecPad = in.hasDataCopyPad ? 1 : 0;
     t.mulAdd = in.hasMulAdd ? 1 : 0;
-    t.outBuffers = outBuffers;
+    t.outBuffers = OutBuffers(in.dtype, in.hasDataCopyPad);
 
     // Tiles: the span cut into balanced column chunks (whole vector blocks),
     // as many rows as fit beside them; of the chunk counts whose plan fits UB
@@ -537,12 +546,6 @@ inline std::string ComputeTilingWith(const TilingInput &in, BatchNormBackwardTil
         TrySoftSync(in, t);
     }
     return "";
-}
-
-// Fills `t`; returns "" or the reason the shape cannot run.
-inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingData &t)
-{
-    return ComputeTilingWith(in, t, OutBuffers(in.dtype, in.hasDataCopyPad));
 }
 
 // Schedule mode of the launch (TilingContext::SetScheduleMode): 1, batch mode

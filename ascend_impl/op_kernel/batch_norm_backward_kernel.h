@@ -334,21 +334,129 @@ private:
     // rounds, which the last SyncAll left in the workspace. (A round's totals were
     // published between two SyncAlls per round before: the combine, the wait for
     // the slowest combiner and a second SyncAll on every round.)
+    // Between two SyncAlls a core runs phase 2 of round r and phase 1 of round r + 1 interleaved
+    // (Interleaved), so the second reads (L2) and the vector-heavy apply of one round overlap the first
+    // reads (GM) of the next; where the scalars of their channels do not fit IL_CHANNELS, one after the other.
     __aicore__ inline void L2Rounds()
     {
-        const uint64_t core = AscendC::GetBlockIdx(), cores = k_.t.usedCores, groups = uint64_t(k_.t.groups);
+        const uint64_t core = AscendC::GetBlockIdx(), groups = uint64_t(k_.t.groups);
+        uint64_t b = 0, e = 0;
+        RoundUnits(0, core, &b, &e);
+        ReduceUnits(b, e);
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
-            const uint64_t g1 = Min(g0 + k_.t.l2Rounds, groups);
-            const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
-            const uint64_t b = ub + (ue - ub) * core / cores, e = ub + (ue - ub) * (core + 1) / cores;
-            k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-            ReduceUnits(b, e);
             k_.SyncCores();
-            ApplyUnits(b, e, true);
+            const bool more = g0 + k_.t.l2Rounds < groups;
+            uint64_t nb = 0, ne = 0;
+            if (more) {
+                RoundUnits(g0 + k_.t.l2Rounds, core, &nb, &ne);
+            }
+            if (!more || !InterleavedRounds(k_.t) || !Interleaved(b, e, nb, ne)) {
+                ApplyUnits(b, e, true);
+                if (more) {
+                    k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
+                    ReduceUnits(nb, ne);
+                }
+            }
+            b = nb;
+            e = ne;
         }
         BNB_PERF_COMBINE_BEGIN();
         CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
         BNB_PERF_COMBINE_END();
+    }
+
+    // This core's units [*b, *e) of the L2 round that starts at group g0.
+    __aicore__ inline void RoundUnits(uint64_t g0, uint64_t core, uint64_t *b, uint64_t *e) const
+    {
+        const uint64_t cores = k_.t.usedCores;
+        const uint64_t g1 = Min(g0 + k_.t.l2Rounds, uint64_t(k_.t.groups));
+        const uint64_t ub = GroupUnitBegin(k_.t, g0), ue = GroupUnitBegin(k_.t, g1);
+        *b = ub + (ue - ub) * core / cores;
+        *e = ub + (ue - ub) * (core + 1) / cores;
+    }
+
+    // Channels that units [b, e) touch (b < e).
+    __aicore__ inline uint64_t ChannelSpan(uint64_t b, uint64_t e) const
+    {
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+        return (e - 1) / pc + 1 - b / pc;
+    }
+
+    // The scalars of the channels of units [b, e) (at most IL_CHANNELS) into s[0..], channel b / pc first
+    // (`coefs`: phase 2's, LoadCoefs per group, its combine included; else phase 1's, LoadStats).
+    static constexpr uint64_t IL_CHANNELS = 8;
+    __aicore__ inline void TakeScalars(uint64_t b, uint64_t e, bool coefs, channel_first::UnitScalars *s)
+    {
+        const uint64_t c0 = b / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks);
+        for (uint64_t c = c0; c < c0 + ChannelSpan(b, e); ++c) {
+            const int64_t g = GroupOf(k_.t, int64_t(c));
+            if (coefs) {
+                LoadCoefs<MODE>(k_, g);
+            } else {
+                LoadStats(k_, g);
+            }
+            s[c - c0] = channel_first::ScalarsOf(k_.ub, uint32_t(int64_t(c) - GroupStart(k_.t, g)), coefs, true);
+        }
+    }
+
+    // The order of Interleaved's steps: PipeBlock units of each phase in turn, phase 2 first, the rest of
+    // either at the end.
+    struct InterleaveOrder {
+        uint64_t a, ae, r, re;
+        uint32_t run = 0;
+        bool turnApply = true;
+        __aicore__ inline void Take(bool *apply, uint64_t *u)
+        {
+            *apply = a < ae && (r >= re || turnApply);
+            *u = *apply ? a++ : r++;
+            if (++run >= PipeBlock<T>()) {
+                run = 0;
+                turnApply = !turnApply;
+            }
+        }
+    };
+
+    // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
+    // of the step after it before its own compute (one look-ahead chain over both phases); every channel's
+    // scalars taken first (the round's combines, then the next round's statistics), so no unit loads a
+    // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
+    // when either range is empty or touches more than IL_CHANNELS channels.
+    __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re)
+    {
+        if (ab >= ae || rb >= re || ChannelSpan(ab, ae) > IL_CHANNELS || ChannelSpan(rb, re) > IL_CHANNELS) {
+            return false;
+        }
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+        const bool train = k_.t.training != 0;
+        channel_first::UnitScalars as[IL_CHANNELS], rs[IL_CHANNELS];
+        k_.applyBegin = ab;
+        k_.applyEnd = ae;
+        TakeScalars(ab, ae, true, as);
+        TakeScalars(rb, re, false, rs);
+        k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
+        InterleaveOrder order{ab, ae, rb, re};
+        bool apply = false;
+        uint64_t u = 0;
+        order.Take(&apply, &u);
+        IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
+        for (uint64_t left = (ae - ab) + (re - rb); left > 0; --left) {
+            NextTile next;
+            bool nextApply = false;
+            uint64_t nu = 0;
+            if (left > 1) {
+                order.Take(&nextApply, &nu);
+                next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+            }
+            if (apply) {
+                GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
+            } else {
+                ReduceUnit<MODE>(k_, u, next, u + 1 == re, &rs[u / pc - rb / pc]);
+            }
+            apply = nextApply;
+            u = nu;
+        }
+        k_.WaitPartials();
+        return true;
     }
 
     __aicore__ inline uint64_t GroupEnd(uint64_t g1)

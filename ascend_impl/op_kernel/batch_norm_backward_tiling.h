@@ -51,6 +51,8 @@ constexpr uint32_t SLOTS_PER_LOAD = 32;    // units' partials per copy (stored a
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
 constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
+constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (InterleavedRounds: a round's second reads,
+                                           // the next one's first reads and dx share L2)
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
@@ -239,6 +241,12 @@ BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
 {
     return (t.crossCore || t.softSync) && t.usedCores > 1;
 }
+
+// Two passes in L2 rounds (l2Rounds): phase 2 of a round runs beside phase 1 of the next between two SyncAlls
+// (the kernel's Interleaved) where the cores meet with the hardware SyncAll; with the software one the
+// rounds run one after the other (there the vector unit is the busiest pipe, L2 is small and each meeting
+// costs more: the overlap did not pay, docs/ascend_kernel.md).
+BNB_FN bool InterleavedRounds(const BatchNormBackwardTilingData &t) { return !t.softSync; }
 
 // Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
 // its own, for the cores that write grad_weight / grad_bias after the SyncAll.

@@ -44,9 +44,33 @@ __aicore__ inline TileRows Unit(const BatchNormBackwardTilingData &t, uint64_t u
 
 // xF = x - mean over the n tile elements (invstd is applied per channel: ReduceUnit, ApplyCoefs).
 // (The scalars were loaded by LoadStats, which ends on a full barrier.)
-__aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n)
+__aicore__ inline void Xhat(KernelUb &ub, float mean, uint32_t n)
 {
-    AscendC::Adds(ub.xF, ub.xF, -ub.v.mean.GetValue(r.groupLane), n);
+    AscendC::Adds(ub.xF, ub.xF, -mean, n);
+}
+
+// The scalars of a channel that a unit of it reads (phase 1: mean, invstd; phase 2 also a, k * invstd, b),
+// from its lane of the group's vectors (after LoadStats / LoadCoefs, which end on a full barrier).
+struct UnitScalars {
+    float mean = 0.0f, invstd = 1.0f, a = 0.0f, k = 0.0f, b = 0.0f;
+};
+
+__aicore__ inline UnitScalars ScalarsOf(KernelUb &ub, uint32_t lane, bool coefs, bool training)
+{
+    UnitScalars s;
+    if (coefs) {
+        s.a = ub.v.coefA.GetValue(lane);
+        if (!training) {
+            return s;
+        }
+    }
+    s.mean = ub.v.mean.GetValue(lane);
+    s.invstd = ub.v.invstd.GetValue(lane);
+    if (coefs) {
+        s.k = ub.v.coefK.GetValue(lane) * s.invstd;
+        s.b = ub.v.coefB.GetValue(lane);
+    }
+    return s;
 }
 
 // dst = a * dy (+ k * xhat + b in training: Muls, Axpy, Adds); dst is dyF, or (float32) the
@@ -54,18 +78,18 @@ __aicore__ inline void Xhat(KernelUb &ub, const TileRows &r, uint32_t n)
 // is applied per channel (k * invstd against x - mean), not per element, and
 // with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
 // * x + (b - k * invstd * mean), so x is not centred per element.
-// (The coefficients were computed by LoadCoefs, which ends on a full barrier.)
-__aicore__ inline void ApplyCoefs(KernelUb &ub, const TileRows &r, uint32_t n, bool training,
+// (s: ScalarsOf the unit's lane.)
+__aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training,
                                   const LocalTensor<float> &dst, bool foldMean)
 {
-    const float a = ub.v.coefA.GetValue(r.groupLane);
+    const float a = s.a;
     if (!training) {
         AscendC::Muls(dst, ub.dyF, a, n);
         return;
     }
-    const float mean = ub.v.mean.GetValue(r.groupLane);
-    const float k = ub.v.coefK.GetValue(r.groupLane) * ub.v.invstd.GetValue(r.groupLane);
-    float b = ub.v.coefB.GetValue(r.groupLane);
+    const float mean = s.mean;
+    const float k = s.k;
+    float b = s.b;
     if (foldMean) {
         b -= k * mean;
     } else {

@@ -189,21 +189,25 @@ __aicore__ inline void IssueNext(KernelState<T> &k, const NextTile &next)
 }
 
 // ---- phase 1: partial sums of one unit (its tile issued before; `next` issued before its compute;
-// `flush`: the last unit of a run, its batch of partials leaves) ----
+// `flush`: the last unit of a run, its batch of partials leaves; `given`: channel-first, its channel's
+// mean and invstd taken ahead, so the group's statistics need not be in UB) ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile &next, bool flush)
+__aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile &next, bool flush,
+                                  const channel_first::UnitScalars *given = nullptr)
 {
     KernelUb &ub = k.ub;
     const uint32_t stride = k.t.rowStride;
     const TileRows r = UnitRows(k.t, u);
     const uint32_t n = r.rows * stride;
-    LoadStats(k, r.group);
+    if (given == nullptr) {
+        LoadStats(k, r.group);
+    }
     IssueNext(k, next);
     TakeTile(k, true, n);
     if (ChannelFirst(k.t)) {
         // the row sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per
         // unit, on the column sums (MODE_REDUCE: x - mean itself)
-        channel_first::Xhat(k.ub, r, n);
+        channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
         const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         if (!fused) {
             AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);
@@ -221,7 +225,8 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
             AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
         }
         if constexpr (MODE != MODE_REDUCE) {
-            AscendC::Muls(ub.accDyx, ub.accDyx, ub.v.invstd.GetValue(r.groupLane), r.cols);
+            AscendC::Muls(ub.accDyx, ub.accDyx, given != nullptr ? given->invstd : ub.v.invstd.GetValue(r.groupLane),
+                          r.cols);
         }
     } else {
         Xhat<MODE>(k, r, n);
@@ -525,9 +530,11 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
     k.coefGroup = -1;
 }
 
-// ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next` before its compute ----
+// ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next` before its compute;
+// `given`: channel-first, its channel's scalars taken ahead (the group's coefficients need not be in UB) ----
 template <uint32_t MODE, typename T>
-__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, const NextTile &next)
+__aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, const NextTile &next,
+                                     const channel_first::UnitScalars *given = nullptr)
 {
     const TileRows r = UnitRows(k.t, u, true);
     const uint32_t n = r.rows * k.t.rowStride;
@@ -537,9 +544,17 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
         out = OutTile(k);
         written = ZeroTile(k, out, n);
     } else {
-        LoadCoefs<MODE>(k, r.group);
+        if (given == nullptr) {
+            LoadCoefs<MODE>(k, r.group);
+        }
         IssueNext(k, next);
         TakeTile(k, k.t.training, n);
+        channel_first::UnitScalars s;
+        if (given != nullptr) {
+            s = *given;
+        } else if (ChannelFirst(k.t)) {
+            s = channel_first::ScalarsOf(k.ub, r.groupLane, true, k.t.training);
+        }
         if (!ChannelFirst(k.t)) {
             if (k.t.training) {
                 Xhat<MODE>(k, r, n);
@@ -548,10 +563,10 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
         } else if constexpr (IsSame<T, float>::value) {
             // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element)
             out = OutTile(k);
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, out, false);  // its last step writes out
+            channel_first::ApplyCoefs(k.ub, s, n, k.t.training, out, false);  // its last step writes out
             written = true;
         } else {
-            channel_first::ApplyCoefs(k.ub, r, n, k.t.training, k.ub.dyF, true);
+            channel_first::ApplyCoefs(k.ub, s, n, k.t.training, k.ub.dyF, true);
         }
         if (!written) {
             out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile

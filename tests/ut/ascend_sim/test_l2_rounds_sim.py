@@ -1,6 +1,7 @@
 """The two-pass L2 rounds of the Ascend C kernel (tiling l2Rounds) in the CPU build: with a small L2
-the tiling sizes channel groups to half of it and the kernel runs both passes group by group
-across all cores; values against the float64 reference, and the same bits for any core count.
+the tiling sizes rounds of channel groups to a third of it (half with the software SyncAll) and the
+kernel runs both passes round by round across all cores, phase 2 of a round beside phase 1 of the
+next; values against the float64 reference, and the same bits for any core count.
 Without SyncAll (tiling l2Channels): both passes a few channels of a core's group at a time."""
 import numpy as np
 import pytest
@@ -33,6 +34,36 @@ def test_rounds_deterministic_for_any_core_count(sim):
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], cores=cores, ub_bytes=24 * 1024, l2_bytes=L2)
         assert info.l2_rounds >= 1 and info.used_cores == cores
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
+# Rounds of 8 channels on 7 cores, each core's units of a round across two channels (Interleaved takes
+# each channel's scalars ahead); on 2 cores whole channels per core, no rounds.
+SEVERAL = (4, 18, 1200)
+
+
+def several_l2(dtype):
+    return 3 * 9 * 2 * 4 * 1200 * (4 if dtype == "float32" else 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rounds_interleaved_several_channels_per_core(sim, dtype):
+    info = check(sim, SEVERAL, False, dtype, True, soc="ascend910b", cores=7, ub_bytes=24 * 1024,
+                 l2_bytes=several_l2(dtype))
+    assert info.l2_rounds >= 1 and info.groups > info.l2_rounds and info.units > info.used_cores
+
+
+def test_rounds_interleaved_deterministic_for_any_core_count(sim):
+    args = make_inputs(SEVERAL, False, "float16")
+    outs = []
+    for cores in (2, 7, 8):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], cores=cores, ub_bytes=24 * 1024, l2_bytes=several_l2("float16"),
+                               dtype="float16")
+        assert (info.l2_rounds >= 1) == (cores > 2) and info.used_cores == cores
         outs.append(got)
     for other in outs[1:]:
         for x, y in zip(outs[0], other):
