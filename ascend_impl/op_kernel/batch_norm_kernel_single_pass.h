@@ -408,9 +408,26 @@ __aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t o
     return xr;
 }
 
+// The first spSlabRows rows of the sums: the accumulators set to dy and dy * (x - mean) (the values
+// 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight into them.
+template <typename T>
+__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &xh, uint64_t off,
+                                       uint32_t elems)
+{
+    const int32_t count = Narrow<int32_t>(elems, "vector count");
+    if constexpr (IsSame<T, float>::value) {
+        AscendC::Adds(b.slab[SLAB_SUM_DY], b.dy[off], 0.0f, count);
+    } else {
+        AscendC::Cast(b.slab[SLAB_SUM_DY], b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+    }
+    AscendC::Mul(b.slab[SLAB_SUM_DYX], xh, b.slab[SLAB_SUM_DY], count);
+}
+
 // Row sums of chunk rows [r0, r1) into the two sum slabs, spSlabRows rows
 // per instruction: row n adds into accumulator row n mod spSlabRows (chunks
-// start on a multiple of it), whatever the sub-group.
+// start on a multiple of it), whatever the sub-group. Rows 0 .. spSlabRows - 1
+// (the first instruction's, always whole: spSlabRows <= N) set the
+// accumulators instead of adding to zeros (ReduceFirstRows), so nothing zeroes them.
 template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
@@ -419,6 +436,10 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
         const LocalTensor<float> xh = CenteredRow(b, off, elems);
+        if (n == 0) {
+            ReduceFirstRows(b, xh, off, elems);
+            continue;
+        }
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
 #if BNB_SOC_HAS_MUL_ADD
@@ -433,15 +454,18 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
     }
 }
 
-// The accumulator rows of the two sum slabs added into row 0, in row order.
+// The accumulator rows of the two sum slabs added into row 0, halving: the last half of the m rows
+// left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
+// ceil(log2(spSlabRows)) instructions per sum, not spSlabRows - 1).
 template <typename T>
 __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
 {
-    for (uint32_t j = 1; j < k.t.spSlabRows; ++j) {
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][j * len],
-                     Narrow<int32_t>(len, "Add count"));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][j * len],
-                     Narrow<int32_t>(len, "Add count"));
+    for (uint32_t m = k.t.spSlabRows; m > 1;) {
+        const uint32_t h = m / 2;
+        const int32_t count = Narrow<int32_t>(h * len, "Add count");
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
+        m -= h;
     }
 }
 
@@ -758,9 +782,6 @@ private:
         }
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
-        const uint32_t slab = k.t.spSlabRows * s.len;
-        AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
-        AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
         for (uint32_t c = 0; c < chunks_; ++c) {
             AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
