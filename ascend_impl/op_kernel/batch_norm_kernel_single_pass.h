@@ -16,7 +16,8 @@
 //            slabs, then one ReduceSum per channel (invstd is applied per
 //            channel: grad_weight = invstd * sum(dy * xc), k * invstd);
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
-//            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
+//            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs;
+//            slices not packed: k and b by S with the sums, ScalarCoefs);
 //            tiling spSegSum (a slice of at most one float repeat): V alone,
 //            one ReduceRepeat per sum straight into the lanes, the values
 //            broadcast per block (Brcb, masked Copy), no scalar hand-over;
@@ -885,22 +886,60 @@ private:
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
     }
 
-    // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes.
+    // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
+    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
         for (uint32_t j = 0; j < s.cnt; ++j) {
+            float dy = 0.0f, dyx = 0.0f;
             if (k.t.spQuantum == 0) {
-                k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
-                k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
-                continue;
+                dy = b_.slotDy.GetValue(j * SLOT_FLOATS);
+                dyx = b_.slotDyx.GetValue(j * SLOT_FLOATS);
+            } else {
+                const PackedSpan p = SpanOf(k.t, j);
+                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p);
+                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p);
             }
-            const PackedSpan p = SpanOf(k.t, j);
-            k.ub.v.totDy.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p));
-            k.ub.v.totDyx.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p));
+            k.ub.v.totDy.SetValue(s.lane0 + j, dy);
+            k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);
+            if (ScalarCoefsOn(k)) {
+                ScalarCoefs(k, s.lane0 + j, dy, dyx);
+            }
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // Training with grad_input, sums handed over by the scalar unit, slices not packed (so few channels
+    // per sub-group: packed runs are many channels, whose scalar steps would outlast Coefs' vector ones):
+    // k and b formed by the scalar unit (ScalarCoefs). Decided from the shape and the SoC alone.
+    __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
+    {
+        return want_ && k.t.training && !SegmentedSums(k) && k.t.spQuantum == 0;
+    }
+
+    // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
+    // steps in their order (the sums are in its registers already: no vector step and no second wait
+    // for the vector unit before Broadcast reads them).
+    __aicore__ inline void ScalarCoefs(KernelState<T> &k, uint32_t l, float dy, float dyx)
+    {
+        ChannelVecs &v = k.ub.v;
+        float b = v.weight.GetValue(l) * dy;
+        const float kk = v.scaleK.GetValue(l) * dyx;
+        if constexpr (!IsSame<T, float>::value) {
+#if BNB_SOC_HAS_MUL_ADD
+            if (k.t.mulAdd) {
+                b = kk * v.stage.GetValue(l) + b;  // MulAddDst(coefB, coefK, -mean)
+            } else
+#endif
+            {
+                const float km = kk * v.mean.GetValue(l);
+                b = b - km;
+            }
+        }
+        v.coefB.SetValue(l, b);
+        v.coefK.SetValue(l, kk);
     }
 
 #if BNB_SOC_HAS_SEG_SUM
@@ -937,6 +976,11 @@ private:
     __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
     {
         if (!want_ || !k.t.training) {
+            return;
+        }
+        if (ScalarCoefsOn(k)) {
+            // the scalar unit formed them in SumsToLanes (ScalarCoefs)
+            Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             return;
         }
         ChannelVecs &v = k.ub.v;
