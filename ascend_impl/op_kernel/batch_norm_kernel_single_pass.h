@@ -16,7 +16,8 @@
 //            slabs, then one ReduceSum per channel (invstd is applied per
 //            channel: grad_weight = invstd * sum(dy * xc), k * invstd);
 //   finalise S after V_S: the sums into the group's totDy / totDyx lanes; V
-//            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs);
+//            after S_V: the coefficients a, k, b (as the two-pass LoadCoefs;
+//            slices not packed: k and b by S with the sums, ScalarCoefs);
 //            tiling spSegSum (a slice of at most one float repeat): V alone,
 //            one ReduceRepeat per sum straight into the lanes, the values
 //            broadcast per block (Brcb, masked Copy), no scalar hand-over;
@@ -408,9 +409,26 @@ __aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t o
     return xr;
 }
 
+// The first spSlabRows rows of the sums: the accumulators set to dy and dy * (x - mean) (the values
+// 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight into them.
+template <typename T>
+__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &xh, uint64_t off,
+                                       uint32_t elems)
+{
+    const int32_t count = Narrow<int32_t>(elems, "vector count");
+    if constexpr (IsSame<T, float>::value) {
+        AscendC::Adds(b.slab[SLAB_SUM_DY], b.dy[off], 0.0f, count);
+    } else {
+        AscendC::Cast(b.slab[SLAB_SUM_DY], b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+    }
+    AscendC::Mul(b.slab[SLAB_SUM_DYX], xh, b.slab[SLAB_SUM_DY], count);
+}
+
 // Row sums of chunk rows [r0, r1) into the two sum slabs, spSlabRows rows
 // per instruction: row n adds into accumulator row n mod spSlabRows (chunks
-// start on a multiple of it), whatever the sub-group.
+// start on a multiple of it), whatever the sub-group. Rows 0 .. spSlabRows - 1
+// (the first instruction's, always whole: spSlabRows <= N) set the
+// accumulators instead of adding to zeros (ReduceFirstRows), so nothing zeroes them.
 template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
@@ -419,6 +437,10 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
         const LocalTensor<float> xh = CenteredRow(b, off, elems);
+        if (n == 0) {
+            ReduceFirstRows(b, xh, off, elems);
+            continue;
+        }
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
 #if BNB_SOC_HAS_MUL_ADD
@@ -433,15 +455,18 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
     }
 }
 
-// The accumulator rows of the two sum slabs added into row 0, in row order.
+// The accumulator rows of the two sum slabs added into row 0, halving: the last half of the m rows
+// left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
+// ceil(log2(spSlabRows)) instructions per sum, not spSlabRows - 1).
 template <typename T>
 __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
 {
-    for (uint32_t j = 1; j < k.t.spSlabRows; ++j) {
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][j * len],
-                     Narrow<int32_t>(len, "Add count"));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][j * len],
-                     Narrow<int32_t>(len, "Add count"));
+    for (uint32_t m = k.t.spSlabRows; m > 1;) {
+        const uint32_t h = m / 2;
+        const int32_t count = Narrow<int32_t>(h * len, "Add count");
+        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
+        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
+        m -= h;
     }
 }
 
@@ -758,9 +783,6 @@ private:
         }
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
-        const uint32_t slab = k.t.spSlabRows * s.len;
-        AscendC::Duplicate(b_.slab[SLAB_SUM_DY], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
-        AscendC::Duplicate(b_.slab[SLAB_SUM_DYX], 0.0f, Narrow<int32_t>(slab, "Duplicate count"));
         for (uint32_t c = 0; c < chunks_; ++c) {
             AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
@@ -864,22 +886,60 @@ private:
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
     }
 
-    // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes.
+    // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
+    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
         for (uint32_t j = 0; j < s.cnt; ++j) {
+            float dy = 0.0f, dyx = 0.0f;
             if (k.t.spQuantum == 0) {
-                k.ub.v.totDy.SetValue(s.lane0 + j, b_.slotDy.GetValue(j * SLOT_FLOATS));
-                k.ub.v.totDyx.SetValue(s.lane0 + j, b_.slotDyx.GetValue(j * SLOT_FLOATS));
-                continue;
+                dy = b_.slotDy.GetValue(j * SLOT_FLOATS);
+                dyx = b_.slotDyx.GetValue(j * SLOT_FLOATS);
+            } else {
+                const PackedSpan p = SpanOf(k.t, j);
+                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p);
+                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p);
             }
-            const PackedSpan p = SpanOf(k.t, j);
-            k.ub.v.totDy.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p));
-            k.ub.v.totDyx.SetValue(s.lane0 + j, PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p));
+            k.ub.v.totDy.SetValue(s.lane0 + j, dy);
+            k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);
+            if (ScalarCoefsOn(k)) {
+                ScalarCoefs(k, s.lane0 + j, dy, dyx);
+            }
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // Training with grad_input, sums handed over by the scalar unit, slices not packed (so few channels
+    // per sub-group: packed runs are many channels, whose scalar steps would outlast Coefs' vector ones):
+    // k and b formed by the scalar unit (ScalarCoefs). Decided from the shape and the SoC alone.
+    __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
+    {
+        return want_ && k.t.training && !SegmentedSums(k) && k.t.spQuantum == 0;
+    }
+
+    // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
+    // steps in their order (the sums are in its registers already: no vector step and no second wait
+    // for the vector unit before Broadcast reads them).
+    __aicore__ inline void ScalarCoefs(KernelState<T> &k, uint32_t l, float dy, float dyx)
+    {
+        ChannelVecs &v = k.ub.v;
+        float b = v.weight.GetValue(l) * dy;
+        const float kk = v.scaleK.GetValue(l) * dyx;
+        if constexpr (!IsSame<T, float>::value) {
+#if BNB_SOC_HAS_MUL_ADD
+            if (k.t.mulAdd) {
+                b = kk * v.stage.GetValue(l) + b;  // MulAddDst(coefB, coefK, -mean)
+            } else
+#endif
+            {
+                const float km = kk * v.mean.GetValue(l);
+                b = b - km;
+            }
+        }
+        v.coefB.SetValue(l, b);
+        v.coefK.SetValue(l, kk);
     }
 
 #if BNB_SOC_HAS_SEG_SUM
@@ -916,6 +976,11 @@ private:
     __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
     {
         if (!want_ || !k.t.training) {
+            return;
+        }
+        if (ScalarCoefsOn(k)) {
+            // the scalar unit formed them in SumsToLanes (ScalarCoefs)
+            Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             return;
         }
         ChannelVecs &v = k.ub.v;
