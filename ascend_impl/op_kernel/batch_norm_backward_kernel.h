@@ -95,13 +95,27 @@ public:
                 return;
             }
         }
+        // Cross-core with the channel-first combine (CombineShare): the first phase-2 tile's loads are issued
+        // before the SyncAll, so they land while the cores meet and combine (x and dy are inputs; the share's
+        // combine uses no input queue).
+        bool early = false, late = false;
+        if constexpr (MODE == MODE_FULL) {
+            early = reduce && wantInput && !k_.t.flat && k_.t.crossCore && k_.t.usedCores > 1 &&
+                    SharedTotals<MODE>(k_) && ChannelFirst(k_.t) && k_.share.unitBegin < k_.share.unitEnd;
+        }
         if (reduce) {
-            Phase1();
+            Phase1(early);
             BNB_PERF_COMBINE_BEGIN();
         }
         if constexpr (MODE != MODE_ELEMT) {
             if (reduce && SharedTotals<MODE>(k_) && ChannelFirst(k_.t)) {
-                CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+                // With the first tile early: the share's grad_weight / grad_bias after phase 2, from the
+                // partials loaded here (one copy), so their stores land beside the last grad_input stores.
+                const uint64_t core = AscendC::GetBlockIdx();
+                late = early && CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core, SHARE_LOAD);
+                if (!late) {
+                    CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
+                }
             } else {
                 ParamGrads(reduce);
             }
@@ -122,14 +136,25 @@ public:
             }
             return;
         }
-        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput);
+        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput, early);
+        if constexpr (MODE == MODE_FULL) {
+            if (late) {
+                BNB_PERF_COMBINE_BEGIN();
+                CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx(), SHARE_CACHED);
+                BNB_PERF_COMBINE_END();
+            }
+        }
     }
 
 private:
-    // Partial sums of the core's units; then every core waits for all (cross-core).
-    __aicore__ inline void Phase1()
+    // Partial sums of the core's units; then every core waits for all (cross-core). `early`: the first
+    // phase-2 tile issued before the SyncAll.
+    __aicore__ inline void Phase1(bool early = false)
     {
         ReduceUnits(k_.share.unitBegin, k_.share.unitEnd);
+        if (early) {
+            IssueLoad(k_, UnitRows(k_.t, k_.share.unitBegin, true), k_.t.training);
+        }
         if (k_.t.crossCore && k_.t.usedCores > 1) {
             k_.SyncCores();
         }
@@ -310,12 +335,12 @@ private:
         k_.WaitPartials();
     }
 
-    // Phase 2 over units [b, e).
-    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want)
+    // Phase 2 over units [b, e) (`issued`: its first tile's loads are in flight).
+    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want, bool issued = false)
     {
         k_.applyBegin = b;
         k_.applyEnd = e;
-        if (want && b < e) {
+        if (want && b < e && !issued) {
             IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
         }
         for (uint64_t u = b; u < e; ++u) {

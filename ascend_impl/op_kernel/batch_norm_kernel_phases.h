@@ -493,8 +493,15 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
 // core combines more than ceil((ce - cb) / cores) channels whatever the groups.
 // Without DataCopyPad (vecPad 0) the shares are whole blocks of channels (ShareQuantum; the last share
 // takes the remainder), so no two cores write one block of grad_weight / grad_bias.
+// `step`: SHARE_ALL all of it; SHARE_LOAD only the one copy of `together` below (false, nothing done, when
+// the partials are not one batch), SHARE_CACHED the rest after it (the partials still in partUb: phase 2
+// writes none), so the share's stores need not land before phase 2 starts.
+constexpr uint32_t SHARE_ALL = 0;
+constexpr uint32_t SHARE_LOAD = 1;
+constexpr uint32_t SHARE_CACHED = 2;
 template <uint32_t MODE, typename T>
-__aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
+__aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core,
+                                    uint32_t step = SHARE_ALL)
 {
     uint64_t b = 0, e = 0;
     ChannelShareOfCore(cb, ce, k.t.vecPad ? 1 : ShareQuantum(k), core, k.t.usedCores, &b, &e);
@@ -506,28 +513,56 @@ __aicore__ inline void CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
     const uint64_t hi = (e > CeilDiv(k.share.unitEnd, pc) ? e : CeilDiv(k.share.unitEnd, pc)) * pc;
     const bool together = OwnTotals<MODE>(k) && b < e && e - b <= k.t.vecElems &&
                           hi - lo <= PartSlots(k.t);
-    k.cachedLo = k.cachedHi = 0;
+    if (step == SHARE_LOAD) {
+        if (!together) {
+            return false;
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        AscendC::DataCopy(k.ub.partUb, k.part[lo * UNIT_SLOT_FLOATS], uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
+        SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+        k.cachedLo = lo;
+        k.cachedHi = hi;
+        k.coefGroup = -1;
+        return true;
+    }
+    if (step == SHARE_ALL) {
+        k.cachedLo = k.cachedHi = 0;
+    }
     for (uint64_t c0 = b; c0 < e; c0 += k.t.vecElems) {
         const uint32_t n = uint32_t(Min(k.t.vecElems, e - c0));
         AscendC::Duplicate(v.totDy, 0.0f, k.t.vecElems);
         AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
-        AscendC::PipeBarrier<PIPE_ALL>();
+        if (step == SHARE_CACHED) {
+            SetWaitFlag<AscendC::HardEvent::V_S>();  // the zeros before the scalar sums (events: phase 2's
+                                                     // stores in flight need not land first)
+        } else {
+            AscendC::PipeBarrier<PIPE_ALL>();
+        }
         if (together) {
-            AscendC::DataCopy(k.ub.partUb, k.part[lo * UNIT_SLOT_FLOATS], uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
-            SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+            if (step == SHARE_ALL) {
+                AscendC::DataCopy(k.ub.partUb, k.part[lo * UNIT_SLOT_FLOATS],
+                                  uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
+                SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+            }
             channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, n);
             k.cachedLo = lo;
             k.cachedHi = hi;
         } else {
             channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(c0), n);
         }
-        AscendC::PipeBarrier<PIPE_ALL>();
+        if (step == SHARE_CACHED) {
+            SetWaitFlag<AscendC::HardEvent::S_V>();    // the totals before their casts (16-bit outputs)
+            SetWaitFlag<AscendC::HardEvent::S_MTE3>();  // or their stores (float outputs)
+        } else {
+            AscendC::PipeBarrier<PIPE_ALL>();
+        }
         if (!OwnTotals<MODE>(k)) {
             PublishTotals(k, int64_t(c0), n);
         }
         WriteParamRange(k, int64_t(c0), n);
     }
     k.coefGroup = -1;
+    return true;
 }
 
 // ---- phase 2: grad_input of one unit (zeros when masked); its tile issued before, `next` before its compute;
