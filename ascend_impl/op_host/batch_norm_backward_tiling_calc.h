@@ -472,6 +472,12 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     const uint64_t wantRows = uint64_t(std::max<int64_t>(outer, 1));
     uint64_t bestElems = 0, lastCols = 0;
     uint32_t bestRank = 0;  // 1 + wide (2) + even (1)
+    // Without DataCopyPad and the hardware SyncAll (the software SyncAll's lines), float32 channel-first tiles
+    // take a row count that divides N where one at least half as large fits, so every unit of a channel is
+    // the same size and an even split of a round's units over the cores is an even split of its elements
+    // (a short last row block left the cores that drew it idle at every SyncAll). Not 16-bit types: there
+    // the vector unit is the bound and the smaller tiles cost it more than the balance gave back.
+    const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll && in.dtype == ELEM_FLOAT32;
     for (uint64_t chunks = 1;; ++chunks) {
         const uint64_t cols = chunks == 1 ? span1 : AlignUp(CeilDiv(span1, chunks), VEC_ALIGN);
         if (chunks > 1 && (cols >= lastCols || cols >= span1)) {
@@ -489,7 +495,14 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         // The flat path wants room for a whole parameter group's region of one row.
         const uint64_t flatNeed = t.flat ? CeilDiv(AlignUp(uint64_t(vec) * t.inner, VEC_ALIGN), stride) : 1;
         const uint64_t want = std::max<uint64_t>(wantRows, flatNeed);
-        const uint64_t tileRows = std::min<uint64_t>({rows, MAX_TILE_ROWS, want});
+        uint64_t tileRows = std::min<uint64_t>({rows, MAX_TILE_ROWS, want});
+        if (evenRows && tileRows > 1 && tileRows < wantRows) {
+            uint64_t d = tileRows;
+            while (wantRows % d != 0) {
+                --d;
+            }
+            tileRows = 2 * d >= tileRows ? d : tileRows;
+        }
         const uint32_t rank = 1 + (cols >= minCols ? 2 : 0) + (t.usePad || span1 % cols == 0 ? 1 : 0);
         if (rows >= 1 && tileRows >= flatNeed &&
             (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
