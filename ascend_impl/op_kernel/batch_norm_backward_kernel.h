@@ -367,7 +367,9 @@ private:
         const uint64_t core = AscendC::GetBlockIdx(), groups = uint64_t(k_.t.groups);
         uint64_t b = 0, e = 0;
         RoundUnits(0, core, &b, &e);
-        ReduceUnits(b, e);
+        if (!Taken(b, e, false)) {
+            ReduceUnits(b, e);
+        }
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
             k_.SyncCores();
             const bool more = g0 + k_.t.l2Rounds < groups;
@@ -376,10 +378,14 @@ private:
                 RoundUnits(g0 + k_.t.l2Rounds, core, &nb, &ne);
             }
             if (!more || !InterleavedRounds(k_.t) || !Interleaved(b, e, nb, ne)) {
-                ApplyUnits(b, e, true);
+                if (!Taken(b, e, true)) {
+                    ApplyUnits(b, e, true);
+                }
                 if (more) {
                     k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-                    ReduceUnits(nb, ne);
+                    if (!Taken(nb, ne, false)) {
+                        ReduceUnits(nb, ne);
+                    }
                 }
             }
             b = nb;
@@ -481,6 +487,39 @@ private:
             u = nu;
         }
         k_.WaitPartials();
+        return true;
+    }
+
+    // Rounds one after the other (not InterleavedRounds): phase 2 (`apply`) or phase 1 of units [b, e) with
+    // every channel's scalars taken first (TakeScalars), the first tile's loads issued before them, so a
+    // run that crosses channels does not stop at each one to load its group's vectors (a full barrier).
+    // The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run) when the range is
+    // empty, touches more than IL_CHANNELS channels, or the rounds interleave.
+    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply)
+    {
+        if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
+            return false;
+        }
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+        const bool withX = apply ? k_.t.training != 0 : true;
+        channel_first::UnitScalars s[IL_CHANNELS];
+        if (apply) {
+            k_.applyBegin = b;
+            k_.applyEnd = e;
+        }
+        IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+        TakeScalars(b, e, apply, s);
+        for (uint64_t u = b; u < e; ++u) {
+            const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : NextTile();
+            if (apply) {
+                GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
+            } else {
+                ReduceUnit<MODE>(k_, u, next, u + 1 == e, &s[u / pc - b / pc]);
+            }
+        }
+        if (!apply) {
+            k_.WaitPartials();
+        }
         return true;
     }
 
