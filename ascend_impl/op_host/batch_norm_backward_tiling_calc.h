@@ -62,8 +62,12 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fitChannels = std::max<uint64_t>(1, budget / perChannel);
     const uint64_t rounds = CeilDiv(uint64_t(t.channels), fitChannels);
     const uint64_t roundChannels = InterleavedRounds(t) ? CeilDiv(uint64_t(t.channels), rounds) : fitChannels;
+    // With the software SyncAll each core loads the vectors of the groups its units of a round touch, one
+    // round trip and full barrier per group, and no core combines for another: there a group is as wide as
+    // the round (at most the plan's), so that is one load however many channels the core's units cross.
     const uint64_t width = std::max<uint64_t>(
-        1, std::min<uint64_t>(CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)), t.groupWidth));
+        1, std::min<uint64_t>(t.softSync ? roundChannels : CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)),
+                              t.groupWidth));
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
     t.l2Rounds = uint32_t(std::max<uint64_t>(
@@ -72,21 +76,30 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     // Each core combines the channels its units of a round touch (after the round's SyncAll), and at the
     // end its share of all channels (grad_weight / grad_bias): partUb holds the partials of either where
     // UB has room, so each combine loads them in one copy (one round trip, issued beside the statistics').
-    // Not with the software SyncAll: its rounds are a group per core or less (ascend910's 8-channel groups),
-    // and loading the round's later groups' partials up front delayed the first group's combine (ascend910
-    // fp32 (32, 64, 112, 112) 452.5 -> 452.7 us in the model).
-    if (t.softSync) {
-        t.partSlots = 0;
-        return;
-    }
+    // With the software SyncAll a round is one group (above) and the shares are whole blocks of channels
+    // (NoPadGroupWidth, the last core the remainder).
     const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
     const uint64_t cores = std::max<uint32_t>(t.usedCores, 1);
     const uint64_t roundUnits = std::min<uint64_t>(uint64_t(t.l2Rounds) * width, uint64_t(t.channels)) * pc;
     const uint64_t own = std::min<uint64_t>(CeilDiv(CeilDiv(roundUnits, cores), pc) + 1,
                                             uint64_t(t.l2Rounds) * width) * pc;
-    const uint64_t share = CeilDiv(uint64_t(t.channels), cores) * pc;
+    // (the kernel's ChannelShareOfCore: with the software SyncAll whole blocks of grad_weight / grad_bias,
+    // ShareQuantum channels, the last core takes the remainder)
+    uint64_t shareChannels = CeilDiv(uint64_t(t.channels), cores);
+    if (t.softSync) {
+        const uint64_t c = uint64_t(t.channels);
+        const uint64_t q = in.dtype == ELEM_FLOAT32 || t.gradParamFloat32 ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+        const uint64_t runs = std::max<uint64_t>(c / q, 1);
+        for (uint64_t core = 0; core < cores; ++core) {
+            const uint64_t b = std::min(c, q * (runs * core / cores));
+            const uint64_t e = core + 1 == cores ? c : std::min(c, q * (runs * (core + 1) / cores));
+            shareChannels = std::max(shareChannels, e - b);
+        }
+    }
+    const uint64_t share = shareChannels * pc;
     const uint64_t want = std::max(own, share);
-    const uint64_t used = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    const uint64_t used = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total() +
+                          (t.softSync ? SyncWorkBytes(uint32_t(cores)) : 0);
     const uint64_t slotBytes = UNIT_SLOT_FLOATS * sizeof(float);
     const uint64_t room = uint64_t(PART_HALVES) * SLOTS_PER_LOAD + (in.ubBytes > used ? (in.ubBytes - used) / slotBytes : 0);
     const uint64_t slots = std::min(want, room);

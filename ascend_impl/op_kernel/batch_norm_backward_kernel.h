@@ -377,7 +377,7 @@ private:
             if (more) {
                 RoundUnits(g0 + k_.t.l2Rounds, core, &nb, &ne);
             }
-            if (!more || !InterleavedRounds(k_.t) || !Interleaved(b, e, nb, ne)) {
+            if (!more || !Interleaved(b, e, nb, ne)) {
                 if (!Taken(b, e, true)) {
                     ApplyUnits(b, e, true);
                 }
@@ -432,13 +432,15 @@ private:
 
     // The order of Interleaved's steps: PipeBlock units of each phase in turn, phase 2 first, the rest of
     // either at the end.
+    // `serial`: every phase-2 unit first, then the phase-1 units.
     struct InterleaveOrder {
         uint64_t a, ae, r, re;
+        bool serial = false;
         uint32_t run = 0;
         bool turnApply = true;
         __aicore__ inline void Take(bool *apply, uint64_t *u)
         {
-            *apply = a < ae && (r >= re || turnApply);
+            *apply = a < ae && (r >= re || turnApply || serial);
             *u = *apply ? a++ : r++;
             if (++run >= PipeBlock<T>()) {
                 run = 0;
@@ -452,6 +454,11 @@ private:
     // scalars taken first (the round's combines, then the next round's statistics), so no unit loads a
     // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
     // when either range is empty or touches more than IL_CHANNELS channels.
+    // Rounds one after the other (not InterleavedRounds: each round's second reads must follow its first
+    // within the L2 the rounds are sized for) take the same path in the serial order: all of phase 2, then
+    // phase 1 of the next round on the same look-ahead chain, the first tile's loads issued before the
+    // scalars, so no full barrier between the two phases waits for phase 2's last stores to land and the
+    // next round's first loads run beside them.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re)
     {
         if (ab >= ae || rb >= re || ChannelSpan(ab, ae) > IL_CHANNELS || ChannelSpan(rb, re) > IL_CHANNELS) {
@@ -459,17 +466,23 @@ private:
         }
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
         const bool train = k_.t.training != 0;
+        const bool serial = !InterleavedRounds(k_.t);
         channel_first::UnitScalars as[IL_CHANNELS], rs[IL_CHANNELS];
         k_.applyBegin = ab;
         k_.applyEnd = ae;
-        TakeScalars(ab, ae, true, as);
-        TakeScalars(rb, re, false, rs);
-        k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-        InterleaveOrder order{ab, ae, rb, re};
+        InterleaveOrder order{ab, ae, rb, re, serial};
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);
-        IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
+        if (serial) {
+            IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
+        }
+        TakeScalars(ab, ae, true, as);
+        TakeScalars(rb, re, false, rs);
+        k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
+        if (!serial) {
+            IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
+        }
         for (uint64_t left = (ae - ab) + (re - rb); left > 0; --left) {
             NextTile next;
             bool nextApply = false;
