@@ -41,9 +41,10 @@ struct TilingInput {
 // combine of a round runs on many cores at once), and the kernel runs both
 // passes round by round (one SyncAll per round): a round's second read follows
 // its first within that many bytes. The budget is L2 / L2_ROUND_DIVISOR where
-// the rounds run one after the other (the software SyncAll); with the hardware
-// SyncAll the kernel runs phase 2 of a round beside phase 1 of the next
-// (L2Rounds, Interleaved), so two rounds share L2: L2 / IL_ROUND_DIVISOR.
+// the rounds run one after the other (the software SyncAll, but ilRounds); with
+// the hardware SyncAll the kernel runs phase 2 of a round beside phase 1 of the
+// next (L2Rounds, Interleaved), so two rounds share L2: L2 / IL_ROUND_DIVISOR
+// (software SyncAll, ilRounds: SOFT_IL_L2_TENTHS of L2).
 inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
     if (t.strategy != STRATEGY_TWO_PASS || !t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || !in.training ||
@@ -51,7 +52,13 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
         return;
     }
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * uint64_t(t.inner) * DtypeBytes(in.dtype);
-    const uint64_t budget = in.l2Bytes / (InterleavedRounds(t) ? IL_ROUND_DIVISOR : L2_ROUND_DIVISOR);
+    // With the software SyncAll the rounds interleave (ilRounds) where the SoC has mul_add (the vector unit
+    // is not the busiest pipe) and two channels fit a round of SOFT_IL_L2_TENTHS of L2 (fewer would double
+    // the software SyncAlls, each a few GM round trips, for the overlap of one channel's units).
+    const uint64_t softIlBudget = in.l2Bytes * SOFT_IL_L2_TENTHS / 10;
+    t.ilRounds = t.softSync && in.hasMulAdd && 2 * perChannel <= softIlBudget ? 1 : 0;
+    const uint64_t budget = t.ilRounds ? softIlBudget
+                                       : in.l2Bytes / (InterleavedRounds(t) ? IL_ROUND_DIVISOR : L2_ROUND_DIVISOR);
     if (perChannel * uint64_t(t.channels) <= budget) {
         return;  // the whole tensor pair fits: one round is the plain two-pass order
     }

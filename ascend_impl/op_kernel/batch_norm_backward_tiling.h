@@ -53,6 +53,9 @@ constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks 
 constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
 constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (InterleavedRounds: a round's second reads,
                                            // the next one's first reads and dx share L2)
+constexpr uint32_t SOFT_IL_L2_TENTHS = 3;  // ... of interleaved rounds with the software SyncAll (ilRounds), in
+                                           // tenths of L2: a little less than a third, so a round's second reads
+                                           // stay in the share of L2 the rounds count on
 
 struct BatchNormBackwardTilingData {
     int64_t outer;         // N (channel-first) or all non-channel dims (channel-last)
@@ -118,6 +121,8 @@ struct BatchNormBackwardTilingData {
                            // SLOTS_PER_LOAD). L2 rounds: enough for the channels a core's units of a round touch
                            // and for its share of the channels at the end, where UB has room, so each of those
                            // combines loads its partials in one copy
+    uint32_t ilRounds;     // L2 rounds with the software SyncAll (softSync): 1 = interleaved as with the hardware
+                           // one (InterleavedRounds), 0 = one after the other
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };
@@ -243,10 +248,12 @@ BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
 }
 
 // Two passes in L2 rounds (l2Rounds): phase 2 of a round runs beside phase 1 of the next between two SyncAlls
-// (the kernel's Interleaved) where the cores meet with the hardware SyncAll; with the software one the
-// rounds run one after the other (there the vector unit is the busiest pipe, L2 is small and each meeting
-// costs more: the overlap did not pay, docs/ascend_kernel.md).
-BNB_FN bool InterleavedRounds(const BatchNormBackwardTilingData &t) { return !t.softSync; }
+// (the kernel's Interleaved) where the cores meet with the hardware SyncAll, and with the software one where
+// the tiling chose it (ilRounds: SoCs with mul_add, rounds of at least two channels in SOFT_IL_L2_TENTHS of
+// L2); else the rounds run one after the other (ascend910, whose vector unit is the busiest pipe, and rounds
+// that would be a channel each: the more rounds, the more software SyncAlls, each a few GM round trips;
+// docs/ascend_kernel.md).
+BNB_FN bool InterleavedRounds(const BatchNormBackwardTilingData &t) { return !t.softSync || t.ilRounds; }
 
 // Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
 // its own, for the cores that write grad_weight / grad_bias after the SyncAll.
