@@ -35,6 +35,11 @@
 // whose two sub-groups fit) the sub-groups alternate between them and the
 // loads of sub-group i + 1 are issued right after the reduce of sub-group i,
 // so MTE2 streams while V and MTE3 finish sub-group i.
+// Tiling spWhole (16-bit types): sub-groups of one channel in up to
+// SP_WHOLE_BUFFERS buffers, the float copies of its x - mean and dy kept for
+// all rows from the reduce to the apply (ReduceWholeRows, ApplyWholeRows):
+// per element one cast of each and one back, every per-channel value a scalar
+// operand, dy * a over all rows while the scalar unit takes the sums.
 // grad_weight / grad_bias of the group are written once after its last
 // sub-group (WriteParamGrads); with softSync (Atlas training / inference,
 // groups narrower than a block of the per-channel vectors) the group's totals
@@ -55,7 +60,8 @@ using AscendC::HardEvent;
 // Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS). The
 // slabs of k and b are those of the two sums: they are broadcast after the
 // sums are taken (Totals) and read before the next sub-group's sums begin (the
-// vector unit runs in order).
+// vector unit runs in order). spWhole: no slabs of mean and a, and the float
+// copies (SP_CAST_SLABS) hold all outer rows.
 enum Slab : uint32_t {
     SLAB_MEAN, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
