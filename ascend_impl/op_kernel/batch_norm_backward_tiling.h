@@ -95,8 +95,8 @@ struct BatchNormBackwardTilingData {
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
     uint32_t spSlabRows;   // single pass: rows of the sub-group per vector instruction (the float slabs hold that
                            // many rows; row n sums into accumulator row n mod spSlabRows)
-    uint32_t spBuffers;    // single pass: resident sub-group buffers (2: the next sub-group loads while this one
-                           // is reduced, applied and stored)
+    uint32_t spBuffers;    // single pass: resident sub-group buffers (2, or with spWhole up to SP_WHOLE_BUFFERS: the
+                           // next sub-group loads while this one is reduced, applied and stored)
     uint32_t spQuantum;    // single pass, packed (no DataCopyPad, slices not whole blocks): > 0 = the fewest adjacent
                            // channels whose slices together are whole blocks; the slices lie packed in UB
                            // (spRowStride = inner), groups and sub-groups are multiples of it; 0: not packed
