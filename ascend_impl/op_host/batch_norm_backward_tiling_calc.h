@@ -292,6 +292,64 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
+// Single pass, 16-bit types (tiling spWhole): sub-groups of one channel whose float copies of x - mean and dy
+// stay in UB from the reduce to the apply, where one buffer of them fits beside the fixed buffers of a
+// one-core launch (so the choice, and with it the order of the sums, does not depend on the cores) and a
+// channel is at least SP_WHOLE_MIN_ELEMS elements (its two ReduceSums and scalar hand-over are per channel).
+// Per element a cast of x and of dy and a cast back, not two of each: 8 vector instructions, not 10, each
+// over a chunk of the channel's rows (SP_WHOLE_CHUNKS), every per-channel value a scalar operand (no
+// slabs of mean, a, k and b to fill, no broadcasts in the combine). Where the SoC fuses the multiply-adds
+// (the sums' MulAddDst) and not packed (DataCopyPad; a slice starts on a block); not with the segmented sums
+// (7x7: many channels per instruction).
+inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t channels, uint64_t q, uint64_t rowStride,
+                            uint32_t segSum)
+{
+    if (DtypeBytes(in.dtype) != 2 || q != 1 || segSum || !in.hasMulAdd || !in.hasDataCopyPad ||
+        outer * rowStride < SP_WHOLE_MIN_ELEMS) {
+        return false;
+    }
+    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
+            .Total();
+    const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
+    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1)
+                           .Total() <=
+           in.ubBytes;
+}
+
+// The single pass's tiling fields: groups, `resident` channels per sub-group in `buffers` buffers, `slabRows`
+// rows per vector instruction, the rows in up to `chunks` chunks (each starting on a multiple of slabRows:
+// the accumulator rows do not depend on the chunks).
+inline void SinglePassFields(BatchNormBackwardTilingData &t, uint64_t groups, uint64_t maxCount, uint32_t vecElems,
+                             uint64_t resident, uint64_t rowStride, uint32_t buffers, uint64_t q, uint32_t segSum,
+                             uint32_t slabRows, uint32_t chunks, bool soft)
+{
+    const uint64_t outer = uint64_t(t.outer);
+    t.strategy = STRATEGY_SINGLE_PASS;
+    t.balanced = 1;
+    t.groups = int64_t(groups);
+    t.groupWidth = uint32_t(maxCount);
+    t.vecElems = vecElems;
+    t.tileRows = SP_ROWS_PLAN;
+    t.tileCols = VEC_ALIGN;
+    t.rowStride = VEC_ALIGN;
+    t.rowBlocks = 0;
+    t.colBlocks = 0;
+    t.units = 0;
+    t.shiftLast = 0;
+    t.crossCore = 0;
+    t.spChannels = uint32_t(resident);
+    t.spRowStride = uint32_t(rowStride);
+    t.spBuffers = buffers;
+    t.spQuantum = q > 1 ? uint32_t(q) : 0;
+    t.spSegSum = segSum;
+    t.spSlabRows = slabRows;
+    t.softSync = soft ? 1 : 0;
+    t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(chunks, outer)), slabRows));
+    t.usedCores = uint32_t(groups);
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups, in runs
@@ -351,6 +409,19 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
                                           segSum, vecElems).Total() <= in.ubBytes;
     };
+    if (SinglePassWhole(in, outer, channels, q, rowStride, segSum)) {
+        // as many buffers as fit beside this launch's channel vectors (one at least: SinglePassWhole); they
+        // change when loads and stores overlap, not what is computed
+        const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
+        uint32_t buffers = SP_WHOLE_BUFFERS;
+        while (buffers > 1 && fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows, segSum,
+                                                         vecElems, 1).Total() > in.ubBytes) {
+            --buffers;
+        }
+        SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows, SP_WHOLE_CHUNKS, soft);
+        t.spWhole = 1;
+        return true;
+    }
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
     uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
     while (slabRows > 1 && !fits(q, 1, slabRows)) {
@@ -392,29 +463,8 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         resident = std::min<uint64_t>(
             resident2, std::max<uint64_t>(minChannels, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
     }
-    t.strategy = STRATEGY_SINGLE_PASS;
-    t.balanced = 1;
-    t.groups = int64_t(groups);
-    t.groupWidth = uint32_t(maxCount);
-    t.vecElems = vecElems;
-    t.tileRows = SP_ROWS_PLAN;
-    t.tileCols = VEC_ALIGN;
-    t.rowStride = VEC_ALIGN;
-    t.rowBlocks = 0;
-    t.colBlocks = 0;
-    t.units = 0;
-    t.shiftLast = 0;
-    t.crossCore = 0;
-    t.spChannels = uint32_t(resident);
-    t.spRowStride = uint32_t(rowStride);
-    t.spBuffers = buffers;
-    t.spQuantum = q > 1 ? uint32_t(q) : 0;
-    t.spSegSum = segSum;
-    t.spSlabRows = slabRows;
-    t.softSync = soft ? 1 : 0;
-    // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
-    t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS / buffers, outer)), slabRows));
-    t.usedCores = uint32_t(groups);
+    SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
+                     SP_MAX_CHUNKS / buffers, soft);
     return true;
 }
 

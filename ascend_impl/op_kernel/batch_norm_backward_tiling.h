@@ -98,8 +98,8 @@ struct BatchNormBackwardTilingData {
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
     uint32_t spSlabRows;   // single pass: rows of the sub-group per vector instruction (the float slabs hold that
                            // many rows; row n sums into accumulator row n mod spSlabRows)
-    uint32_t spBuffers;    // single pass: resident sub-group buffers (2: the next sub-group loads while this one
-                           // is reduced, applied and stored)
+    uint32_t spBuffers;    // single pass: resident sub-group buffers (2, or with spWhole up to SP_WHOLE_BUFFERS: the
+                           // next sub-group loads while this one is reduced, applied and stored)
     uint32_t spQuantum;    // single pass, packed (no DataCopyPad, slices not whole blocks): > 0 = the fewest adjacent
                            // channels whose slices together are whole blocks; the slices lie packed in UB
                            // (spRowStride = inner), groups and sub-groups are multiples of it; 0: not packed
@@ -107,6 +107,10 @@ struct BatchNormBackwardTilingData {
                            // of at most SP_SEG_MAX_INNER elements is one repeat) and its per-channel values are
                            // broadcast per block (Brcb, masked Copy); not packed; SoCs with reduce_repeat and
                            // block_copy
+    uint32_t spWhole;      // single pass, 16-bit types: 1 = sub-groups of one channel whose float copies of x - mean
+                           // and dy stay in UB from the reduce to the apply (SpWholePlan): per element one cast of
+                           // each and a cast back, every per-channel value a scalar operand (no slabs of mean, a,
+                           // k, b); 0: the float copies hold spSlabRows rows and are cast again for the apply
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
@@ -184,6 +188,14 @@ constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept bes
 constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
 constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
 constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and b up to this many vector lanes
+constexpr uint32_t SP_WHOLE_SLAB_ROWS = 8;  // spWhole: accumulator rows of the two sums (rows per accumulation)
+constexpr uint32_t SP_WHOLE_CHUNKS = 2;      // spWhole: chunks of a channel's rows (fewer, longer instructions)
+constexpr uint32_t SP_WHOLE_BUFFERS = 3;     // spWhole: resident channels (a channel's stores land while the
+                                             // next two channels' loads go to the other buffers)
+static_assert(SP_WHOLE_BUFFERS >= SP_MAX_BUFFERS && SP_WHOLE_BUFFERS * SP_WHOLE_CHUNKS <= SP_MAX_CHUNKS,
+              "spWhole's buffers and chunks: one event id per chunk of each buffer");
+constexpr uint64_t SP_WHOLE_MIN_ELEMS = 4096;  // spWhole: a channel's outer x spRowStride elements at least (its
+                                               // reductions and scalar hand-over are per channel)
 
 // UB bytes of the single-pass buffers for `channels` resident channels.
 struct SinglePassPlan {
@@ -193,9 +205,13 @@ struct SinglePassPlan {
     uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets (spSegSum: a block per
                              // lane of a Brcb, SegScratchBlocks)
     uint32_t castSlabs;
+    uint32_t castBytes;      // one float copy (castSlabs of them): slabBytes, or (spWhole) all outer rows
+    uint32_t slabs;          // float slabs of slabRows rows: SP_SLABS, or (spWhole) the two sums and the product
+                             // (ReduceSum's scratch)
     BNB_FN uint64_t Total() const
     {
-        return 2ull * buffers * residentBytes + uint64_t(SP_SLABS + castSlabs) * slabBytes + slotBytes;
+        return 2ull * buffers * residentBytes + uint64_t(slabs) * slabBytes + uint64_t(castSlabs) * castBytes +
+               slotBytes;
     }
 };
 
@@ -213,7 +229,8 @@ BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
 }
 
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
-                                         uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems)
+                                         uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems,
+                                         uint32_t whole = 0)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
@@ -223,6 +240,8 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;
     p.slotBytes = slots * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
+    p.castBytes = whole ? uint32_t(outer * channels * rowStride * sizeof(float)) : p.slabBytes;
+    p.slabs = whole ? 3 : SP_SLABS;
     return p;
 }
 

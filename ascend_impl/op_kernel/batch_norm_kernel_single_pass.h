@@ -35,6 +35,11 @@
 // whose two sub-groups fit) the sub-groups alternate between them and the
 // loads of sub-group i + 1 are issued right after the reduce of sub-group i,
 // so MTE2 streams while V and MTE3 finish sub-group i.
+// Tiling spWhole (16-bit types): sub-groups of one channel in up to
+// SP_WHOLE_BUFFERS buffers, the float copies of its x - mean and dy kept for
+// all rows from the reduce to the apply (ReduceWholeRows, ApplyWholeRows):
+// per element one cast of each and one back, every per-channel value a scalar
+// operand, dy * a over all rows while the scalar unit takes the sums.
 // grad_weight / grad_bias of the group are written once after its last
 // sub-group (WriteParamGrads); with softSync (Atlas training / inference,
 // groups narrower than a block of the per-channel vectors) the group's totals
@@ -55,7 +60,8 @@ using AscendC::HardEvent;
 // Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS). The
 // slabs of k and b are those of the two sums: they are broadcast after the
 // sums are taken (Totals) and read before the next sub-group's sums begin (the
-// vector unit runs in order).
+// vector unit runs in order). spWhole: no slabs of mean and a, and the float
+// copies (SP_CAST_SLABS) hold all outer rows.
 enum Slab : uint32_t {
     SLAB_MEAN, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
@@ -82,17 +88,17 @@ struct Buffers {
     {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
-                               t.spSegSum, t.vecElems);
+                               t.spSegSum, t.vecElems, t.spWhole);
         pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
-            if (i == SLAB_SUM_DYX) {
-                continue;  // in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
+            if (i == SLAB_SUM_DYX || (t.spWhole && (i == SLAB_MEAN || i == SLAB_A))) {
+                continue;  // SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows); spWhole: scalars
             }
             const bool pair = i == SLAB_SUM_DY;
-            pipe.InitBuffer(slabBuf[i], p.slabBytes * (pair ? 2 : 1));
-            slab[i] = slabBuf[i].template Get<float>(slabElems);
+            pipe.InitBuffer(slabBuf[i], i >= SP_SLABS ? p.castBytes : p.slabBytes * (pair ? 2 : 1));
+            slab[i] = i >= SP_SLABS ? slabBuf[i].template Get<float>() : slabBuf[i].template Get<float>(slabElems);
             if (pair) {
                 sumPair = slabBuf[i].template Get<float>(2 * slabElems);
                 slab[SLAB_SUM_DYX] = sumPair[slabElems];
@@ -178,7 +184,7 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
 template <typename T>
 __aicore__ inline bool ScalarValues(const KernelState<T> &k, const SubGroup &s)
 {
-    return s.cnt == 1 && !k.t.mulAdd;
+    return (s.cnt == 1 && !k.t.mulAdd) || k.t.spWhole;
 }
 
 // Broadcast reads no value with the scalar unit (tiling spSegSum: per-block broadcasts).
@@ -537,6 +543,70 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
     }
 }
 
+// Tiling spWhole (one channel per sub-group, its float copies of all rows kept): chunk rows [r0, r1) cast
+// to float, x - mean in place (the scalar), then the sums' accumulator rows (spSlabRows at a time, row n into
+// row n mod spSlabRows): dy * (x - mean) set by the first rows and MulAddDst after; dy's set by the first two
+// rows' Add where there are two full ones (its first rows are kept for the apply, so not summed in place).
+template <typename T>
+__aicore__ inline void ReduceWholeRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
+                                       uint32_t len)
+{
+    const uint64_t off = r0 * len, rows = k.t.spSlabRows, outer = uint64_t(k.t.outer);
+    const uint32_t elems = uint32_t((r1 - r0) * len);
+    const int32_t count = Narrow<int32_t>(elems, "vector count");
+    const LocalTensor<float> &xf = b.slab[SLAB_X_F], &dyf = b.slab[SLAB_DY_F];
+    AscendC::Cast(xf[off], b.x[off], AscendC::RoundMode::CAST_NONE, elems);
+    AscendC::Adds(xf[off], xf[off], -b.value[SLAB_MEAN], count);
+    AscendC::Cast(dyf[off], b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+    for (uint64_t n = r0; n < r1; n += rows) {
+        const int32_t e = Narrow<int32_t>(Min(rows, r1 - n) * len, "vector count");
+        const uint64_t o = n * len;
+        if (n == 0) {
+            AscendC::Mul(b.slab[SLAB_SUM_DYX], xf, dyf, e);
+            if (outer < 2 * rows) {
+                AscendC::Adds(b.slab[SLAB_SUM_DY], dyf, 0.0f, e);  // no full second step to pair these rows with
+            }
+            continue;
+        }
+        const bool pairFirst = n == rows && outer >= 2 * rows;
+        AscendC::Add(b.slab[SLAB_SUM_DY], pairFirst ? dyf : b.slab[SLAB_SUM_DY], dyf[o], e);
+        AscendC::MulAddDst(b.slab[SLAB_SUM_DYX], xf[o], dyf[o], e);
+    }
+}
+
+// Tiling spWhole: grad_input of chunk rows [r0, r1) from the float copies, every per-channel value a scalar:
+// dy * a (`scaled`: done for all rows before the hand-over of the sums, Finish), + (k * invstd) * (x - mean)
+// (Axpy), + b, cast into `out` (zeros when not wanted). Nothing reduced (inference without grad_weight /
+// grad_bias): dy cast here. dyFree >= 0: that V_MTE2 event once the rows' dy is read.
+template <typename T>
+__aicore__ inline void ApplyWholeRows(const KernelState<T> &k, const Buffers<T> &b, const LocalTensor<T> &out,
+                                      uint64_t r0, uint64_t r1, uint32_t len, bool want, bool reduced, bool scaled,
+                                      int32_t dyFree)
+{
+    const uint64_t off = r0 * len;
+    const uint32_t elems = uint32_t((r1 - r0) * len);
+    const int32_t count = Narrow<int32_t>(elems, "vector count");
+    const LocalTensor<float> dr = b.slab[SLAB_DY_F][off];
+    if (!want) {
+        AscendC::Duplicate(dr, 0.0f, count);
+    } else {
+        if (!reduced) {
+            AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+        }
+        if (!scaled) {
+            AscendC::Muls(dr, dr, b.value[SLAB_A], count);
+        }
+        if (k.t.training) {
+            AscendC::Axpy(dr, b.slab[SLAB_X_F][off], b.value[SLAB_K], count);
+            AscendC::Adds(dr, dr, b.value[SLAB_B], count);
+        }
+    }
+    if (dyFree >= 0) {
+        AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+    }
+    AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
+}
+
 // The chunks of the rows: [ChunkBegin(c), ChunkBegin(c + 1)).
 __aicore__ inline uint64_t ChunkBegin(const BatchNormBackwardTilingData &t, uint32_t c)
 {
@@ -785,6 +855,12 @@ private:
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         for (uint32_t c = 0; c < chunks_; ++c) {
             AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+            if constexpr (!IsSame<T, float>::value) {
+                if (Whole(k)) {
+                    ReduceWholeRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+                    continue;
+                }
+            }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
         FoldSums(k, b_, s.len);
@@ -798,6 +874,7 @@ private:
         // The slab of a goes to V between the per-channel ReduceSums and the scalar hand-over of their
         // results (SumsToLanes), so V broadcasts it while the scalar unit moves the sums, not after.
         const bool handOver = reduce_ && !SegmentedSums(k);
+        const bool scaled = Whole(k) && want_ && handOver;
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
         }
@@ -808,6 +885,11 @@ private:
                 BNB_PERF_COMBINE_END();  // the broadcast of a is not the combine's
                 if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
+                }
+                if (scaled) {
+                    // spWhole: dy * a over all rows while the scalar unit takes the sums (a is known)
+                    AscendC::Muls(b_.slab[SLAB_DY_F], b_.slab[SLAB_DY_F], b_.value[SLAB_A],
+                                  Narrow<int32_t>(uint64_t(k.t.outer) * s.len, "Muls count"));
                 }
                 BNB_PERF_COMBINE_BEGIN();
                 SumsToLanes(k, s);
@@ -824,8 +906,16 @@ private:
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         for (uint32_t c = 0; c < chunks_; ++c) {
-            ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
-                      dyFreeEarly ? Id(s.buf, c) : -1);
+            if constexpr (!IsSame<T, float>::value) {
+                if (Whole(k)) {
+                    ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_, reduce_,
+                                   scaled, dyFreeEarly ? Id(s.buf, c) : -1);
+                }
+            }
+            if (!Whole(k)) {
+                ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
+                          dyFreeEarly ? Id(s.buf, c) : -1);
+            }
             AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
@@ -846,6 +936,9 @@ private:
             AscendC::WaitFlag<HardEvent::MTE3_V>(0);
         }
     }
+
+    // Tiling spWhole (16-bit types only).
+    __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
 
     __aicore__ inline bool SegmentedSums(const KernelState<T> &k) const
     {
@@ -928,12 +1021,13 @@ private:
         float b = v.weight.GetValue(l) * dy;
         const float kk = v.scaleK.GetValue(l) * dyx;
         if constexpr (!IsSame<T, float>::value) {
+            // (spWhole applies k * invstd to x - mean itself: b as for float32)
 #if BNB_SOC_HAS_MUL_ADD
-            if (k.t.mulAdd) {
+            if (k.t.mulAdd && !Whole(k)) {
                 b = kk * v.stage.GetValue(l) + b;  // MulAddDst(coefB, coefK, -mean)
             } else
 #endif
-            {
+            if (!Whole(k)) {
                 const float km = kk * v.mean.GetValue(l);
                 b = b - km;
             }
@@ -1034,7 +1128,7 @@ private:
     // All of the previous sub-groups' UB (the end of a group or of the launch).
     __aicore__ inline void Release()
     {
-        for (uint32_t buf = 0; buf < SP_MAX_BUFFERS; ++buf) {
+        for (uint32_t buf = 0; buf < SP_WHOLE_BUFFERS; ++buf) {
             for (uint32_t c = 0; pending_[buf] && c < chunks_; ++c) {
                 ReleaseChunk(buf, c);
             }
@@ -1043,7 +1137,7 @@ private:
 
     Buffers<T> b_;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
-    bool pending_[SP_MAX_BUFFERS] = {};
+    bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };
 

@@ -202,3 +202,46 @@ def test_half_rows_double_buffered_sub_groups(sim):
     for got in runs[1:]:
         for x, y in zip(runs[0], got):
             assert np.array_equal(x, y)
+
+
+# Tiling spWhole (16-bit types where the SoC has DataCopyPad and mul_add, a channel of at least
+# SP_WHOLE_MIN_ELEMS elements whose float copies fit UB): one channel per sub-group, its x - mean and dy kept
+# as float from the reduce to the apply, every per-channel value a scalar operand. Shapes with N a multiple
+# of the accumulator rows, N not, and N below two of them (its dy sums seeded by a copy).
+WHOLE = [(24, 10, 14, 14), (21, 7, 14, 14), (12, 5, 20, 20)]
+# (cores, UB KiB: 0 the SoC's) of a (24, 10, 14, 14) layer and the resident buffers they give.
+WHOLE_BUFFERS = [(1, 0, 3), (4, 0, 3), (7, 0, 3), (3, 112, 2), (2, 96, 1)]
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_whole_channel_float_copies(sim, soc, dtype):
+    for i, shape in enumerate(WHOLE):
+        info = check(sim, shape, False, dtype, True, soc=soc, cores=3, seed=i)
+        assert info.strategy == SINGLE and info.sp_whole == 1 and info.sp_channels == 1
+    for training in (True, False):
+        for mask in ALL_MASKS:
+            info = check(sim, WHOLE[1], False, dtype, training, mask, soc=soc, cores=2, two_pass=False)
+            assert info.sp_whole == 1
+    check(sim, WHOLE[0], False, dtype, True, soc=soc, cores=3, two_pass=False, param_float32=("save_invstd",))
+    check(sim, WHOLE[0], False, dtype, True, soc=soc, cores=3, two_pass=False, with_weight=False)
+    # not for float32, nor for a channel below SP_WHOLE_MIN_ELEMS
+    assert check(sim, WHOLE[0], False, "float32", True, soc=soc, cores=3, two_pass=False).sp_whole == 0
+    assert check(sim, (8, 10, 14, 14), False, dtype, True, soc=soc, cores=3, two_pass=False).sp_whole == 0
+    # the same bits whatever the cores and buffers
+    args = make_inputs(WHOLE[0], False, dtype, seed=4)
+    runs = []
+    for cores, ub_kib, buffers in WHOLE_BUFFERS:
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores, soc=soc)
+        assert info.strategy == SINGLE and info.sp_whole == 1 and info.sp_buffers == buffers
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+def test_no_whole_channel_float_copies_without_data_copy_pad(sim, soc):
+    info = check(sim, (24, 16, 14, 14), False, "float16", True, soc=soc, cores=3, two_pass=False)
+    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == 0
