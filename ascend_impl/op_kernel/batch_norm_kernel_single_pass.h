@@ -55,7 +55,8 @@ using AscendC::HardEvent;
 // Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS). The
 // slabs of k and b are those of the two sums: they are broadcast after the
 // sums are taken (Totals) and read before the next sub-group's sums begin (the
-// vector unit runs in order).
+// vector unit runs in order). The slab of a may be that of the mean, and the
+// product has none where nothing uses it (SinglePassPlan::aSlab, prodSlab).
 enum Slab : uint32_t {
     SLAB_MEAN, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
@@ -69,7 +70,7 @@ struct Buffers {
     LocalTensor<T> dy, x;            // the one in use (Use): [row][channel][spRowStride]
     LocalTensor<float> slab[SLAB_COUNT];
     LocalTensor<float> sumPair;      // the slabs of the two sums (k, b), one buffer: [SLAB_SUM_DY | SLAB_SUM_DYX]
-    uint32_t slabElems = 0;
+    uint32_t slabElems = 0, accElems = 0;  // a slab; a sum's slab (spAccRows rows)
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
     LocalTensor<float> scratch;          // spSegSum: the slot buffer as BlockBroadcast's Brcb blocks
     uint32_t residentElems = 0;
@@ -82,21 +83,26 @@ struct Buffers {
     {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
-                               t.spSegSum, t.vecElems);
+                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows);
         pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
-        for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
-            if (i == SLAB_SUM_DYX) {
-                continue;  // in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
+        accElems = p.accBytes / uint32_t(sizeof(float));
+        for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
+            if (i == SLAB_SUM_DYX || (i == SLAB_A && !p.aSlab) || (i == SLAB_PROD && !p.prodSlab) ||
+                (i >= SLAB_DY_F && p.castSlabs == 0)) {
+                continue;  // SLAB_SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
             }
             const bool pair = i == SLAB_SUM_DY;
-            pipe.InitBuffer(slabBuf[i], p.slabBytes * (pair ? 2 : 1));
-            slab[i] = slabBuf[i].template Get<float>(slabElems);
+            pipe.InitBuffer(slabBuf[i], pair ? 2 * p.accBytes : p.slabBytes);
+            slab[i] = slabBuf[i].template Get<float>(pair ? accElems : slabElems);
             if (pair) {
-                sumPair = slabBuf[i].template Get<float>(2 * slabElems);
-                slab[SLAB_SUM_DYX] = sumPair[slabElems];
+                sumPair = slabBuf[i].template Get<float>(2 * accElems);
+                slab[SLAB_SUM_DYX] = sumPair[accElems];
             }
+        }
+        if (!p.aSlab) {
+            slab[SLAB_A] = slab[SLAB_MEAN];
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
         dyAll = dyBuf.template Get<T>();
@@ -204,7 +210,7 @@ __aicore__ inline void FillSlabRows(const KernelState<T> &k, const LocalTensor<f
 template <typename T>
 __aicore__ inline void FillPairRows(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
 {
-    const uint32_t slabBlocks = b.slabElems / SLOT_FLOATS;
+    const uint32_t slabBlocks = b.accElems / SLOT_FLOATS;
     for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
         const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
         const uint32_t blocks = m * s.len / SLOT_FLOATS, gap = slabBlocks - blocks;
@@ -409,26 +415,29 @@ __aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t o
     return xr;
 }
 
-// The first spSlabRows rows of the sums: the accumulators set to dy and dy * (x - mean) (the values
-// 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight into them.
+// The first spAccRows rows of the sums: the accumulator rows (sumDy, sumDyx) set to dy and dy * (x - mean)
+// (the values 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight
+// into them.
 template <typename T>
-__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &xh, uint64_t off,
+__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &sumDy,
+                                       const LocalTensor<float> &sumDyx, const LocalTensor<float> &xh, uint64_t off,
                                        uint32_t elems)
 {
     const int32_t count = Narrow<int32_t>(elems, "vector count");
     if constexpr (IsSame<T, float>::value) {
-        AscendC::Adds(b.slab[SLAB_SUM_DY], b.dy[off], 0.0f, count);
+        AscendC::Adds(sumDy, b.dy[off], 0.0f, count);
     } else {
-        AscendC::Cast(b.slab[SLAB_SUM_DY], b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+        AscendC::Cast(sumDy, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
     }
-    AscendC::Mul(b.slab[SLAB_SUM_DYX], xh, b.slab[SLAB_SUM_DY], count);
+    AscendC::Mul(sumDyx, xh, sumDy, count);
 }
 
 // Row sums of chunk rows [r0, r1) into the two sum slabs, spSlabRows rows
-// per instruction: row n adds into accumulator row n mod spSlabRows (chunks
-// start on a multiple of it), whatever the sub-group. Rows 0 .. spSlabRows - 1
-// (the first instruction's, always whole: spSlabRows <= N) set the
-// accumulators instead of adding to zeros (ReduceFirstRows), so nothing zeroes them.
+// per instruction: row n adds into accumulator row n mod spAccRows (chunks
+// start on a multiple of spSlabRows, which divides spAccRows), whatever the
+// sub-group and the rows per instruction. Rows 0 .. spAccRows - 1 (whole
+// instructions: spAccRows <= N) set the accumulators instead of adding to
+// zeros (ReduceFirstRows), so nothing zeroes them.
 template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
@@ -436,32 +445,33 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
+        const uint32_t acc = uint32_t(n % k.t.spAccRows) * len;
+        const LocalTensor<float> sumDy = b.slab[SLAB_SUM_DY][acc], sumDyx = b.slab[SLAB_SUM_DYX][acc];
         const LocalTensor<float> xh = CenteredRow(b, off, elems);
-        if (n == 0) {
-            ReduceFirstRows(b, xh, off, elems);
+        if (n < k.t.spAccRows) {
+            ReduceFirstRows(b, sumDy, sumDyx, xh, off, elems);
             continue;
         }
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
+        AscendC::Add(sumDy, sumDy, dyr, Narrow<int32_t>(elems, "Add count"));
 #if BNB_SOC_HAS_MUL_ADD
         if (k.t.mulAdd) {
-            AscendC::MulAddDst(b.slab[SLAB_SUM_DYX], xh, dyr, Narrow<int32_t>(elems, "MulAddDst count"));
+            AscendC::MulAddDst(sumDyx, xh, dyr, Narrow<int32_t>(elems, "MulAddDst count"));
             continue;
         }
 #endif
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD],
-                     Narrow<int32_t>(elems, "Add count"));
+        AscendC::Add(sumDyx, sumDyx, b.slab[SLAB_PROD], Narrow<int32_t>(elems, "Add count"));
     }
 }
 
 // The accumulator rows of the two sum slabs added into row 0, halving: the last half of the m rows
 // left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
-// ceil(log2(spSlabRows)) instructions per sum, not spSlabRows - 1).
+// ceil(log2(spAccRows)) instructions per sum, not spAccRows - 1).
 template <typename T>
 __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
 {
-    for (uint32_t m = k.t.spSlabRows; m > 1;) {
+    for (uint32_t m = k.t.spAccRows; m > 1;) {
         const uint32_t h = m / 2;
         const int32_t count = Narrow<int32_t>(h * len, "Add count");
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
