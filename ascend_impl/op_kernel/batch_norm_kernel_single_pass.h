@@ -584,13 +584,21 @@ public:
     }
 
 private:
-    // Sub-group i of group g, in buffer i mod spBuffers.
+    // Sub-group i of group g, in buffer i mod spBuffers. A group that is not whole sub-groups takes its
+    // short one first where 16-bit types are double-buffered (bound by the vector unit, which waits for
+    // the first sub-group's loads with nothing to overlap them), else last (float32: MTE2 is the bound,
+    // and a short last sub-group shortens the apply and stores after the last loads; one buffer: each
+    // sub-group's loads go into the chunks the previous one releases, which a longer one would reach
+    // past). Which sub-group sums a channel changes nothing in its sums.
     __aicore__ inline SubGroup Make(const KernelState<T> &k, int64_t g, uint32_t i) const
     {
-        const uint32_t n = GroupCount(k.t, g), s0 = i * k.t.spChannels;
+        const uint32_t n = GroupCount(k.t, g), w = k.t.spChannels, subs = uint32_t(CeilDiv(n, w));
+        const bool shortFirst = k.t.spBuffers > 1 && !IsSame<T, float>::value && subs > 0;
+        const uint32_t first = shortFirst ? n - (subs - 1) * w : w;
+        const uint32_t s0 = i == 0 ? 0 : first + (i - 1) * w;
         SubGroup s;
         s.cs = GroupStart(k.t, g) + s0;
-        s.cnt = uint32_t(Min(k.t.spChannels, n - s0));
+        s.cnt = uint32_t(Min(i == 0 ? first : w, n - s0));
         s.lane0 = s0;
         s.len = s.cnt * k.t.spRowStride;
         s.buf = i % k.t.spBuffers;
@@ -742,6 +750,14 @@ private:
             return;
         }
         b_.Use(s.buf);
+        if (s.cnt > lastCnt_[s.buf]) {
+            // a longer sub-group than the buffer's last (the short first one, Make): its chunk c reaches past
+            // that one's, so all of that one is released first (long applied and stored by now)
+            for (uint32_t c = 0; pending_[s.buf] && c < chunks_; ++c) {
+                ReleaseChunk(s.buf, c);
+            }
+        }
+        lastCnt_[s.buf] = s.cnt;
         // grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x rows, each as
         // soon as the apply of the buffer's last sub-group has read them (V), the x rows behind their
         // stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's first rows,
@@ -1054,6 +1070,7 @@ private:
     Buffers<T> b_;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool pending_[SP_MAX_BUFFERS] = {};
+    uint32_t lastCnt_[SP_MAX_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };
 

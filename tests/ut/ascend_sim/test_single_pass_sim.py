@@ -185,6 +185,27 @@ def test_double_buffered_16_bit_sub_groups(sim, soc, dtype):
 
 
 @pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_short_sub_group_first_16_bit(sim, soc, dtype):
+    """16-bit types, double-buffered: a group that is not whole sub-groups takes its short one first (5
+    channels per core in sub-groups of 2: 1, 2, 2), the next longer sub-group in that buffer after all of
+    the short one's chunks are released; values against the reference, and the same bits as one buffer."""
+    shape = (8, 24, 14, 14)
+    args = make_inputs(shape, False, dtype, seed=4)
+    runs = []
+    for cores, ub_kib, buffers, channels in ((5, 96, 2, 2), (12, 0, 1, 2), (3, 96, 2, 2)):
+        info = check(sim, shape, False, dtype, True, soc=soc, ub_bytes=ub_kib * 1024, cores=cores, two_pass=False,
+                     seed=4)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_channels) == (buffers, channels)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores, soc=soc)
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
 def test_few_sub_groups_half_rows_float32(sim, soc):
     """float32 segmented sums (7x7): a group of at least 12 channels is cut into three double-buffered
     sub-groups at half the rows per vector instruction, the sums keeping their accumulator rows, so the
