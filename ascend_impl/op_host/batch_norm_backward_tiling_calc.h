@@ -281,7 +281,7 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
     const auto most = [&](uint32_t buffers, uint32_t rows) -> uint64_t {
         for (uint64_t g = std::min<uint64_t>(channels, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
             if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, rows, segSum,
-                                           vecAll).Total() <= in.ubBytes) {
+                                           vecAll, in.hasMulAdd ? 1 : 0, rows).Total() <= in.ubBytes) {
                 return g;
             }
         }
@@ -313,7 +313,7 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
             .Total();
     const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
-    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1)
+    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows, 1)
                            .Total() <=
            in.ubBytes;
 }
@@ -345,6 +345,7 @@ inline void SinglePassFields(BatchNormBackwardTilingData &t, uint64_t groups, ui
     t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSegSum = segSum;
     t.spSlabRows = slabRows;
+    t.spAccRows = slabRows;
     t.softSync = soft ? 1 : 0;
     t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer, std::min<uint64_t>(chunks, outer)), slabRows));
     t.usedCores = uint32_t(groups);
@@ -405,9 +406,10 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fixed =
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total() +
         (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
-    const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows) {
+    const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows, uint32_t accRows = 0) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
-                                          segSum, vecElems).Total() <= in.ubBytes;
+                                          segSum, vecElems, in.hasMulAdd ? 1 : 0, accRows ? accRows : slabRows)
+                               .Total() <= in.ubBytes;
     };
     if (SinglePassWhole(in, outer, channels, q, rowStride, segSum)) {
         // as many buffers as fit beside this launch's channel vectors (one at least: SinglePassWhole); they
@@ -415,7 +417,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
         uint32_t buffers = SP_WHOLE_BUFFERS;
         while (buffers > 1 && fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows, segSum,
-                                                         vecElems, 1).Total() > in.ubBytes) {
+                                                         vecElems, 1, rows, 1).Total() > in.ubBytes) {
             --buffers;
         }
         SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows, SP_WHOLE_CHUNKS, soft);
@@ -458,13 +460,30 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t resident2 = buffers == 1 && (in.dtype == ELEM_FLOAT32 || resident < maxCount) && maxCount > minChannels
                                    ? fitting(SP_MAX_BUFFERS)
                                    : 0;
+    // Accumulator rows of the sums: the rows per instruction, but below (where only the instructions are
+    // cut, so the sums keep their order).
+    const uint32_t accRows = slabRows;
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(
             resident2, std::max<uint64_t>(minChannels, AlignUp(CeilDiv(maxCount, SP_MIN_SUB_GROUPS), q)));
+        // float32 segmented sums (7x7): MTE2 is the bound and the vector unit has room, while each
+        // sub-group pays a combine (its sums and coefficients, the k and b rows filled once per doubling of
+        // the rows per instruction). A group of at least SP_SEG_FEW_SUB_GROUPS x SP_SEG_FEW_MIN_CHANNELS
+        // channels is cut into SP_SEG_FEW_SUB_GROUPS sub-groups at half the rows per instruction, where
+        // two buffers of them fit: fewer combines, each with a row fill fewer. The sums keep spAccRows
+        // accumulator rows, so their order, and the bits, do not change (the choice depends on the cores).
+        // Smaller groups keep their sub-groups (fewer channels at half the rows: too short instructions).
+        const uint64_t few = AlignUp(CeilDiv(maxCount, SP_SEG_FEW_SUB_GROUPS), q);
+        if (segSum && in.dtype == ELEM_FLOAT32 && slabRows % 2 == 0 && few >= SP_SEG_FEW_MIN_CHANNELS &&
+            fits(few, SP_MAX_BUFFERS, slabRows / 2, accRows)) {
+            slabRows /= 2;
+            resident = few;
+        }
     }
     SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
                      SP_MAX_CHUNKS / buffers, soft);
+    t.spAccRows = std::max(accRows, slabRows);
     return true;
 }
 

@@ -97,7 +97,9 @@ struct BatchNormBackwardTilingData {
                            // packed: inner itself)
     uint32_t spChunkRows;  // single pass: rows per pipelined chunk (loads / stores overlap compute chunk by chunk)
     uint32_t spSlabRows;   // single pass: rows of the sub-group per vector instruction (the float slabs hold that
-                           // many rows; row n sums into accumulator row n mod spSlabRows)
+                           // many rows)
+    uint32_t spAccRows;    // single pass: accumulator rows of the two sums, a multiple of spSlabRows (their slabs
+                           // hold that many rows; row n sums into accumulator row n mod spAccRows)
     uint32_t spBuffers;    // single pass: resident sub-group buffers (2, or with spWhole up to SP_WHOLE_BUFFERS: the
                            // next sub-group loads while this one is reduced, applied and stored)
     uint32_t spQuantum;    // single pass, packed (no DataCopyPad, slices not whole blocks): > 0 = the fewest adjacent
@@ -176,6 +178,7 @@ BNB_FN uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 
 // ---- single pass (STRATEGY_SINGLE_PASS): UB beyond the small two-pass plan ----
 constexpr uint32_t SP_SLABS = 5;           // float slabs of the sub-group's rows: mean, a, 2 sums (then k, b), product
+                                           // (SinglePassPlan: a and the product not always in slabs of their own)
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
 constexpr uint32_t SP_MAX_CHUNKS = 8;      // pipelined chunks of rows over all resident buffers (one event id each)
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
@@ -187,6 +190,8 @@ constexpr uint64_t SP_HALF_ROWS_SUB_GROUPS = 128; // double-buffered at half the
 constexpr uint32_t SP_ROWS_PLAN = 1;       // rows of the two-pass plan kept beside (channel vectors, scratch)
 constexpr uint64_t SP_SEG_MAX_INNER = 64;  // spSegSum: a channel's slice is one float repeat (256 bytes), at most
 constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most (channels per instruction)
+constexpr uint64_t SP_SEG_FEW_SUB_GROUPS = 3;    // spSegSum, float32, double-buffered: sub-groups of a group ...
+constexpr uint64_t SP_SEG_FEW_MIN_CHANNELS = 4;  // ... where each is at least this many channels (half the rows)
 constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and b up to this many vector lanes
 constexpr uint32_t SP_WHOLE_SLAB_ROWS = 8;  // spWhole: accumulator rows of the two sums (rows per accumulation)
 constexpr uint32_t SP_WHOLE_CHUNKS = 2;      // spWhole: chunks of a channel's rows (fewer, longer instructions)
@@ -202,16 +207,23 @@ struct SinglePassPlan {
     uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride, per buffer
     uint32_t buffers;        // resident buffers (tiling spBuffers)
     uint32_t slabBytes;      // slabRows float rows of the sub-group: slabRows x channels x rowStride floats
+    uint32_t accBytes;       // each of the two sums' slabs: accRows x channels x rowStride floats
     uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets (spSegSum: a block per
                              // lane of a Brcb, SegScratchBlocks)
     uint32_t castSlabs;
     uint32_t castBytes;      // one float copy (castSlabs of them): slabBytes, or (spWhole) all outer rows
-    uint32_t slabs;          // float slabs of slabRows rows: SP_SLABS, or (spWhole) the two sums and the product
-                             // (ReduceSum's scratch)
+    uint32_t meanSlab;       // 1: the mean in a slab; 0 (spWhole): a scalar operand, as a
+    uint32_t aSlab;          // 1: a in a slab of its own; 0: in the mean's (the reduce alone reads the mean, the
+                             // apply alone a, and each sub-group broadcasts both), where the sums are segmented
+                             // (more channels per sub-group at 7x7) or the SoC lacks mulAdd (the vector unit
+                             // is the bound: more rows per instruction); elsewhere the rows UB allows stay;
+                             // spWhole: none
+    uint32_t prodSlab;       // the product's slab: the sums of dy * (x - mean) without MulAddDst, or the work
+                             // area of the per-channel ReduceSums (not spSegSum)
     BNB_FN uint64_t Total() const
     {
-        return 2ull * buffers * residentBytes + uint64_t(slabs) * slabBytes + uint64_t(castSlabs) * castBytes +
-               slotBytes;
+        return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab + prodSlab) * slabBytes +
+               uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
     }
 };
 
@@ -230,18 +242,21 @@ BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
 
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
                                          uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems,
-                                         uint32_t whole = 0)
+                                         uint32_t mulAdd, uint32_t accRows, uint32_t whole = 0)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
     p.buffers = buffers;
     p.slabBytes = slabRows * channels * rowStride * uint32_t(sizeof(float));
+    p.accBytes = accRows * channels * rowStride * uint32_t(sizeof(float));
     const uint32_t seg = segSum ? SegScratchBlocks(channels, vecElems) : 0;
     const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;
     p.slotBytes = slots * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
     p.castBytes = whole ? uint32_t(outer * channels * rowStride * sizeof(float)) : p.slabBytes;
-    p.slabs = whole ? 3 : SP_SLABS;
+    p.meanSlab = whole ? 0 : 1;
+    p.aSlab = whole || segSum || !mulAdd ? 0 : 1;
+    p.prodSlab = segSum && mulAdd ? 0 : 1;
     return p;
 }
 

@@ -60,8 +60,10 @@ using AscendC::HardEvent;
 // Float slabs, in SinglePassPlan order (SP_SLABS, then SP_CAST_SLABS). The
 // slabs of k and b are those of the two sums: they are broadcast after the
 // sums are taken (Totals) and read before the next sub-group's sums begin (the
-// vector unit runs in order). spWhole: no slabs of mean and a, and the float
-// copies (SP_CAST_SLABS) hold all outer rows.
+// vector unit runs in order). The slab of a may be that of the mean, and the
+// product has none where nothing uses it (SinglePassPlan::aSlab, prodSlab).
+// spWhole: no slabs of mean and a, and the float copies (SP_CAST_SLABS) hold
+// all outer rows.
 enum Slab : uint32_t {
     SLAB_MEAN, SLAB_A, SLAB_SUM_DY, SLAB_SUM_DYX, SLAB_PROD, SLAB_DY_F, SLAB_X_F, SLAB_COUNT
 };
@@ -75,7 +77,7 @@ struct Buffers {
     LocalTensor<T> dy, x;            // the one in use (Use): [row][channel][spRowStride]
     LocalTensor<float> slab[SLAB_COUNT];
     LocalTensor<float> sumPair;      // the slabs of the two sums (k, b), one buffer: [SLAB_SUM_DY | SLAB_SUM_DYX]
-    uint32_t slabElems = 0;
+    uint32_t slabElems = 0, accElems = 0;  // a slab; a sum's slab (spAccRows rows)
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
     LocalTensor<float> scratch;          // spSegSum: the slot buffer as BlockBroadcast's Brcb blocks
     uint32_t residentElems = 0;
@@ -88,21 +90,28 @@ struct Buffers {
     {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
-                               t.spSegSum, t.vecElems, t.spWhole);
+                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole);
         pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
-        for (uint32_t i = 0; i < SP_SLABS + p.castSlabs; ++i) {
-            if (i == SLAB_SUM_DYX || (t.spWhole && (i == SLAB_MEAN || i == SLAB_A))) {
-                continue;  // SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows); spWhole: scalars
+        accElems = p.accBytes / uint32_t(sizeof(float));
+        for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
+            if (i == SLAB_SUM_DYX || (i == SLAB_MEAN && !p.meanSlab) || (i == SLAB_A && !p.aSlab) ||
+                (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0)) {
+                continue;  // SLAB_SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
             }
             const bool pair = i == SLAB_SUM_DY;
-            pipe.InitBuffer(slabBuf[i], i >= SP_SLABS ? p.castBytes : p.slabBytes * (pair ? 2 : 1));
-            slab[i] = i >= SP_SLABS ? slabBuf[i].template Get<float>() : slabBuf[i].template Get<float>(slabElems);
+            const bool cast = i >= SLAB_DY_F;
+            pipe.InitBuffer(slabBuf[i], pair ? 2 * p.accBytes : (cast ? p.castBytes : p.slabBytes));
+            slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
+                           : (cast ? slabBuf[i].template Get<float>() : slabBuf[i].template Get<float>(slabElems));
             if (pair) {
-                sumPair = slabBuf[i].template Get<float>(2 * slabElems);
-                slab[SLAB_SUM_DYX] = sumPair[slabElems];
+                sumPair = slabBuf[i].template Get<float>(2 * accElems);
+                slab[SLAB_SUM_DYX] = sumPair[accElems];
             }
+        }
+        if (!p.aSlab && p.meanSlab) {
+            slab[SLAB_A] = slab[SLAB_MEAN];
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
         dyAll = dyBuf.template Get<T>();
@@ -210,7 +219,7 @@ __aicore__ inline void FillSlabRows(const KernelState<T> &k, const LocalTensor<f
 template <typename T>
 __aicore__ inline void FillPairRows(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
 {
-    const uint32_t slabBlocks = b.slabElems / SLOT_FLOATS;
+    const uint32_t slabBlocks = b.accElems / SLOT_FLOATS;
     for (uint32_t filled = 1; filled < k.t.spSlabRows;) {
         const uint32_t m = uint32_t(Min(filled, k.t.spSlabRows - filled));
         const uint32_t blocks = m * s.len / SLOT_FLOATS, gap = slabBlocks - blocks;
@@ -415,26 +424,29 @@ __aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t o
     return xr;
 }
 
-// The first spSlabRows rows of the sums: the accumulators set to dy and dy * (x - mean) (the values
-// 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight into them.
+// The first spAccRows rows of the sums: the accumulator rows (sumDy, sumDyx) set to dy and dy * (x - mean)
+// (the values 0 + dy and 0 + dy * (x - mean) would have), dy's float copy (16-bit types) cast straight
+// into them.
 template <typename T>
-__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &xh, uint64_t off,
+__aicore__ inline void ReduceFirstRows(const Buffers<T> &b, const LocalTensor<float> &sumDy,
+                                       const LocalTensor<float> &sumDyx, const LocalTensor<float> &xh, uint64_t off,
                                        uint32_t elems)
 {
     const int32_t count = Narrow<int32_t>(elems, "vector count");
     if constexpr (IsSame<T, float>::value) {
-        AscendC::Adds(b.slab[SLAB_SUM_DY], b.dy[off], 0.0f, count);
+        AscendC::Adds(sumDy, b.dy[off], 0.0f, count);
     } else {
-        AscendC::Cast(b.slab[SLAB_SUM_DY], b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+        AscendC::Cast(sumDy, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
     }
-    AscendC::Mul(b.slab[SLAB_SUM_DYX], xh, b.slab[SLAB_SUM_DY], count);
+    AscendC::Mul(sumDyx, xh, sumDy, count);
 }
 
 // Row sums of chunk rows [r0, r1) into the two sum slabs, spSlabRows rows
-// per instruction: row n adds into accumulator row n mod spSlabRows (chunks
-// start on a multiple of it), whatever the sub-group. Rows 0 .. spSlabRows - 1
-// (the first instruction's, always whole: spSlabRows <= N) set the
-// accumulators instead of adding to zeros (ReduceFirstRows), so nothing zeroes them.
+// per instruction: row n adds into accumulator row n mod spAccRows (chunks
+// start on a multiple of spSlabRows, which divides spAccRows), whatever the
+// sub-group and the rows per instruction. Rows 0 .. spAccRows - 1 (whole
+// instructions: spAccRows <= N) set the accumulators instead of adding to
+// zeros (ReduceFirstRows), so nothing zeroes them.
 template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
@@ -442,32 +454,33 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = n * len;
+        const uint32_t acc = uint32_t(n % k.t.spAccRows) * len;
+        const LocalTensor<float> sumDy = b.slab[SLAB_SUM_DY][acc], sumDyx = b.slab[SLAB_SUM_DYX][acc];
         const LocalTensor<float> xh = CenteredRow(b, off, elems);
-        if (n == 0) {
-            ReduceFirstRows(b, xh, off, elems);
+        if (n < k.t.spAccRows) {
+            ReduceFirstRows(b, sumDy, sumDyx, xh, off, elems);
             continue;
         }
         const LocalTensor<float> dyr = FloatRow(b, b.dy, SLAB_DY_F, off, elems);
-        AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], dyr, Narrow<int32_t>(elems, "Add count"));
+        AscendC::Add(sumDy, sumDy, dyr, Narrow<int32_t>(elems, "Add count"));
 #if BNB_SOC_HAS_MUL_ADD
         if (k.t.mulAdd) {
-            AscendC::MulAddDst(b.slab[SLAB_SUM_DYX], xh, dyr, Narrow<int32_t>(elems, "MulAddDst count"));
+            AscendC::MulAddDst(sumDyx, xh, dyr, Narrow<int32_t>(elems, "MulAddDst count"));
             continue;
         }
 #endif
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_PROD],
-                     Narrow<int32_t>(elems, "Add count"));
+        AscendC::Add(sumDyx, sumDyx, b.slab[SLAB_PROD], Narrow<int32_t>(elems, "Add count"));
     }
 }
 
 // The accumulator rows of the two sum slabs added into row 0, halving: the last half of the m rows
 // left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
-// ceil(log2(spSlabRows)) instructions per sum, not spSlabRows - 1).
+// ceil(log2(spAccRows)) instructions per sum, not spAccRows - 1).
 template <typename T>
 __aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
 {
-    for (uint32_t m = k.t.spSlabRows; m > 1;) {
+    for (uint32_t m = k.t.spAccRows; m > 1;) {
         const uint32_t h = m / 2;
         const int32_t count = Narrow<int32_t>(h * len, "Add count");
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
@@ -644,13 +657,21 @@ public:
     }
 
 private:
-    // Sub-group i of group g, in buffer i mod spBuffers.
+    // Sub-group i of group g, in buffer i mod spBuffers. A group that is not whole sub-groups takes its
+    // short one first where 16-bit types are double-buffered (bound by the vector unit, which waits for
+    // the first sub-group's loads with nothing to overlap them), else last (float32: MTE2 is the bound,
+    // and a short last sub-group shortens the apply and stores after the last loads; one buffer: each
+    // sub-group's loads go into the chunks the previous one releases, which a longer one would reach
+    // past). Which sub-group sums a channel changes nothing in its sums.
     __aicore__ inline SubGroup Make(const KernelState<T> &k, int64_t g, uint32_t i) const
     {
-        const uint32_t n = GroupCount(k.t, g), s0 = i * k.t.spChannels;
+        const uint32_t n = GroupCount(k.t, g), w = k.t.spChannels, subs = uint32_t(CeilDiv(n, w));
+        const bool shortFirst = k.t.spBuffers > 1 && !IsSame<T, float>::value && subs > 0;
+        const uint32_t first = shortFirst ? n - (subs - 1) * w : w;
+        const uint32_t s0 = i == 0 ? 0 : first + (i - 1) * w;
         SubGroup s;
         s.cs = GroupStart(k.t, g) + s0;
-        s.cnt = uint32_t(Min(k.t.spChannels, n - s0));
+        s.cnt = uint32_t(Min(i == 0 ? first : w, n - s0));
         s.lane0 = s0;
         s.len = s.cnt * k.t.spRowStride;
         s.buf = i % k.t.spBuffers;
@@ -802,6 +823,14 @@ private:
             return;
         }
         b_.Use(s.buf);
+        if (s.cnt > lastCnt_[s.buf]) {
+            // a longer sub-group than the buffer's last (the short first one, Make): its chunk c reaches past
+            // that one's, so all of that one is released first (long applied and stored by now)
+            for (uint32_t c = 0; pending_[s.buf] && c < chunks_; ++c) {
+                ReleaseChunk(s.buf, c);
+            }
+        }
+        lastCnt_[s.buf] = s.cnt;
         // grad_input in x's rows: the dy rows of a chunk go half the chunks ahead of its x rows, each as
         // soon as the apply of the buffer's last sub-group has read them (V), the x rows behind their
         // stores (MTE3), so MTE2 does not wait for a store to land before the next sub-group's first rows,
@@ -1138,6 +1167,7 @@ private:
     Buffers<T> b_;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
+    uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
 };
 

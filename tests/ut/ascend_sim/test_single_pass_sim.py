@@ -157,7 +157,7 @@ def test_groups_of_one_block_of_per_channel_values(sim, soc, dtype, vectors_floa
 # 16-bit types double-buffer their sub-groups where one buffer cannot hold the core's whole group; a whole
 # group that fits one buffer keeps it. (cores, UB KiB: 0 the SoC's) of a (8, 24, 14, 14) layer, with the
 # buffers and channels per sub-group they give.
-DOUBLE_16 = [(3, 64, 2, 1), (3, 96, 2, 2), (2, 0, 2, 3), (12, 0, 1, 2), (1, 40, 1, 1)]
+DOUBLE_16 = [(3, 64, 2, 1), (3, 96, 2, 2), (2, 0, 2, 3), (12, 0, 1, 2), (1, 36, 1, 1)]
 
 
 @pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
@@ -178,6 +178,47 @@ def test_double_buffered_16_bit_sub_groups(sim, soc, dtype):
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores, soc=soc)
         assert info.strategy == SINGLE and (info.sp_buffers, info.sp_channels) == (buffers, channels)
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_short_sub_group_first_16_bit(sim, soc, dtype):
+    """16-bit types, double-buffered: a group that is not whole sub-groups takes its short one first (5
+    channels per core in sub-groups of 2: 1, 2, 2), the next longer sub-group in that buffer after all of
+    the short one's chunks are released; values against the reference, and the same bits as one buffer."""
+    shape = (8, 24, 14, 14)
+    args = make_inputs(shape, False, dtype, seed=4)
+    runs = []
+    for cores, ub_kib, buffers, channels in ((5, 96, 2, 2), (12, 0, 1, 2), (3, 96, 2, 2)):
+        info = check(sim, shape, False, dtype, True, soc=soc, ub_bytes=ub_kib * 1024, cores=cores, two_pass=False,
+                     seed=4)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_channels) == (buffers, channels)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, ub_bytes=ub_kib * 1024, cores=cores, soc=soc)
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+def test_few_sub_groups_half_rows_float32(sim, soc):
+    """float32 segmented sums (7x7): a group of at least 12 channels is cut into three double-buffered
+    sub-groups at half the rows per vector instruction, the sums keeping their accumulator rows, so the
+    bits are those of the sub-groups at the full rows (16 cores: 3 channels per core, one buffer)."""
+    shape, dtype = (8, 48, 7, 7), "float32"
+    args = make_inputs(shape, False, dtype, seed=7)
+    runs = []
+    for cores, buffers, channels, rows in ((1, 2, 16, 2), (4, 2, 4, 2), (16, 1, 3, 4)):
+        info = check(sim, shape, False, dtype, True, soc=soc, cores=cores, seed=7)
+        assert info.strategy == SINGLE and info.sp_seg_sum == 1
+        assert (info.sp_buffers, info.sp_channels, info.sp_slab_rows) == (buffers, channels, rows)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, cores=cores, soc=soc)
         runs.append(got)
     for got in runs[1:]:
         for x, y in zip(runs[0], got):
