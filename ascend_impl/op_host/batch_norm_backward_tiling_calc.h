@@ -390,6 +390,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spBuffers = buffers;
     t.spQuantum = q > 1 ? uint32_t(q) : 0;
     t.spSegSum = segSum;
+    // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
+    // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.
+    // From the shape and the SoC only (never the resident channels), so the sums' order does not depend on
+    // the cores.
+    t.spLaneSums = q > 1 && LaneRunRegular(inner) ? (in.hasReduceRepeat ? SP_LANES_REDUCE : SP_LANES_SCALAR)
+                                                  : SP_LANES_NONE;
     t.spSlabRows = slabRows;
     t.softSync = soft ? 1 : 0;
     // Chunks start on a multiple of slabRows (the accumulator rows do not depend on the chunks).
