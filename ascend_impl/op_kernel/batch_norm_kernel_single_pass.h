@@ -280,7 +280,10 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
         return false;
     }
     const uint32_t rs = k.t.spRowStride;
-    for (uint32_t j = 0; j < s.cnt; ++j) {
+    for (uint32_t i = 0; i < s.cnt; ++i) {
+        // packed: the last channel first, each from the block its first float is in, so a channel's floats
+        // in the block it shares with the one before are rewritten by that one (the vector unit runs in order)
+        const uint32_t j = k.t.spQuantum == 0 ? i : s.cnt - 1 - i;
         const float v = vec.GetValue(s.lane0 + j);
         if (k.t.spLaneSums != SP_LANES_NONE) {
             DuplicateSpan(slab, v, SpanOf(k.t, j), k.t.spSlabRows, s.len / SLOT_FLOATS);
@@ -291,9 +294,8 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
             continue;
         }
         const PackedSpan p = SpanOf(k.t, j);
-        if (p.bodyHi > p.bodyLo) {
-            AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
-        }
+        const uint32_t from = p.lo / SLOT_FLOATS * SLOT_FLOATS;
+        AscendC::Duplicate(slab[from], v, Narrow<int32_t>(p.hi - from, "Duplicate count"));
     }
     return k.t.spLaneSums == SP_LANES_NONE;  // spLaneSums: every row filled (DuplicateSpan)
 }
@@ -301,9 +303,8 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
 // the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // FillRow0, the others copied from it, doubling: the k and b slabs, one buffer,
-// together); one channel: the scalar. Packed: the shared blocks of row 0 by the
-// scalar unit first (after the vector unit's reads of the previous values: V_S),
-// then the bodies (S_V); with spLaneSums a masked Duplicate per channel instead. At most two slabs.
+// together); one channel: the scalar. Packed: a Duplicate per channel, the blocks two
+// channels share included (FillRow0; spLaneSums: masked, over every row). At most two slabs.
 template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
                                  const uint32_t *which, const LocalTensor<float> *vec)
@@ -315,29 +316,11 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
         }
         return;
     }
-    if (k.t.spQuantum > 0 && k.t.spLaneSums == SP_LANES_NONE) {
-        AscendC::SetFlag<HardEvent::V_S>(0);
-        AscendC::WaitFlag<HardEvent::V_S>(0);
-        for (uint32_t i = 0; i < n; ++i) {
-            for (uint32_t j = 0; j < s.cnt; ++j) {
-                const PackedSpan p = SpanOf(k.t, j);
-                const float v = vec[i].GetValue(s.lane0 + j);
-                for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
-                    b.slab[which[i]].SetValue(e, v);
-                }
-                for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
-                    b.slab[which[i]].SetValue(e, v);
-                }
-            }
-        }
-        AscendC::SetFlag<HardEvent::S_V>(0);
-        AscendC::WaitFlag<HardEvent::S_V>(0);
-    }
     bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
         rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
     }
-    if (k.t.spLaneSums != SP_LANES_NONE) {
+    if (k.t.spQuantum > 0) {
         // the scalar reads of the values before the vector unit rewrites them (the scalar unit is ahead)
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
