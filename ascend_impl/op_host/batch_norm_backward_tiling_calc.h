@@ -484,6 +484,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
                      SP_MAX_CHUNKS / buffers, soft);
     t.spAccRows = std::max(accRows, slabRows);
+    // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
+    // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.
+    // From the shape and the SoC only (never the resident channels), so the sums' order does not depend on
+    // the cores.
+    t.spLaneSums = q > 1 && LaneRunRegular(inner) ? (in.hasReduceRepeat ? SP_LANES_REDUCE : SP_LANES_SCALAR)
+                                                  : SP_LANES_NONE;
     return true;
 }
 

@@ -113,6 +113,12 @@ struct BatchNormBackwardTilingData {
                            // and dy stay in UB from the reduce to the apply (SpWholePlan): per element one cast of
                            // each and a cast back, every per-channel value a scalar operand (no slabs of mean, a,
                            // k, b); 0: the float copies hold spSlabRows rows and are cast again for the apply
+    uint32_t spLaneSums;   // single pass, packed runs of a regular layout (LaneRunRegular): a sub-group's per-channel
+                           // sums from lane partials, one block per channel, formed by block-strided masked Adds
+                           // (no ReduceSum per channel, no scalar reads of the blocks two channels share), and its
+                           // per-channel values broadcast by one masked Duplicate per channel; the partials'
+                           // lanes summed by ReduceRepeat straight into the group's lanes (SP_LANES_REDUCE: SoCs
+                           // with reduce_repeat) or by the scalar unit (SP_LANES_SCALAR); 0: neither
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
@@ -201,6 +207,23 @@ static_assert(SP_WHOLE_BUFFERS >= SP_MAX_BUFFERS && SP_WHOLE_BUFFERS * SP_WHOLE_
               "spWhole's buffers and chunks: one event id per chunk of each buffer");
 constexpr uint64_t SP_WHOLE_MIN_ELEMS = 4096;  // spWhole: a channel's outer x spRowStride elements at least (its
                                                // reductions and scalar hand-over are per channel)
+
+// spLaneSums (tiling field).
+enum LaneSums : uint32_t { SP_LANES_NONE = 0, SP_LANES_SCALAR = 1, SP_LANES_REDUCE = 2 };
+constexpr uint64_t SP_LANE_MIN_BLOCKS = 3;  // spLaneSums: a channel's slice spans at least this many whole blocks
+constexpr uint32_t MAX_REPEAT_STRIDE = 255;  // uint8_t repeat strides (BinaryRepeatParams, Duplicate), in blocks
+constexpr uint64_t SP_LANE_MAX_BLOCKS = 6;  // ... and at most this many, so a slice and its lane offset fit one
+                                            // float repeat (the masked Duplicate of a channel)
+
+// A packed slice of `inner` floats in the float slabs (runs of qf = 8 / gcd(inner, 8) channels) is regular
+// when channel j (< qf) of a run starts in block j * (inner / 8) at lane j * (inner mod 8): inner mod 8 is
+// 1, 2 or 4 (then (qf - 1) * (inner mod 8) < 8). Its head, body and tail blocks are then one block stride
+// apart from channel to channel (single_pass::LaneRun).
+BNB_FN bool LaneRunRegular(uint64_t inner)
+{
+    const uint64_t r = inner % 8, m = inner / 8;
+    return (r == 1 || r == 2 || r == 4) && m >= SP_LANE_MIN_BLOCKS && m <= SP_LANE_MAX_BLOCKS;
+}
 
 // UB bytes of the single-pass buffers for `channels` resident channels.
 struct SinglePassPlan {

@@ -49,6 +49,93 @@ __aicore__ inline float PackedSum(const LocalTensor<float> &row, const LocalTens
     return sum;
 }
 
+// Tiling spLaneSums (LaneRunRegular): the float slabs of a sub-group are runs of qf channels, runBlocks
+// blocks each (qf * m + 1); channel j of a run has its head in lanes [j * r, 8) of block j * m, its body in
+// blocks j * m + 1 .. j * m + m - 1 and its tail in lanes [0, (j + 1) * r) of block (j + 1) * m, so one
+// instruction with block stride m reaches the same block of every channel of a run (a block per channel,
+// a repeat per run).
+struct LaneRun {
+    uint32_t qf, m, r, runBlocks;
+};
+
+__aicore__ inline LaneRun LaneRunOf(const BatchNormBackwardTilingData &t)
+{
+    LaneRun u;
+    u.m = uint32_t(t.inner) / SLOT_FLOATS;
+    u.r = uint32_t(t.inner) % SLOT_FLOATS;
+    u.qf = SLOT_FLOATS / u.r;
+    u.runBlocks = u.qf * u.m + 1;
+    return u;
+}
+
+// Bits [lo, hi) of a normal-mode mask word (hi <= 64).
+__aicore__ inline uint64_t MaskBits(uint32_t lo, uint32_t hi)
+{
+    const uint64_t upTo = hi >= 64 ? ~0ull : (1ull << hi) - 1;
+    return upTo & ~((1ull << lo) - 1);
+}
+
+// Block j of `part` (a block per channel of the sub-group) = the lane-wise sum of channel j's floats in row
+// `row` of a sum slab: its body blocks in order, then its head's and its tail's lanes (masked Adds, the
+// other lanes of those blocks are its neighbours'). The same sums for every sub-group of the launch, so
+// their order depends on the shape only. pairBlocks > 0 (a sub-group of one run): the same for the second
+// sum too, its slab pairBlocks blocks after `row`, its partials partBlocks blocks after `part`, a repeat
+// each.
+__aicore__ inline void LanePartials(const LocalTensor<float> &part, const LocalTensor<float> &row, const LaneRun &u,
+                                    uint32_t cnt, uint32_t pairBlocks = 0, uint32_t partBlocks = 0)
+{
+    uint64_t all[2] = {MaskBits(0, u.qf * SLOT_FLOATS), 0};
+    uint64_t head[2] = {0, 0};
+    uint64_t tail[2] = {0, 0};
+    for (uint32_t j = 0; j < u.qf; ++j) {
+        head[0] |= MaskBits(j * SLOT_FLOATS + j * u.r, (j + 1) * SLOT_FLOATS);
+        tail[0] |= MaskBits(j * SLOT_FLOATS, j * SLOT_FLOATS + (j + 1) * u.r);
+    }
+    const uint8_t m = Narrow<uint8_t>(u.m, "block stride"), qf = Narrow<uint8_t>(u.qf, "repeat stride");
+    const uint8_t run = Narrow<uint8_t>(u.runBlocks, "repeat stride");
+    const AscendC::BinaryRepeatParams first(1, m, m, qf, run, run), acc(1, 1, m, qf, qf, run);
+    const uint32_t runs = cnt / u.qf;
+    if (pairBlocks > 0) {
+        // one run per sum: a repeat per sum (the second sum's slab pairBlocks on, its partials partBlocks on)
+        const uint8_t ps = Narrow<uint8_t>(partBlocks, "repeat stride"), ss = Narrow<uint8_t>(pairBlocks, "repeat stride");
+        const AscendC::BinaryRepeatParams first2(1, m, m, ps, ss, ss), acc2(1, 1, m, ps, ps, ss);
+        AscendC::Add(part, row[SLOT_FLOATS], row[2 * SLOT_FLOATS], all, uint8_t(2), first2);
+        for (uint32_t b = 3; b < u.m; ++b) {
+            AscendC::Add(part, part, row[b * SLOT_FLOATS], all, uint8_t(2), acc2);
+        }
+        AscendC::Add(part, part, row, head, uint8_t(2), acc2);
+        AscendC::Add(part, part, row[u.m * SLOT_FLOATS], tail, uint8_t(2), acc2);
+        return;
+    }
+    for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
+        const uint8_t n = uint8_t(Min(SP_SEG_MAX_REPEAT, runs - r0));
+        const LocalTensor<float> p = part[r0 * u.qf * SLOT_FLOATS], s = row[r0 * u.runBlocks * SLOT_FLOATS];
+        AscendC::Add(p, s[SLOT_FLOATS], s[2 * SLOT_FLOATS], all, n, first);
+        for (uint32_t b = 3; b < u.m; ++b) {
+            AscendC::Add(p, p, s[b * SLOT_FLOATS], all, n, acc);
+        }
+        AscendC::Add(p, p, s, head, n, acc);
+        AscendC::Add(p, p, s[u.m * SLOT_FLOATS], tail, n, acc);
+    }
+}
+
+// Tiling spLaneSums: channel j's floats = v in `rows` rows of a slab (rowBlocks blocks apart), one masked
+// Duplicate over the blocks it touches (a slice and its lane offset fit one repeat, a repeat per row), so
+// the blocks it shares with its neighbours need no scalar writes and the rows no copies.
+__aicore__ inline void DuplicateSpan(const LocalTensor<float> &slab, float v, const PackedSpan &p, uint32_t rows,
+                                     uint32_t rowBlocks)
+{
+    const uint32_t base = p.lo / SLOT_FLOATS * SLOT_FLOATS;
+    uint64_t mask[2] = {MaskBits(p.lo - base, p.hi - base), 0};
+    if (rowBlocks <= MAX_REPEAT_STRIDE) {
+        AscendC::Duplicate(slab[base], v, mask, uint8_t(rows), uint16_t(1), uint8_t(rowBlocks));
+        return;
+    }
+    for (uint32_t r = 0; r < rows; ++r) {  // rows too far apart for a repeat stride: a call per row
+        AscendC::Duplicate(slab[r * rowBlocks * SLOT_FLOATS + base], v, mask, uint8_t(1), uint16_t(1), uint8_t(8));
+    }
+}
+
 }  // namespace single_pass
 }  // namespace bnb
 #endif  // BATCH_NORM_KERNEL_PACKED_H

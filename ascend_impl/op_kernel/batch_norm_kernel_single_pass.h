@@ -278,7 +278,8 @@ __aicore__ inline void BroadcastCoefPair(const KernelState<T> &k, const Buffers<
 #endif
 
 // Row 0 of a slab: each channel's spRowStride elements (packed: its blocks of its own) = its value;
-// false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate).
+// false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate; spLaneSums:
+// a masked Duplicate per channel over all rows).
 template <typename T>
 __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
                                 const LocalTensor<float> &slab, const LocalTensor<float> &vec)
@@ -294,26 +295,31 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
         return false;
     }
     const uint32_t rs = k.t.spRowStride;
-    for (uint32_t j = 0; j < s.cnt; ++j) {
+    for (uint32_t i = 0; i < s.cnt; ++i) {
+        // packed: the last channel first, each from the block its first float is in, so a channel's floats
+        // in the block it shares with the one before are rewritten by that one (the vector unit runs in order)
+        const uint32_t j = k.t.spQuantum == 0 ? i : s.cnt - 1 - i;
         const float v = vec.GetValue(s.lane0 + j);
+        if (k.t.spLaneSums != SP_LANES_NONE) {
+            DuplicateSpan(slab, v, SpanOf(k.t, j), k.t.spSlabRows, s.len / SLOT_FLOATS);
+            continue;
+        }
         if (k.t.spQuantum == 0) {
             AscendC::Duplicate(slab[j * rs], v, Narrow<int32_t>(rs, "Duplicate count"));
             continue;
         }
         const PackedSpan p = SpanOf(k.t, j);
-        if (p.bodyHi > p.bodyLo) {
-            AscendC::Duplicate(slab[p.bodyLo], v, Narrow<int32_t>(p.bodyHi - p.bodyLo, "Duplicate count"));
-        }
+        const uint32_t from = p.lo / SLOT_FLOATS * SLOT_FLOATS;
+        AscendC::Duplicate(slab[from], v, Narrow<int32_t>(p.hi - from, "Duplicate count"));
     }
-    return true;
+    return k.t.spLaneSums == SP_LANES_NONE;  // spLaneSums: every row filled (DuplicateSpan)
 }
 
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
 // the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // FillRow0, the others copied from it, doubling: the k and b slabs, one buffer,
-// together); one channel: the scalar. Packed: the shared blocks of row 0 by the
-// scalar unit first (after the vector unit's reads of the previous values: V_S),
-// then the bodies (S_V). At most two slabs.
+// together); one channel: the scalar. Packed: a Duplicate per channel, the blocks two
+// channels share included (FillRow0; spLaneSums: masked, over every row). At most two slabs.
 template <typename T>
 __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
                                  const uint32_t *which, const LocalTensor<float> *vec)
@@ -325,27 +331,14 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
         }
         return;
     }
-    if (k.t.spQuantum > 0) {
-        AscendC::SetFlag<HardEvent::V_S>(0);
-        AscendC::WaitFlag<HardEvent::V_S>(0);
-        for (uint32_t i = 0; i < n; ++i) {
-            for (uint32_t j = 0; j < s.cnt; ++j) {
-                const PackedSpan p = SpanOf(k.t, j);
-                const float v = vec[i].GetValue(s.lane0 + j);
-                for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
-                    b.slab[which[i]].SetValue(e, v);
-                }
-                for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
-                    b.slab[which[i]].SetValue(e, v);
-                }
-            }
-        }
-        AscendC::SetFlag<HardEvent::S_V>(0);
-        AscendC::WaitFlag<HardEvent::S_V>(0);
-    }
     bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
         rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
+    }
+    if (k.t.spQuantum > 0) {
+        // the scalar reads of the values before the vector unit rewrites them (the scalar unit is ahead)
+        AscendC::SetFlag<HardEvent::S_V>(0);
+        AscendC::WaitFlag<HardEvent::S_V>(0);
     }
     if (n == 2 && rows[0] && rows[1] && which[0] == SLAB_K && which[1] == SLAB_B) {
         FillPairRows(k, b, s);
@@ -902,7 +895,7 @@ private:
         b_.Use(s.buf);
         // The slab of a goes to V between the per-channel ReduceSums and the scalar hand-over of their
         // results (SumsToLanes), so V broadcasts it while the scalar unit moves the sums, not after.
-        const bool handOver = reduce_ && !SegmentedSums(k);
+        const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
@@ -968,6 +961,16 @@ private:
 
     // Tiling spWhole (16-bit types only).
     __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
+    // Tiling spLaneSums SP_LANES_REDUCE: the lane partials summed by ReduceRepeat straight into the lanes.
+    __aicore__ inline bool ReducedLanes(const KernelState<T> &k) const
+    {
+#if BNB_SOC_HAS_REDUCE_REPEAT
+        return k.t.spLaneSums == SP_LANES_REDUCE;
+#else
+        (void)k;
+        return false;
+#endif
+    }
 
     __aicore__ inline bool SegmentedSums(const KernelState<T> &k) const
     {
@@ -991,6 +994,31 @@ private:
             return;
         }
 #endif
+        if (k.t.spLaneSums != SP_LANES_NONE) {
+            // a block of lane partials per channel in the slots, then its lanes summed
+            const LaneRun u = LaneRunOf(k.t);
+            const uint32_t slabBlocks = b_.slabElems / SLOT_FLOATS;
+            if (s.cnt == u.qf && slabBlocks <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE) {
+                LanePartials(b_.slotDy, b_.sumPair, u, s.cnt, slabBlocks, k.t.spChannels);
+            } else {
+                LanePartials(b_.slotDy, b_.slab[SLAB_SUM_DY], u, s.cnt);
+                LanePartials(b_.slotDyx, b_.slab[SLAB_SUM_DYX], u, s.cnt);
+            }
+#if BNB_SOC_HAS_REDUCE_REPEAT
+            if (ReducedLanes(k)) {
+                for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
+                    const int32_t n = int32_t(Min(SP_SEG_MAX_REPEAT, s.cnt - j));
+                    AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                        k.ub.v.totDy[s.lane0 + j], b_.slotDy[j * SLOT_FLOATS], int32_t(SLOT_FLOATS), n, 1, 1, 1);
+                    AscendC::ReduceRepeat<AscendC::ReduceType::SUM, float, float>(
+                        k.ub.v.totDyx[s.lane0 + j], b_.slotDyx[j * SLOT_FLOATS], int32_t(SLOT_FLOATS), n, 1, 1, 1);
+                }
+                return;
+            }
+#endif
+            AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
+            return;
+        }
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
             if (k.t.spQuantum > 0) {
@@ -1018,6 +1046,11 @@ private:
             if (k.t.spQuantum == 0) {
                 dy = b_.slotDy.GetValue(j * SLOT_FLOATS);
                 dyx = b_.slotDyx.GetValue(j * SLOT_FLOATS);
+            } else if (k.t.spLaneSums != SP_LANES_NONE) {
+                for (uint32_t l = 0; l < SLOT_FLOATS; ++l) {  // the lane partials in lane order
+                    dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
+                    dyx += b_.slotDyx.GetValue(j * SLOT_FLOATS + l);
+                }
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p);

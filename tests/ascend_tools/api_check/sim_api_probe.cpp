@@ -25,6 +25,16 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     Axpy(a, b, s, n);
     Sqrt(a, b, n);
     Duplicate(a, s, n);
+    uint64_t bits[2] = {0xFFull, 0};
+    BinaryRepeatParams strided(uint8_t(1), uint8_t(1), uint8_t(6), uint8_t(8), uint8_t(8), uint8_t(49));
+    strided.dstBlkStride = 1;
+    strided.src0BlkStride = 1;
+    strided.src1BlkStride = 6;
+    strided.dstRepStride = 8;
+    strided.src0RepStride = 8;
+    strided.src1RepStride = 49;
+    Add(a, b, c, bits, uint8_t(1), strided);
+    Duplicate(a, s, bits, uint8_t(1), uint16_t(1), uint8_t(8));
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
     DataCopy(a, b, DataCopyParams(uint16_t(2), uint16_t(1), uint16_t(1), uint16_t(1)));

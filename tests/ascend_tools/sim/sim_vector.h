@@ -72,6 +72,124 @@ void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 {
     sim::Binary(dst, src0, src1, count, "Add", at, [](float x, float y) { return x + y; });
 }
+// Strides of the repeat form of a two-source instruction, in 32-byte blocks (辅助数据结构/BinaryRepeatParams.md).
+struct BinaryRepeatParams {
+    BinaryRepeatParams() {}
+    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn, const uint8_t src1BlkStrideIn,
+                       const uint8_t dstRepStrideIn, const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn), src1BlkStride(src1BlkStrideIn),
+          dstRepStride(dstRepStrideIn), src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn)
+    {}
+    uint32_t blockNumber = 8;
+    uint8_t dstBlkStride = 1;
+    uint8_t src0BlkStride = 1;
+    uint8_t src1BlkStride = 1;
+    uint8_t dstRepStride = 8;
+    uint8_t src0RepStride = 8;
+    uint8_t src1RepStride = 8;
+    bool repeatStrideMode = false;
+    bool strideSizeMode = false;
+};
+
+namespace sim {
+// Normal-mode (逐bit) mask of one repeat: element e is active when its bit is set (low word elements
+// 0..63, high word 64..127; 掩码.md).
+inline bool MaskBit(const uint64_t mask[], uint64_t e) { return e < 64 ? (mask[0] >> e & 1) : (mask[1] >> (e - 64) & 1); }
+
+// The element index (from an operand's start) of element e of repeat r, strides in blocks.
+template <typename T>
+inline uint64_t StridedAt(uint64_t r, uint64_t e, uint64_t blk, uint64_t rep)
+{
+    const uint64_t perBlock = bnb_rules::BLOCK / sizeof(T);
+    return (r * rep + e / perBlock * blk) * perBlock + e % perBlock;
+}
+
+// The UB ranges of an operand's active elements, one per block of a repeat (its first to last active
+// element there).
+template <typename T>
+std::vector<bnb_hazards::Range> StridedRanges(const LocalTensor<T> &t, const uint64_t mask[], uint64_t repeat,
+                                              uint64_t blk, uint64_t rep)
+{
+    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T), perBlock = bnb_rules::BLOCK / sizeof(T);
+    std::vector<bnb_hazards::Range> out;
+    for (uint64_t r = 0; r < repeat; ++r) {
+        for (uint64_t b = 0; b * perBlock < per; ++b) {
+            int64_t lo = -1, hi = -1;
+            for (uint64_t e = b * perBlock; e < (b + 1) * perBlock; ++e) {
+                if (MaskBit(mask, e)) {
+                    lo = lo < 0 ? int64_t(e) : lo;
+                    hi = int64_t(e) + 1;
+                }
+            }
+            if (lo >= 0) {
+                out.push_back(t[uint32_t(StridedAt<T>(r, uint64_t(lo), blk, rep))].SimRange(uint64_t(hi - lo)));
+            }
+        }
+    }
+    return out;
+}
+
+// Elements an operand spans from its start: repeats of 8 blocks with strides, up to the last element the
+// mask enables (0: none).
+inline uint64_t StridedElems(uint64_t elemBytes, uint64_t repeat, int64_t last, uint64_t blk, uint64_t rep)
+{
+    if (last < 0) return 0;
+    return bnb_rules::StridedExtent(repeat, uint64_t(last) * elemBytes / bnb_rules::BLOCK, blk, rep) / elemBytes;
+}
+
+// A two-source instruction of the repeat form with a normal-mode mask (高维切分.md, 掩码.md): in repeat r the
+// active elements e, dst[r, e] = f(src0[r, e], src1[r, e]), each operand with its block and repeat strides;
+// the elements the mask leaves out keep their values. Strides and repeats as BinaryRepeatParams' uint8_t
+// (rules::BlockStride: a destination block stride 0 is undefined).
+template <typename T, typename F>
+void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, const uint64_t mask[],
+                  uint8_t repeatTime, const BinaryRepeatParams &p, const char *op, Src src, F f)
+{
+    CheckVecType<T>(op, src);
+    bnb_rules::MaskWords(op, sizeof(T), mask[1], mask[0], src);
+    bnb_rules::BlockStride(op, "dst", p.dstBlkStride, 255, true, src);
+    bnb_rules::BlockStride(op, "src0", p.src0BlkStride, 255, false, src);
+    bnb_rules::BlockStride(op, "src1", p.src1BlkStride, 255, false, src);
+    const int64_t last = bnb_rules::LastMaskElement(sizeof(T), mask[1], mask[0]);
+    const uint64_t n = last < 0 ? 0 : repeatTime;
+    T *pd = dst.SimPtr(StridedElems(sizeof(T), n, last, p.dstBlkStride, p.dstRepStride), op, true, src, "dst");
+    const T *pa = a.SimPtr(StridedElems(sizeof(T), n, last, p.src0BlkStride, p.src0RepStride), op, true, src, "src0");
+    const T *pb = b.SimPtr(StridedElems(sizeof(T), n, last, p.src1BlkStride, p.src1RepStride), op, true, src, "src1");
+    // the general overlap rule (通用地址重叠约束) over the operands' whole extents: 100% or not at all
+    const bnb_hazards::Range d = dst.SimRange(StridedElems(sizeof(T), n, last, p.dstBlkStride, p.dstRepStride));
+    const bnb_hazards::Range s0 = a.SimRange(StridedElems(sizeof(T), n, last, p.src0BlkStride, p.src0RepStride));
+    const bnb_hazards::Range s1 = b.SimRange(StridedElems(sizeof(T), n, last, p.src1BlkStride, p.src1RepStride));
+    bnb_rules::NoPartialOverlap(op, "dst", d.lo, d.hi - d.lo, "src0", s0.lo, s0.hi - s0.lo, src);
+    bnb_rules::NoPartialOverlap(op, "dst", d.lo, d.hi - d.lo, "src1", s1.lo, s1.hi - s1.lo, src);
+    std::vector<bnb_hazards::Range> reads = StridedRanges(a, mask, n, p.src0BlkStride, p.src0RepStride);
+    const std::vector<bnb_hazards::Range> r1 = StridedRanges(b, mask, n, p.src1BlkStride, p.src1RepStride);
+    reads.insert(reads.end(), r1.begin(), r1.end());
+    RecordV(op, src, reads, StridedRanges(dst, mask, n, p.dstBlkStride, p.dstRepStride));
+    perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
+    if (perf::SkipData()) return;
+    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+    std::vector<std::pair<uint64_t, T>> out;
+    for (uint64_t r = 0; r < n; ++r) {
+        for (uint64_t e = 0; e < per; ++e) {
+            if (!MaskBit(mask, e)) continue;
+            const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.src0BlkStride, p.src0RepStride)]);
+            const float y = static_cast<float>(pb[StridedAt<T>(r, e, p.src1BlkStride, p.src1RepStride)]);
+            out.emplace_back(StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride), static_cast<T>(f(x, y)));
+        }
+    }
+    for (const auto &o : out) {
+        pd[o.first] = o.second;
+    }
+}
+}  // namespace sim
+
+// Add, repeat form with a normal-mode (逐bit) mask.
+template <typename T, bool isSetMask = true>
+void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask[],
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, "Add", at, [](float x, float y) { return x + y; });
+}
 template <typename T, bool isSetMask = true>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
          bnb_rules::Src at = bnb_rules::Here())
@@ -179,6 +297,33 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &c
     if (perf::SkipData()) return;
     for (int32_t i = 0; i < count; ++i) {
         pd[i] = scalarValue;
+    }
+}
+
+// Duplicate, repeat form with a normal-mode (逐bit) mask: in repeat r the active elements of dst (block and
+// repeat strides in blocks) = the scalar, the others keep their values (数据填充/Duplicate.md; the block
+// stride uint16_t, the repeat stride uint8_t; a destination block stride 0 is undefined).
+template <typename T, bool isSetMask = true>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[], const uint8_t repeatTime,
+               const uint16_t dstBlockStride, const uint8_t dstRepeatStride, bnb_rules::Src at = bnb_rules::Here())
+{
+    const char *op = "Duplicate";
+    sim::CheckVecType<T>(op, at);
+    bnb_rules::MaskWords(op, sizeof(T), mask[1], mask[0], at);
+    bnb_rules::BlockStride(op, "dst", dstBlockStride, 65535, true, at);
+    const int64_t last = bnb_rules::LastMaskElement(sizeof(T), mask[1], mask[0]);
+    const uint64_t n = last < 0 ? 0 : repeatTime;
+    T *pd = dst.SimPtr(sim::StridedElems(sizeof(T), n, last, dstBlockStride, dstRepeatStride), op, true, at, "dst");
+    sim::RecordV(op, at, {}, sim::StridedRanges(dst, mask, n, dstBlockStride, dstRepeatStride));
+    perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
+    if (perf::SkipData()) return;
+    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+    for (uint64_t r = 0; r < n; ++r) {
+        for (uint64_t e = 0; e < per; ++e) {
+            if (sim::MaskBit(mask, e)) {
+                pd[sim::StridedAt<T>(r, e, dstBlockStride, dstRepeatStride)] = scalarValue;
+            }
+        }
     }
 }
 

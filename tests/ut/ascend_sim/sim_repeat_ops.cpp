@@ -1,5 +1,5 @@
 // One call of a repeat-form vector instruction of the CPU build (ReduceRepeat<SUM>, Brcb, the masked
-// Copy) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
+// Copy, Add and Duplicate with a bitwise mask) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
 // and every argument rule refusing a bad call. Loaded through ctypes with the other units.
 //
 // params (int64): [srcOffset, dstOffset, alias, reserveBytes, scalarRead, op arguments...]
@@ -10,6 +10,10 @@
 //   reduce_repeat: mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride
 //   brcb:          repeatTime, dstBlkStride, dstRepStride
 //   copy:          mask, repeatTime, dstStride, srcStride, dstRepeatSize, srcRepeatSize
+//   add_masked:    maskLow, maskHigh, repeatTime, dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
+//                  src0RepStride, src1RepStride (Add, bitwise mask: dst = dst + src, src0 the destination)
+//   dup_masked:    maskLow, maskHigh, repeatTime, dstBlockStride, dstRepeatStride (Duplicate, bitwise mask,
+//                  of src[0])
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -54,6 +58,15 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         need(6);
         Copy(d, s, uint64_t(a[0]), uint8_t(a[1]), CopyRepeatParams(uint16_t(a[2]), uint16_t(a[3]), uint16_t(a[4]),
                                                                       uint16_t(a[5])));
+    } else if (op == "add_masked") {
+        need(9);
+        uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
+        Add(d, d, s, mask, uint8_t(a[2]), BinaryRepeatParams(uint8_t(a[3]), uint8_t(a[4]), uint8_t(a[5]), uint8_t(a[6]),
+                                                             uint8_t(a[7]), uint8_t(a[8])));
+    } else if (op == "dup_masked") {
+        need(5);
+        uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
+        Duplicate(d, static_cast<T>(src[0]), mask, uint8_t(a[2]), uint16_t(a[3]), uint8_t(a[4]));
     } else {
         throw SimError("no such op " + op);
     }
@@ -69,7 +82,8 @@ extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, con
                                  const float *src, int srcLen, float *dst, int dstLen, char *err, int errLen)
 {
     const std::string name(op);
-    if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy") {
+    if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy" &&
+        name != "add_masked" && name != "dup_masked") {
         return 3;
     }
     try {

@@ -1,5 +1,5 @@
 """The repeat-form instructions of the CPU build (ReduceRepeat<SUM> / WholeReduceSum, Brcb, the masked
-Copy): values against NumPy as the Ascend C API reference documents them, and every argument rule
+Copy, Add and Duplicate with a bitwise mask): values against NumPy as the Ascend C API reference documents them, and every argument rule
 refusing a bad call (sim_repeat_ops.cpp)."""
 import numpy as np
 import pytest
@@ -158,8 +158,64 @@ def test_masked_copy_rules(sim, args, kw, soc, words):
     assert out is None and err is not None and words in err, err
 
 
+def strided_index(r, e, blk, rep, per_block=8):
+    return (r * rep + e // per_block * blk) * per_block + e % per_block
+
+
+# Add with a bitwise mask (the single pass's lane partials, tiling spLaneSums): holes in the mask, block
+# strides of a channel's blocks, repeats of runs; dst = dst + src on the active elements only.
+@pytest.mark.parametrize("mask,repeats,blk,rep", [((1 << 64) - 1, 1, 6, 49), (0xFE_FC_F8_F0_E0_C0_80_FF, 2, 6, 49),
+                                                   (0x0F_0F, 3, 3, 2), (1 << 63 | 1, 2, 1, 8)])
+def test_masked_add_values(sim, mask, repeats, blk, rep):
+    src = RNG.standard_normal(8 * (rep * repeats + 8 * blk)).astype(np.float32)
+    dst = RNG.standard_normal(8 * 8 * repeats).astype(np.float32)
+    args = [mask & 0xFFFFFFFFFFFFFFFF, 0, repeats, 1, 1, blk, 8, 8, rep]
+    args[0] = args[0] - (1 << 64) if args[0] >= 1 << 63 else args[0]  # as int64
+    out, err = simlib.repeat_op(sim, "add_masked", src, dst, args)
+    assert err is None, err
+    ref = dst.astype(np.float32).copy()
+    for r in range(repeats):
+        for e in range(64):
+            if mask >> e & 1:
+                ref[strided_index(r, e, 1, 8)] = np.float32(dst[strided_index(r, e, 1, 8)] +
+                                                            src[strided_index(r, e, blk, rep)])
+    assert np.array_equal(out, ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("repeats,blk,rep", [(1, 1, 8), (4, 1, 49), (2, 2, 20)])
+def test_masked_duplicate_values(sim, repeats, blk, rep):
+    mask = 0x00_00_FF_FF_FF_FF_FF_F8  # lanes 3 .. 47: a 7x7 slice starting on lane 3
+    n = 8 * ((repeats - 1) * rep + 8 * blk)
+    out, err = simlib.repeat_op(sim, "dup_masked", np.array([2.5]), np.full(n, SENTINEL), [mask, 0, repeats, blk, rep])
+    assert err is None, err
+    ref = np.full(n, SENTINEL)
+    for r in range(repeats):
+        for e in range(64):
+            if mask >> e & 1:
+                ref[strided_index(r, e, blk, rep)] = 2.5
+    assert np.array_equal(out, ref)
+
+
+@pytest.mark.parametrize("op,args,kw,words", [
+    ("add_masked", [255, 0, 1, 0, 1, 1, 8, 8, 8], {}, "destination block stride 0"),
+    ("add_masked", [255, 1, 1, 1, 1, 1, 8, 8, 8], {}, "mask high word must be 0"),
+    ("add_masked", [255, 0, 2, 1, 1, 1, 8, 8, 8], {}, "exceeds the tensor"),
+    ("add_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8], {"src_offset": 3}, "not 32-byte aligned"),
+    ("add_masked", [0xFFFF, 0, 1, 1, 1, 1, 8, 8, 8], {"alias": True, "dst_offset": 8}, "overlap partially"),
+    ("dup_masked", [255, 0, 1, 0, 8], {}, "destination block stride 0"),
+    ("dup_masked", [255, 1, 1, 1, 8], {}, "mask high word must be 0"),
+    ("dup_masked", [255, 0, 3, 1, 8], {}, "exceeds the tensor"),
+    ("dup_masked", [255, 0, 1, 1, 8], {"dst_offset": 2}, "not 32-byte aligned"),
+])
+def test_masked_add_and_duplicate_rules(sim, op, args, kw, words):
+    out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64 + 8 * kw.get("dst_offset", 0)) if "alias" not in kw
+                                else np.zeros(16), args, soc="ascend910", **kw)
+    assert out is None and err is not None and words in err, err
+
+
 @pytest.mark.parametrize("op,args", [("reduce_repeat", [64, 1, 1, 1, 8]), ("brcb", [1, 1, 8]),
-                                     ("copy", [64, 1, 1, 1, 8, 8])])
+                                     ("copy", [64, 1, 1, 1, 8, 8]), ("add_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8]),
+                                     ("dup_masked", [255, 0, 1, 1, 8])])
 def test_repeat_ops_run_on_the_vector_pipe(sim, op, args):
     # A scalar read of the result with no V_S event in between is a hazard of PIPE_S against PIPE_V.
     out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64), args, scalar_read=True)

@@ -52,7 +52,11 @@ def test_every_soc(sim, soc):
 
 # (shape, dtype, runs of channels): inner * element bytes not whole blocks.
 PACKED = [((3, 16, 14, 14), "float32", 2), ((4, 32, 7, 7), "float16", 16), ((3, 24, 5, 5), "float32", 8),
-          ((2, 32, 3, 7), "float16", 16), ((5, 48, 14, 14), "float16", 4)]
+          ((2, 32, 3, 7), "float16", 16), ((5, 48, 14, 14), "float16", 4), ((3, 16, 6, 6), "float32", 2),
+          ((4, 32, 6, 6), "float16", 4), ((3, 48, 5, 5), "float16", 16)]
+# Slices of 3 to 6 whole float blocks and 1, 2 or 4 floats more (tiling spLaneSums): lane partials by
+# block-strided masked Adds, then ReduceRepeat where the SoC has it on float (ascend310p), else the scalar unit.
+LANE_SUMS = {(7, 7): True, (5, 5): True, (6, 6): True, (14, 14): False, (3, 7): False}
 
 
 @pytest.mark.parametrize("soc", NO_PAD_SOCS)
@@ -62,6 +66,27 @@ def test_packed_slices_without_data_copy_pad(sim, soc, shape, dtype, runs, train
     info = check(sim, shape, False, dtype, training, soc=soc, cores=3)
     assert info.strategy == SINGLE and info.sp_quantum == runs and info.sp_channels % runs == 0
     assert info.groups * runs <= shape[1] and info.used_cores == info.groups
+    lanes = {"ascend910": 1, "ascend310p": 2}[soc] if LANE_SUMS[shape[2:]] else 0
+    assert info.sp_lane_sums == lanes
+
+
+@pytest.mark.parametrize("soc", NO_PAD_SOCS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_lane_sums_of_long_sub_groups(sim, soc, dtype):
+    """One core, 7x7 sub-groups whose rows are more than 255 blocks (the masked Duplicates a call per row),
+    several runs per sub-group (a repeat per run), against the reference, and the same bits on 5 cores."""
+    shape = (2, 320, 7, 7)
+    args = make_inputs(shape, False, dtype, seed=7)
+    runs = []
+    for cores in (1, 5):
+        info = check(sim, shape, False, dtype, True, soc=soc, cores=cores, seed=7)
+        assert info.strategy == SINGLE and info.sp_lane_sums > 0
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores)
+        runs.append((got, info.sp_channels))
+    assert runs[0][1] * 49 // 8 > 255
+    for x, y in zip(runs[0][0], runs[1][0]):
+        assert np.array_equal(x, y)
 
 
 @pytest.mark.parametrize("soc", NO_PAD_SOCS)
@@ -116,19 +141,21 @@ def test_segmented_sums_over_255_channels_and_unaligned_lanes(sim, dtype, soc):
 # UB sizes that change the resident channels but keep 4 rows per vector instruction (fewer rows, where one
 # run of channels would not fit UB otherwise, sum in another order).
 DETERMINISM = [("ascend910b", (6, 37, 7, 7), ((1, 0), (3, 0), (8, 0), (5, 24 * 1024), (2, 40 * 1024))),
-               ("ascend910", (6, 96, 7, 7), ((1, 0), (3, 0), (5, 0), (4, 128 * 1024), (2, 160 * 1024)))]
+               ("ascend910", (6, 96, 7, 7), ((1, 0), (3, 0), (5, 0), (4, 128 * 1024), (2, 160 * 1024))),
+               ("ascend310p", (6, 96, 7, 7), ((1, 0), (3, 0), (5, 0), (4, 128 * 1024), (2, 160 * 1024)))]
 
 
 @pytest.mark.parametrize("soc,shape,configs", DETERMINISM, ids=[d[0] for d in DETERMINISM])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, configs):
-    """ascend910: packed slices, whose split between vector and scalar sums is the same whatever the cores."""
+    """ascend910 / ascend310p: packed slices, whose lane partials and their sums are the same whatever the
+    cores and the resident channels."""
     args = make_inputs(shape, False, dtype)
     runs = []
     for cores, ub in configs:
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores, soc=soc)
-        assert info.strategy == SINGLE and (info.sp_quantum > 0) == (soc == "ascend910")
+        assert info.strategy == SINGLE and (info.sp_quantum > 0) == (soc in NO_PAD_SOCS)
         assert info.sp_seg_sum == (soc == "ascend910b")  # 7x7: the segmented sums on 910B
         runs.append((got, info.sp_channels))
     assert len({sp for _, sp in runs}) > 1  # the runs differ in resident channels, not only in cores
