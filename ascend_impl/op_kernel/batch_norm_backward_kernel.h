@@ -367,7 +367,10 @@ private:
         }
         for (uint64_t u = b; u < e; ++u) {
             const bool issue = u + 1 < e && !(two && u == b);
-            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : NextTile(), u + 1 == e);
+            // !wait (Phase1 early: the SyncAll waits for the last copy to land): the batch leaves one unit
+            // early too, so the last copy is one unit's partials
+            const bool flush = u + 1 == e || (!wait && u + 2 == e);
+            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : NextTile(), flush);
         }
         if (wait) {
             k_.WaitPartials();  // (else the caller's)
