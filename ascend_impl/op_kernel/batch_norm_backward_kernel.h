@@ -356,9 +356,9 @@ private:
     }
 
     // Phase 1 over units [b, e), each tile's loads issued one unit ahead (`wait`: then until its last
-    // partials have left UB); where the first unit's group
-    // statistics are not in UB yet (training, channel-first), its loads go first and the first two tiles'
-    // right behind them (StartRun), so MTE2 does not stand still while the statistics land.
+    // partials have left UB); the launch's first run (training, channel-first, no statistics in UB yet)
+    // issues its statistics' loads first and the first two tiles' right behind them (StartRun), so MTE2
+    // does not stand still while the statistics land.
     __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true)
     {
         const bool two = b < e && StartRun(b, e);
@@ -377,13 +377,15 @@ private:
         }
     }
 
-    // The statistics of unit b's group (training, channel-first, not in UB), then units b and b + 1's tiles
-    // (both buffers of the depth-2 queues), none waiting for another: V takes the statistics after their own
-    // MTE2_V event (casts of 16-bit ones), the scalar unit after V. False (nothing done) otherwise.
+    // The statistics of unit b's group, then units b and b + 1's tiles (both buffers of the depth-2 queues),
+    // none waiting for another: V takes the statistics after their own MTE2_V event (casts of 16-bit ones),
+    // the scalar unit after V. Only where no statistics were loaded yet (training, channel-first): a later
+    // group's loads wait for the vector unit's last reads of the vectors (IssueStatLoads), and its tiles
+    // behind them would wait too. False (nothing done) otherwise.
     __aicore__ inline bool StartRun(uint64_t b, uint64_t e)
     {
         const int64_t g = UnitRows(k_.t, b).group;
-        if (MODE != MODE_FULL || !k_.t.training || !ChannelFirst(k_.t) || !k_.t.vecPad || k_.statsGroup == g ||
+        if (MODE != MODE_FULL || !k_.t.training || !ChannelFirst(k_.t) || k_.statsGroup >= 0 ||
             b + 1 >= e) {
             return false;
         }
