@@ -381,11 +381,13 @@ private:
     // none waiting for another: V takes the statistics after their own MTE2_V event (casts of 16-bit ones),
     // the scalar unit after V. Only where no statistics were loaded yet (training, channel-first): a later
     // group's loads wait for the vector unit's last reads of the vectors (IssueStatLoads), and its tiles
-    // behind them would wait too. False (nothing done) otherwise.
+    // behind them would wait too. And only with DataCopyPad (vecPad): the statistics' event and the two
+    // tiles' four EnQue events are five MTE2_V ids, and the real TPipe of dav-c100 has four
+    // (QUE_MAX_EVENT; this CPU build's queues take no ids from the pool). False (nothing done) otherwise.
     __aicore__ inline bool StartRun(uint64_t b, uint64_t e)
     {
         const int64_t g = UnitRows(k_.t, b).group;
-        if (MODE != MODE_FULL || !k_.t.training || !ChannelFirst(k_.t) || k_.statsGroup >= 0 ||
+        if (MODE != MODE_FULL || !k_.t.training || !ChannelFirst(k_.t) || !k_.t.vecPad || k_.statsGroup >= 0 ||
             b + 1 >= e) {
             return false;
         }
