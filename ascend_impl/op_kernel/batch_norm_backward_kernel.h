@@ -99,12 +99,13 @@ public:
         // before the SyncAll, so they land while the cores meet and combine (x and dy are inputs; the share's
         // combine uses no input queue).
         bool early = false, late = false;
+        uint32_t issued = 0;
         if constexpr (MODE == MODE_FULL) {
             early = reduce && wantInput && !k_.t.flat && k_.t.crossCore && k_.t.usedCores > 1 &&
                     SharedTotals<MODE>(k_) && ChannelFirst(k_.t) && k_.share.unitBegin < k_.share.unitEnd;
         }
         if (reduce) {
-            Phase1(early);
+            issued = Phase1(early);
             BNB_PERF_COMBINE_BEGIN();
         }
         if constexpr (MODE != MODE_ELEMT) {
@@ -112,7 +113,16 @@ public:
                 // With the first tile early: the share's grad_weight / grad_bias after phase 2, from the
                 // partials loaded here (one copy), so their stores land beside the last grad_input stores.
                 const uint64_t core = AscendC::GetBlockIdx();
-                late = early && CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core, SHARE_LOAD);
+                // 16-bit types: the first tile's buffer is free again (cast before the SyncAll): the third
+                // tile's loads go right behind the partials' copy.
+                NextTile third;
+                if (!IsSame<T, float>::value && issued == 2 && k_.share.unitBegin + 2 < k_.share.unitEnd) {
+                    third = NextOf(k_.t, k_.share.unitBegin + 2, true, k_.t.training);
+                }
+                late = early && CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core, SHARE_LOAD, &third);
+                if (late && third.any) {
+                    issued = 3;
+                }
                 if (!late) {
                     CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
                 }
@@ -136,7 +146,7 @@ public:
             }
             return;
         }
-        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput, early);
+        ApplyUnits(k_.share.unitBegin, k_.share.unitEnd, wantInput, issued);
         if constexpr (MODE == MODE_FULL) {
             if (late) {
                 BNB_PERF_COMBINE_BEGIN();
@@ -148,16 +158,38 @@ public:
 
 private:
     // Partial sums of the core's units; then every core waits for all (cross-core). `early`: the first
-    // phase-2 tile issued before the SyncAll.
-    __aicore__ inline void Phase1(bool early = false)
+    // phase-2 tiles issued before the SyncAll, both buffers of the depth-2 queues (16-bit types: the first
+    // tile also cast); returns how many were issued.
+    __aicore__ inline uint32_t Phase1(bool early = false)
     {
-        ReduceUnits(k_.share.unitBegin, k_.share.unitEnd);
+        const uint64_t b = k_.share.unitBegin, e = k_.share.unitEnd;
+        uint32_t issued = 0;
+        ReduceUnits(b, e, !early);
         if (early) {
-            IssueLoad(k_, UnitRows(k_.t, k_.share.unitBegin, true), k_.t.training);
+            IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
+            for (issued = 1; issued < 2 && b + issued < e; ++issued) {
+                IssueLoad(k_, UnitRows(k_.t, b + issued, true), k_.t.training);
+            }
+            if constexpr (!IsSame<T, float>::value) {
+                // 16-bit types: the first tile's casts on the vector unit, idle until the SyncAll, and (its
+                // group's statistics in UB) a * dy, a = weight * invstd as LoadCoefs forms it
+                const TileRows r = UnitRows(k_.t, b, true);
+                const uint32_t n = r.rows * k_.t.rowStride;
+                TakeTile(k_, k_.t.training, n);
+                k_.ub.taken = true;
+                if (k_.statsGroup == r.group) {
+                    AscendC::Mul(k_.ub.v.coefA, k_.ub.v.weight, k_.ub.v.invstd, k_.t.vecElems);
+                    SetWaitFlag<AscendC::HardEvent::V_S>();
+                    AscendC::Muls(k_.ub.dyF, k_.ub.dyF, k_.ub.v.coefA.GetValue(r.groupLane), n);
+                    k_.ub.scaled = true;
+                }
+            }
+            k_.WaitPartials();  // after the casts: they need not wait for the partials' store to land
         }
         if (k_.t.crossCore && k_.t.usedCores > 1) {
             k_.SyncCores();
         }
+        return issued;
     }
 
     // Whole groups per core (crossCore 0, channel-first): both passes group by
@@ -323,28 +355,66 @@ private:
         BNB_PERF_COMBINE_END();
     }
 
-    // Phase 1 over units [b, e), each tile's loads issued one unit ahead.
-    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e)
+    // Phase 1 over units [b, e), each tile's loads issued one unit ahead (`wait`: then until its last
+    // partials have left UB); the launch's first run (training, channel-first, no statistics in UB yet)
+    // issues its statistics' loads first and the first two tiles' right behind them (StartRun), so MTE2
+    // does not stand still while the statistics land.
+    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true)
     {
-        if (b < e) {
+        const bool two = b < e && StartRun(b, e);
+        if (b < e && !two) {
             IssueLoad(k_, UnitRows(k_.t, b), true);
         }
         for (uint64_t u = b; u < e; ++u) {
-            ReduceUnit<MODE>(k_, u, u + 1 < e);
+            const bool issue = u + 1 < e && !(two && u == b);
+            // !wait (Phase1 early: the SyncAll waits for the last copy to land): the batch leaves one unit
+            // early too, so the last copy is one unit's partials
+            const bool flush = u + 1 == e || (!wait && u + 2 == e);
+            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : NextTile(), flush);
         }
-        k_.WaitPartials();
+        if (wait) {
+            k_.WaitPartials();  // (else the caller's)
+        }
     }
 
-    // Phase 2 over units [b, e) (`issued`: its first tile's loads are in flight).
-    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want, bool issued = false)
+    // The statistics of unit b's group, then units b and b + 1's tiles (both buffers of the depth-2 queues),
+    // none waiting for another: V takes the statistics after their own MTE2_V event (casts of 16-bit ones),
+    // the scalar unit after V. Only where no statistics were loaded yet (training, channel-first): a later
+    // group's loads wait for the vector unit's last reads of the vectors (IssueStatLoads), and its tiles
+    // behind them would wait too. And only with DataCopyPad (vecPad): the statistics' event and the two
+    // tiles' four EnQue events are five MTE2_V ids, and the real TPipe of dav-c100 has four
+    // (QUE_MAX_EVENT; this CPU build's queues take no ids from the pool). False (nothing done) otherwise.
+    __aicore__ inline bool StartRun(uint64_t b, uint64_t e)
+    {
+        const int64_t g = UnitRows(k_.t, b).group;
+        if (MODE != MODE_FULL || !k_.t.training || !ChannelFirst(k_.t) || !k_.t.vecPad || k_.statsGroup >= 0 ||
+            b + 1 >= e) {
+            return false;
+        }
+        IssueStatLoads(k_, g);
+        const AscendC::TEventID landed = k_.pipe.template AllocEventID<AscendC::HardEvent::MTE2_V>();
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(landed);
+        IssueLoad(k_, UnitRows(k_.t, b), true);
+        IssueLoad(k_, UnitRows(k_.t, b + 1), true);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(landed);
+        k_.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_V>(landed);
+        FinishStatLoads(k_, g);
+        SetWaitFlag<AscendC::HardEvent::V_S>();  // the scalar unit reads the statistics (ReduceUnit)
+        return true;
+    }
+
+    // Phase 2 over units [b, e) (`issued`: the loads of its first tiles in flight, Phase1; else the first
+    // is issued here, and each unit issues the next one's).
+    __aicore__ inline void ApplyUnits(uint64_t b, uint64_t e, bool want, uint32_t issued = 0)
     {
         k_.applyBegin = b;
         k_.applyEnd = e;
-        if (want && b < e && !issued) {
+        if (want && b < e && issued == 0) {
             IssueLoad(k_, UnitRows(k_.t, b, true), k_.t.training);
+            issued = 1;
         }
         for (uint64_t u = b; u < e; ++u) {
-            GradInputUnit<MODE>(k_, u, want, want && u + 1 < e);
+            GradInputUnit<MODE>(k_, u, want, want && u + 1 < e && u + 1 >= b + issued);
         }
     }
 

@@ -7,7 +7,7 @@
 // units that goes to the workspace in one copy (KernelState::StoreBatch).
 //
 // In one launch (flow: batch_norm_backward_kernel.h) the phases
-// (batch_norm_kernel_phases.h) call Unit, then Xhat (x - mean) / StorePartials
+// (batch_norm_kernel_phases.h) call Unit, then Xhat (x - mean) / StorePartial
 // in phase 1, CombinePartials when a group is finalised, and ApplyCoefs in phase 2;
 // the channel-last twins are in batch_norm_kernel_channel_last.h.
 #ifndef BATCH_NORM_KERNEL_CHANNEL_FIRST_H
@@ -78,9 +78,9 @@ __aicore__ inline UnitScalars ScalarsOf(KernelUb &ub, uint32_t lane, bool coefs,
 // is applied per channel (k * invstd against x - mean), not per element, and
 // with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
 // * x + (b - k * invstd * mean), so x is not centred per element.
-// (s: ScalarsOf the unit's lane.)
+// (s: ScalarsOf the unit's lane; `scaled`: dyF holds a * dy already, training only.)
 __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training,
-                                  const LocalTensor<float> &dst, bool foldMean)
+                                  const LocalTensor<float> &dst, bool foldMean, bool scaled = false)
 {
     const float a = s.a;
     if (!training) {
@@ -95,17 +95,20 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n
     } else {
         AscendC::Adds(ub.xF, ub.xF, -mean, n);
     }
-    AscendC::Muls(ub.dyF, ub.dyF, a, n);
+    if (!scaled) {
+        AscendC::Muls(ub.dyF, ub.dyF, a, n);
+    }
     AscendC::Axpy(ub.dyF, ub.xF, k, n);  // a * dy + k * x in one instruction (every SoC line has Axpy)
     AscendC::Adds(dst, ub.dyF, b, n);
 }
 
-// The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats);
-// accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit).
-__aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slot, uint32_t cols)
+// One of the unit's partial sums from its row accumulator `acc` (cols wide) into `dst`: slot (sum dy), then
+// slot[SLOT_FLOATS] (sum dy * (x - mean), which ReduceUnit then scales by invstd), the slot UNIT_SLOT_FLOATS
+// floats of UB.
+__aicore__ inline void StorePartial(KernelUb &ub, const LocalTensor<float> &dst, const LocalTensor<float> &acc,
+                                    uint32_t cols)
 {
-    AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);
-    AscendC::ReduceSum(slot[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
+    AscendC::ReduceSum(dst, acc, ub.reduceTmp, cols);
 }
 
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).

@@ -56,6 +56,38 @@ __aicore__ inline void IssueLoad(KernelState<T> &k, const TileRows &r, bool with
     }
 }
 
+// TakeTile's halves: dy of the oldest issued tile into dyF, then x into xF (its loads land after dy's, so
+// phase 1 sums dy's rows in between).
+template <typename T>
+__aicore__ inline void TakeDy(KernelState<T> &k, uint32_t n)
+{
+    KernelUb &ub = k.ub;
+    if constexpr (IsSame<T, float>::value) {
+        (void)n;
+        ub.dyF = ub.inDy.template DeQue<float>();
+        ub.dyHeld = true;
+    } else {
+        LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
+        ToFloat(ub.dyF, dyT, n);
+        ub.inDy.FreeTensor(dyT);
+    }
+}
+
+template <typename T>
+__aicore__ inline void TakeX(KernelState<T> &k, uint32_t n)
+{
+    KernelUb &ub = k.ub;
+    if constexpr (IsSame<T, float>::value) {
+        (void)n;
+        ub.xF = ub.inX.template DeQue<float>();
+        ub.xHeld = true;
+    } else {
+        LocalTensor<T> xT = ub.inX.template DeQue<T>();
+        ToFloat(ub.xF, xT, n);
+        ub.inX.FreeTensor(xT);
+    }
+}
+
 // n elements of the oldest issued tile into the float tiles: float32 computes
 // in place in the dequeued buffers (held until ReleaseTile, so the load two
 // units ahead waits for this unit's compute), other types are cast into dyF / xF.
@@ -63,23 +95,13 @@ template <typename T>
 __aicore__ inline void TakeTile(KernelState<T> &k, bool withX, uint32_t n)
 {
     KernelUb &ub = k.ub;
-    if constexpr (IsSame<T, float>::value) {
-        (void)n;
-        ub.dyF = ub.inDy.template DeQue<float>();
-        ub.dyHeld = true;
-        if (withX) {
-            ub.xF = ub.inX.template DeQue<float>();
-            ub.xHeld = true;
-        }
-    } else {
-        LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
-        ToFloat(ub.dyF, dyT, n);
-        ub.inDy.FreeTensor(dyT);
-        if (withX) {
-            LocalTensor<T> xT = ub.inX.template DeQue<T>();
-            ToFloat(ub.xF, xT, n);
-            ub.inX.FreeTensor(xT);
-        }
+    if (ub.taken) {
+        ub.taken = false;
+        return;
+    }
+    TakeDy(k, n);
+    if (withX) {
+        TakeX(k, n);
     }
 }
 
@@ -203,19 +225,31 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         LoadStats(k, r.group);
     }
     IssueNext(k, next);
-    TakeTile(k, true, n);
+    LocalTensor<float> slot;
     if (ChannelFirst(k.t)) {
-        // the row sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per
-        // unit, on the column sums (MODE_REDUCE: x - mean itself)
+        // dy's row sums and their partial first, while x's loads (issued after dy's) land; then the row
+        // sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per unit, on
+        // its sum (MODE_REDUCE: x - mean itself)
+        TakeDy(k, n);
+        slot = k.PartialSlot(u);
+        AscendC::Duplicate(ub.accDy, 0.0f, stride);
+        for (uint32_t row = 0; row < r.rows; ++row) {
+            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+        }
+        channel_first::StorePartial(ub, slot, ub.accDy, r.cols);
+        TakeX(k, n);
         channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
         const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         if (!fused) {
             AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);
         }
-        AscendC::Duplicate(ub.accDy, 0.0f, stride);
-        AscendC::Duplicate(ub.accDyx, 0.0f, stride);
-        for (uint32_t row = 0; row < r.rows; ++row) {
-            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+        if (fused) {
+            // the first row's products set the accumulator (the values 0 + ... had), no zeroing
+            AscendC::Mul(ub.accDyx, ub.xF, ub.dyF, r.cols);
+        } else {
+            AscendC::Duplicate(ub.accDyx, 0.0f, stride);
+        }
+        for (uint32_t row = fused ? 1 : 0; row < r.rows; ++row) {
 #if BNB_SOC_HAS_MUL_ADD
             if (fused) {
                 AscendC::MulAddDst(ub.accDyx, ub.xF[row * stride], ub.dyF[row * stride], r.cols);
@@ -224,11 +258,8 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
 #endif
             AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
         }
-        if constexpr (MODE != MODE_REDUCE) {
-            AscendC::Muls(ub.accDyx, ub.accDyx, given != nullptr ? given->invstd : ub.v.invstd.GetValue(r.groupLane),
-                          r.cols);
-        }
     } else {
+        TakeTile(k, true, n);
         Xhat<MODE>(k, r, n);
         AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);  // dy * xhat
         k.WaitPartials();  // the previous unit's partials have left the accumulators
@@ -241,7 +272,12 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
-        channel_first::StorePartials(ub, k.PartialSlot(u), r.cols);
+        channel_first::StorePartial(ub, slot[SLOT_FLOATS], ub.accDyx, r.cols);
+        if constexpr (MODE != MODE_REDUCE) {
+            // invstd once per unit, on its sum (one element, not a row of column sums)
+            AscendC::Muls(slot[SLOT_FLOATS], slot[SLOT_FLOATS],
+                          given != nullptr ? given->invstd : ub.v.invstd.GetValue(r.groupLane), 1);
+        }
         k.StoreBatch(flush);
     } else {
         channel_last::StorePartials(ub, k.part, k.t, u);
@@ -494,14 +530,14 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
 // Without DataCopyPad (vecPad 0) the shares are whole blocks of channels (ShareQuantum; the last share
 // takes the remainder), so no two cores write one block of grad_weight / grad_bias.
 // `step`: SHARE_ALL all of it; SHARE_LOAD only the one copy of `together` below (false, nothing done, when
-// the partials are not one batch), SHARE_CACHED the rest after it (the partials still in partUb: phase 2
+// the partials are not one batch; `behind`: a tile whose loads go right after it), SHARE_CACHED the rest after it (the partials still in partUb: phase 2
 // writes none), so the share's stores need not land before phase 2 starts.
 constexpr uint32_t SHARE_ALL = 0;
 constexpr uint32_t SHARE_LOAD = 1;
 constexpr uint32_t SHARE_CACHED = 2;
 template <uint32_t MODE, typename T>
 __aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core,
-                                    uint32_t step = SHARE_ALL)
+                                    uint32_t step = SHARE_ALL, const NextTile *behind = nullptr)
 {
     uint64_t b = 0, e = 0;
     ChannelShareOfCore(cb, ce, k.t.vecPad ? 1 : ShareQuantum(k), core, k.t.usedCores, &b, &e);
@@ -519,7 +555,16 @@ __aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
         }
         AscendC::PipeBarrier<PIPE_ALL>();
         AscendC::DataCopy(k.ub.partUb, k.part[lo * UNIT_SLOT_FLOATS], uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
-        SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+        if (behind != nullptr && behind->any) {
+            // a tile's loads behind the copy (`behind`), the scalar unit waiting for the partials only
+            const AscendC::TEventID landed = k.pipe.template AllocEventID<AscendC::HardEvent::MTE2_S>();
+            AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(landed);
+            IssueNext(k, *behind);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(landed);
+            k.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_S>(landed);
+        } else {
+            SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+        }
         k.cachedLo = lo;
         k.cachedHi = hi;
         k.coefGroup = -1;
@@ -601,8 +646,9 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
             channel_first::ApplyCoefs(k.ub, s, n, k.t.training, out, false);  // its last step writes out
             written = true;
         } else {
-            channel_first::ApplyCoefs(k.ub, s, n, k.t.training, k.ub.dyF, true);
+            channel_first::ApplyCoefs(k.ub, s, n, k.t.training, k.ub.dyF, true, k.ub.scaled);
         }
+        k.ub.scaled = false;
         if (!written) {
             out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile
         }

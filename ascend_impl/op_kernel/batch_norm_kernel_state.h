@@ -40,6 +40,8 @@ struct KernelUb {
     AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS - CHANNEL_PAIRS];
     LocalTensor<float> dyF, xF;               // float tiles of grad_out and input (float32: the dequeued tiles)
     bool dyHeld = false, xHeld = false;       // float32: dyF / xF are queue buffers not yet freed (ReleaseTile)
+    bool taken = false;                       // the next TakeTile's tile is in dyF / xF already (Phase1 early)
+    bool scaled = false;                      // ... and dyF holds a * dy (the next GradInputUnit's)
     LocalTensor<float> accDy, accDyx;         // per-row accumulators of a unit
     LocalTensor<float> reduceTmp;             // ReduceSum scratch
     LocalTensor<float> partUb;                // partial sums on their way to / from the workspace
