@@ -264,9 +264,9 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
 // vectors of a one-core launch (the widest) and the software SyncAll's UB for every core, so the rows per
 // instruction, and with them the order of the sums, do not depend on the cores. Only where the SoC fuses
 // the multiply-adds (mul_add): without, the vector unit is the bound and the shorter instructions' issue
-// cost outweighs the overlap (ascend910 fp16 (32, 128, 28, 28) 36.3 -> 43.3 us in the model); and only
-// with at least SP_HALF_ROWS_SUB_GROUPS sub-groups (ascend310p fp16 (32, 512, 7, 7), 32 of them: 41.7 ->
-// 42.4 us; ascend950 fp16 (32, 512, 7, 7), 64: 4.9 -> 5.5 us).
+// cost outweighs the overlap; and only with at least SP_HALF_ROWS_SUB_GROUPS sub-groups, below which the
+// pipeline's fill and drain outweigh it (the model's numbers: docs/ascend_kernel.md, "Double buffering at
+// half the rows").
 inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64_t channels, uint64_t q,
                                    uint64_t rowStride, uint32_t segSum, uint32_t slabRows)
 {
