@@ -307,7 +307,7 @@ private:
                 // (events, not PIPE_ALL: the tiles in flight need not land first)
                 BNB_PERF_COMBINE_BEGIN();
                 SetWaitFlag<AscendC::HardEvent::V_S>();  // its partials (V) before the scalar sums
-                channel_first::CombineRing(k_.ub, slots, uint64_t(ch) * pc, pc, SLOTS_PER_LOAD, ch);
+                channel_first::CombineRing(k_.ub, k_.t, slots, uint64_t(ch) * pc, pc, SLOTS_PER_LOAD, ch);
                 SetWaitFlag<AscendC::HardEvent::S_V>();  // its lane before the coefficients
                 TrainingCoefs(k_);
                 SetWaitFlag<AscendC::HardEvent::V_S>();  // before the scalar reads of the units (ApplyCoefs)

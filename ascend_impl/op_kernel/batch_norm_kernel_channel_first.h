@@ -101,11 +101,23 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n
 }
 
 // The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats);
-// accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit).
-__aicore__ inline void StorePartials(KernelUb &ub, const LocalTensor<float> &slot, uint32_t cols)
+// accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit). Without float ReduceSum
+// (tiling reduceSum 0) each sum is a block of lane partials (BlockTreeSum; the accumulators are reset
+// per unit), added up by the combine (LaneSum).
+__aicore__ inline void StorePartials(KernelUb &ub, const BatchNormBackwardTilingData &t, const LocalTensor<float> &slot,
+                                     uint32_t cols)
 {
-    AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);
-    AscendC::ReduceSum(slot[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
+#if BNB_SOC_HAS_FLOAT_REDUCE_SUM
+    if (HasFloatReduceSum(t)) {
+        AscendC::ReduceSum(slot, ub.accDy, ub.reduceTmp, cols);
+        AscendC::ReduceSum(slot[SLOT_FLOATS], ub.accDyx, ub.reduceTmp, cols);
+        return;
+    }
+#endif
+    (void)t;
+    AscendC::Duplicate(slot, 0.0f, UNIT_SLOT_FLOATS);
+    BlockTreeSum(slot, ub.accDy, cols);
+    BlockTreeSum(slot[SLOT_FLOATS], ub.accDyx, cols);
 }
 
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
@@ -121,6 +133,7 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     const uint64_t batch = PartSlots(t);
     uint32_t j = lane0;
     uint64_t channelEnd = first + perChannel;
+    const bool lanes = !HasFloatReduceSum(t);
     float sumDy = 0.0f, sumDyx = 0.0f;
     for (uint64_t s0 = first; s0 < last; s0 += batch) {
         const uint32_t k = uint32_t(Min(batch, last - s0));
@@ -128,8 +141,8 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
         SetWaitFlag<AscendC::HardEvent::MTE2_S>();  // the batch in UB before the scalar reads (not PIPE_ALL:
                                                     // stores still in flight need not land first)
         for (uint32_t s = 0; s < k; ++s) {
-            sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
-            sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+            sumDy += LaneSum(ub.partUb, s * UNIT_SLOT_FLOATS, lanes);
+            sumDyx += LaneSum(ub.partUb, s * UNIT_SLOT_FLOATS + SLOT_FLOATS, lanes);
             if (s0 + s + 1 == channelEnd) {
                 ub.v.totDy.SetValue(j, sumDy);
                 ub.v.totDyx.SetValue(j, sumDyx);
@@ -149,11 +162,12 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
                                     uint32_t n, uint32_t lane0 = 0)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    const bool lanes = !HasFloatReduceSum(t);
     for (uint32_t j = 0; j < n; ++j) {
         float sumDy = 0.0f, sumDyx = 0.0f;
         for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {
-            sumDy += slots.GetValue(s * UNIT_SLOT_FLOATS);
-            sumDyx += slots.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+            sumDy += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS), lanes);
+            sumDyx += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS + SLOT_FLOATS), lanes);
         }
         ub.v.totDy.SetValue(lane0 + j, sumDy);
         ub.v.totDyx.SetValue(lane0 + j, sumDyx);
@@ -162,14 +176,15 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
 
 // The same for one channel, lane `lane`, whose units' partials lie in a ring of `ring` slots from
 // `first` (GroupByGroup's channel pipeline): the same order, so the same bits.
-__aicore__ inline void CombineRing(KernelUb &ub, const LocalTensor<float> &slots, uint64_t first, uint64_t count,
-                                   uint64_t ring, uint32_t lane)
+__aicore__ inline void CombineRing(KernelUb &ub, const BatchNormBackwardTilingData &t, const LocalTensor<float> &slots,
+                                   uint64_t first, uint64_t count, uint64_t ring, uint32_t lane)
 {
+    const bool lanes = !HasFloatReduceSum(t);
     float sumDy = 0.0f, sumDyx = 0.0f;
     for (uint64_t s = 0; s < count; ++s) {
         const uint32_t at = uint32_t((first + s) % ring) * UNIT_SLOT_FLOATS;
-        sumDy += slots.GetValue(at);
-        sumDyx += slots.GetValue(at + SLOT_FLOATS);
+        sumDy += LaneSum(slots, at, lanes);
+        sumDyx += LaneSum(slots, at + SLOT_FLOATS, lanes);
     }
     ub.v.totDy.SetValue(lane, sumDy);
     ub.v.totDyx.SetValue(lane, sumDyx);

@@ -241,7 +241,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
-        channel_first::StorePartials(ub, k.PartialSlot(u), r.cols);
+        channel_first::StorePartials(ub, k.t, k.PartialSlot(u), r.cols);
         k.StoreBatch(flush);
     } else {
         channel_last::StorePartials(ub, k.part, k.t, u);
