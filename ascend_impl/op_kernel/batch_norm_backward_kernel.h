@@ -212,7 +212,7 @@ private:
             AscendC::PipeBarrier<PIPE_ALL>();
             if (k_.keepPartials) {
                 channel_first::CombineSlots(k_.ub, k_.ub.partUb[k_.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
-                                            k_.t, cnt, c);
+                                            k_.t, false, cnt, c);
             } else {
                 channel_first::CombineChannels(k_.ub, k_.part, k_.t, gs + c, cnt, c);
             }

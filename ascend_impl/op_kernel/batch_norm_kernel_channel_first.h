@@ -103,7 +103,8 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n
 // The unit's partial sums from the row accumulators (cols wide) into `slot` (UB, UNIT_SLOT_FLOATS floats);
 // accDyx already holds invstd * sum(dy * (x - mean)) per column (ReduceUnit). Without float ReduceSum
 // (tiling reduceSum 0) each sum is a block of lane partials (BlockTreeSum; the accumulators are reset
-// per unit), added up by the combine (LaneSum).
+// per unit), added up before the batch's store (KernelState::FoldBatchLanes) or, kept in UB, by the
+// combine (LaneSum).
 __aicore__ inline void StorePartials(KernelUb &ub, const BatchNormBackwardTilingData &t, const LocalTensor<float> &slot,
                                      uint32_t cols)
 {
@@ -133,7 +134,6 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     const uint64_t batch = PartSlots(t);
     uint32_t j = lane0;
     uint64_t channelEnd = first + perChannel;
-    const bool lanes = !HasFloatReduceSum(t);
     float sumDy = 0.0f, sumDyx = 0.0f;
     for (uint64_t s0 = first; s0 < last; s0 += batch) {
         const uint32_t k = uint32_t(Min(batch, last - s0));
@@ -141,8 +141,8 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
         SetWaitFlag<AscendC::HardEvent::MTE2_S>();  // the batch in UB before the scalar reads (not PIPE_ALL:
                                                     // stores still in flight need not land first)
         for (uint32_t s = 0; s < k; ++s) {
-            sumDy += LaneSum(ub.partUb, s * UNIT_SLOT_FLOATS, lanes);
-            sumDyx += LaneSum(ub.partUb, s * UNIT_SLOT_FLOATS + SLOT_FLOATS, lanes);
+            sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);  // lane partials folded before the store
+            sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);  // (FoldBatchLanes)
             if (s0 + s + 1 == channelEnd) {
                 ub.v.totDy.SetValue(j, sumDy);
                 ub.v.totDyx.SetValue(j, sumDyx);
@@ -156,13 +156,14 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     }
 }
 
-// The same for the n channels of a group whose partials are still in UB:
-// `slots` holds its units' partials in unit order (KernelState keepPartials).
+// The same for the n channels of a group whose partials are in UB: `slots` holds its units' partials in
+// unit order, still from phase 1 (KernelState keepPartials) or loaded from the workspace (`stored`: their
+// lane partials already folded, FoldBatchLanes).
 __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slots, const BatchNormBackwardTilingData &t,
-                                    uint32_t n, uint32_t lane0 = 0)
+                                    bool stored, uint32_t n, uint32_t lane0 = 0)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
-    const bool lanes = !HasFloatReduceSum(t);
+    const bool lanes = !stored && !HasFloatReduceSum(t);
     for (uint32_t j = 0; j < n; ++j) {
         float sumDy = 0.0f, sumDyx = 0.0f;
         for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {

@@ -271,7 +271,7 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
     if (ChannelFirst(k.t) && k.keepPartials) {
-        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t,
+        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t, false,
                                     GroupCount(k.t, g));
     } else if (ChannelFirst(k.t)) {
         channel_first::CombinePartials(k.ub, k.part, k.t, g);
@@ -332,7 +332,7 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     if (ca < cb && ca * perChannel >= k.cachedLo && cb * perChannel <= k.cachedHi) {
         // CombineShare loaded these partials with its own (one copy): summed from UB, the same arithmetic
         channel_first::CombineSlots(k.ub, k.ub.partUb[(ca * perChannel - k.cachedLo) * UNIT_SLOT_FLOATS], k.t,
-                                    uint32_t(cb - ca), uint32_t(ca - gs));
+                                    true, uint32_t(cb - ca), uint32_t(ca - gs));
     } else if (ca < cb) {
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
     }
@@ -544,7 +544,7 @@ __aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
                                   uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
                 SetWaitFlag<AscendC::HardEvent::MTE2_S>();
             }
-            channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, n);
+            channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, true, n);
             k.cachedLo = lo;
             k.cachedHi = hi;
         } else {

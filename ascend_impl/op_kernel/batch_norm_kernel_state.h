@@ -281,6 +281,19 @@ struct KernelState {
         return ub.partUb[(partHalf * SLOTS_PER_LOAD + partFill) * UNIT_SLOT_FLOATS];
     }
 
+    // Without float ReduceSum: the batch's lane partials (BlockTreeSum) added up by the scalar unit into each
+    // block's first lane (LaneSum) before the copy, while the copy waits anyway, so the combines from the
+    // workspace read one value per sum as with ReduceSum.
+    __aicore__ inline void FoldBatchLanes()
+    {
+        const LocalTensor<float> batch = ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS];
+        SetWaitFlag<AscendC::HardEvent::V_S>();
+        for (uint32_t b = 0; b < partFill * UNIT_SLOT_FLOATS; b += SLOT_FLOATS) {
+            batch.SetValue(b, LaneSum(batch, b, true));
+        }
+        SetWaitFlag<AscendC::HardEvent::S_MTE3>();
+    }
+
     // One more slot written; a full batch (or `flush`: the end of the core's run) goes to GM in one copy.
     __aicore__ inline void StoreBatch(bool flush)
     {
@@ -293,6 +306,9 @@ struct KernelState {
         }
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        if (!HasFloatReduceSum(t)) {
+            FoldBatchLanes();
+        }
         AscendC::DataCopy(part[partFirst * UNIT_SLOT_FLOATS], ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
                           partFill * UNIT_SLOT_FLOATS);
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent[partHalf]);
