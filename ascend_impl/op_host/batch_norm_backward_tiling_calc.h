@@ -29,7 +29,7 @@ struct TilingInput {
     bool hasDcci = true;          // DataCacheCleanAndInvalid (Atlas A2 / A3 / 350)
     bool hasBf16 = true;          // bfloat16 kernels are built (not on Atlas training / inference)
     bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
-    bool hasReduceRepeat = false; // ReduceRepeat<SUM> on float (not on Atlas training, ascend910)
+    bool hasReduceRepeat = false; // ReduceRepeat<SUM> and ReduceSum on float (not on Atlas training, ascend910)
     bool hasBlockCopy = false;    // Brcb and the masked UB -> UB Copy (not on Atlas training / inference)
     bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
     uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
@@ -525,6 +525,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     t.paramFloat32 = in.paramFloat32;
     t.gradParamFloat32 = in.gradParamFloat32;
     t.eps = in.eps;
+    t.reduceSum = in.hasReduceRepeat ? 1 : 0;  // float ReduceSum: the same lines as float ReduceRepeat
     const uint64_t count = uint64_t(outer) * uint64_t(t.inner);
     t.invCount = count ? 1.0f / float(count) : 0.0f;
 

@@ -244,7 +244,7 @@ private:
             AscendC::PipeBarrier<PIPE_ALL>();
             if (k_.keepPartials) {
                 channel_first::CombineSlots(k_.ub, k_.ub.partUb[k_.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
-                                            k_.t, cnt, c);
+                                            k_.t, false, cnt, c);
             } else {
                 channel_first::CombineChannels(k_.ub, k_.part, k_.t, gs + c, cnt, c);
             }
@@ -339,7 +339,7 @@ private:
                 // (events, not PIPE_ALL: the tiles in flight need not land first)
                 BNB_PERF_COMBINE_BEGIN();
                 SetWaitFlag<AscendC::HardEvent::V_S>();  // its partials (V) before the scalar sums
-                channel_first::CombineRing(k_.ub, slots, uint64_t(ch) * pc, pc, SLOTS_PER_LOAD, ch);
+                channel_first::CombineRing(k_.ub, k_.t, slots, uint64_t(ch) * pc, pc, SLOTS_PER_LOAD, ch);
                 SetWaitFlag<AscendC::HardEvent::S_V>();  // its lane before the coefficients
                 TrainingCoefs(k_);
                 SetWaitFlag<AscendC::HardEvent::V_S>();  // before the scalar reads of the units (ApplyCoefs)

@@ -135,6 +135,9 @@ struct BatchNormBackwardTilingData {
                            // combines loads its partials in one copy
     uint32_t ilRounds;     // L2 rounds with the software SyncAll (softSync): 1 = interleaved as with the hardware
                            // one (InterleavedRounds), 0 = one after the other
+    uint32_t reduceSum;    // 1: ReduceSum on float exists (SoCs with reduce_repeat); 0 (Atlas training, ascend910:
+                           // half only): each float sum is a tree of Adds to one block of lane partials
+                           // (BlockTreeSum) whose lanes the scalar unit adds in lane order (LaneSum)
     float eps;
     float invCount;        // 1 / (outer * inner), 0 when empty
 };

@@ -104,11 +104,21 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n
 
 // One of the unit's partial sums from its row accumulator `acc` (cols wide) into `dst`: slot (sum dy), then
 // slot[SLOT_FLOATS] (sum dy * (x - mean), which ReduceUnit then scales by invstd), the slot UNIT_SLOT_FLOATS
-// floats of UB.
-__aicore__ inline void StorePartial(KernelUb &ub, const LocalTensor<float> &dst, const LocalTensor<float> &acc,
-                                    uint32_t cols)
+// floats of UB. Without float ReduceSum (tiling reduceSum 0) the sum is a block of lane partials
+// (BlockTreeSum, over `acc` in place: the accumulators are set again for every unit), added up before the
+// batch's store (KernelState::FoldBatchLanes) or, kept in UB, by the combine (LaneSum).
+__aicore__ inline void StorePartial(KernelUb &ub, const BatchNormBackwardTilingData &t, const LocalTensor<float> &dst,
+                                    const LocalTensor<float> &acc, uint32_t cols)
 {
-    AscendC::ReduceSum(dst, acc, ub.reduceTmp, cols);
+#if BNB_SOC_HAS_FLOAT_REDUCE_SUM
+    if (HasFloatReduceSum(t)) {
+        AscendC::ReduceSum(dst, acc, ub.reduceTmp, cols);
+        return;
+    }
+#endif
+    (void)t;
+    AscendC::Duplicate(dst, 0.0f, SLOT_FLOATS);
+    BlockTreeSum(dst, acc, cols);
 }
 
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
@@ -131,8 +141,8 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
         SetWaitFlag<AscendC::HardEvent::MTE2_S>();  // the batch in UB before the scalar reads (not PIPE_ALL:
                                                     // stores still in flight need not land first)
         for (uint32_t s = 0; s < k; ++s) {
-            sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);
-            sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+            sumDy += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS);  // lane partials folded before the store
+            sumDyx += ub.partUb.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);  // (FoldBatchLanes)
             if (s0 + s + 1 == channelEnd) {
                 ub.v.totDy.SetValue(j, sumDy);
                 ub.v.totDyx.SetValue(j, sumDyx);
@@ -146,17 +156,19 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     }
 }
 
-// The same for the n channels of a group whose partials are still in UB:
-// `slots` holds its units' partials in unit order (KernelState keepPartials).
+// The same for the n channels of a group whose partials are in UB: `slots` holds its units' partials in
+// unit order, still from phase 1 (KernelState keepPartials) or loaded from the workspace (`stored`: their
+// lane partials already folded, FoldBatchLanes).
 __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slots, const BatchNormBackwardTilingData &t,
-                                    uint32_t n, uint32_t lane0 = 0)
+                                    bool stored, uint32_t n, uint32_t lane0 = 0)
 {
     const uint64_t perChannel = uint64_t(t.rowBlocks) * t.colBlocks;
+    const bool lanes = !stored && !HasFloatReduceSum(t);
     for (uint32_t j = 0; j < n; ++j) {
         float sumDy = 0.0f, sumDyx = 0.0f;
         for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {
-            sumDy += slots.GetValue(s * UNIT_SLOT_FLOATS);
-            sumDyx += slots.GetValue(s * UNIT_SLOT_FLOATS + SLOT_FLOATS);
+            sumDy += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS), lanes);
+            sumDyx += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS + SLOT_FLOATS), lanes);
         }
         ub.v.totDy.SetValue(lane0 + j, sumDy);
         ub.v.totDyx.SetValue(lane0 + j, sumDyx);
@@ -165,14 +177,15 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
 
 // The same for one channel, lane `lane`, whose units' partials lie in a ring of `ring` slots from
 // `first` (GroupByGroup's channel pipeline): the same order, so the same bits.
-__aicore__ inline void CombineRing(KernelUb &ub, const LocalTensor<float> &slots, uint64_t first, uint64_t count,
-                                   uint64_t ring, uint32_t lane)
+__aicore__ inline void CombineRing(KernelUb &ub, const BatchNormBackwardTilingData &t, const LocalTensor<float> &slots,
+                                   uint64_t first, uint64_t count, uint64_t ring, uint32_t lane)
 {
+    const bool lanes = !HasFloatReduceSum(t);
     float sumDy = 0.0f, sumDyx = 0.0f;
     for (uint64_t s = 0; s < count; ++s) {
         const uint32_t at = uint32_t((first + s) % ring) * UNIT_SLOT_FLOATS;
-        sumDy += slots.GetValue(at);
-        sumDyx += slots.GetValue(at + SLOT_FLOATS);
+        sumDy += LaneSum(slots, at, lanes);
+        sumDyx += LaneSum(slots, at + SLOT_FLOATS, lanes);
     }
     ub.v.totDy.SetValue(lane, sumDy);
     ub.v.totDyx.SetValue(lane, sumDyx);

@@ -33,15 +33,17 @@ __aicore__ inline PackedSpan SpanOf(const BatchNormBackwardTilingData &t, uint32
     return p;
 }
 
-// Scalar: head elements, the body's ReduceSum in `slot`, tail elements, in that order.
-__aicore__ inline float PackedSum(const LocalTensor<float> &row, const LocalTensor<float> &slot, const PackedSpan &p)
+// Scalar: head elements, the body's ReduceSum in `slot` (`lanes`: BlockTreeSum's lane partials, LaneSum),
+// tail elements, in that order.
+__aicore__ inline float PackedSum(const LocalTensor<float> &row, const LocalTensor<float> &slot, const PackedSpan &p,
+                                  bool lanes)
 {
     float sum = 0.0f;
     for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
         sum += row.GetValue(e);
     }
     if (p.bodyHi > p.bodyLo) {
-        sum += slot.GetValue(0);
+        sum += LaneSum(slot, 0, lanes);
     }
     for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
         sum += row.GetValue(e);

@@ -236,7 +236,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         for (uint32_t row = 0; row < r.rows; ++row) {
             AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
         }
-        channel_first::StorePartial(ub, slot, ub.accDy, r.cols);
+        channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         TakeX(k, n);
         channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
         const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
@@ -272,11 +272,13 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
-        channel_first::StorePartial(ub, slot[SLOT_FLOATS], ub.accDyx, r.cols);
+        channel_first::StorePartial(ub, k.t, slot[SLOT_FLOATS], ub.accDyx, r.cols);
         if constexpr (MODE != MODE_REDUCE) {
-            // invstd once per unit, on its sum (one element, not a row of column sums)
+            // invstd once per unit, on its sum (one element, not a row of column sums; without float
+            // ReduceSum on each of the sum's lane partials)
             AscendC::Muls(slot[SLOT_FLOATS], slot[SLOT_FLOATS],
-                          given != nullptr ? given->invstd : ub.v.invstd.GetValue(r.groupLane), 1);
+                          given != nullptr ? given->invstd : ub.v.invstd.GetValue(r.groupLane),
+                          HasFloatReduceSum(k.t) ? 1 : int32_t(SLOT_FLOATS));
         }
         k.StoreBatch(flush);
     } else {
@@ -307,7 +309,7 @@ __aicore__ inline void GroupTotals(KernelState<T> &k, int64_t g)
     AscendC::Duplicate(v.totDyx, 0.0f, k.t.vecElems);
     AscendC::PipeBarrier<PIPE_ALL>();
     if (ChannelFirst(k.t) && k.keepPartials) {
-        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t,
+        channel_first::CombineSlots(k.ub, k.ub.partUb[k.partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS], k.t, false,
                                     GroupCount(k.t, g));
     } else if (ChannelFirst(k.t)) {
         channel_first::CombinePartials(k.ub, k.part, k.t, g);
@@ -368,7 +370,7 @@ __aicore__ inline void CombineOwnChannels(KernelState<T> &k, int64_t g)
     if (ca < cb && ca * perChannel >= k.cachedLo && cb * perChannel <= k.cachedHi) {
         // CombineShare loaded these partials with its own (one copy): summed from UB, the same arithmetic
         channel_first::CombineSlots(k.ub, k.ub.partUb[(ca * perChannel - k.cachedLo) * UNIT_SLOT_FLOATS], k.t,
-                                    uint32_t(cb - ca), uint32_t(ca - gs));
+                                    true, uint32_t(cb - ca), uint32_t(ca - gs));
     } else if (ca < cb) {
         channel_first::CombineChannels(k.ub, k.part, k.t, int64_t(ca), uint32_t(cb - ca), uint32_t(ca - gs));
     }
@@ -589,7 +591,7 @@ __aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce,
                                   uint32_t((hi - lo) * UNIT_SLOT_FLOATS));
                 SetWaitFlag<AscendC::HardEvent::MTE2_S>();
             }
-            channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, n);
+            channel_first::CombineSlots(k.ub, k.ub.partUb[(b * pc - lo) * UNIT_SLOT_FLOATS], k.t, true, n);
             k.cachedLo = lo;
             k.cachedHi = hi;
         } else {

@@ -1019,6 +1019,10 @@ private:
             AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
             return;
         }
+        if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
+            AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
+            AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
+        }
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
             if (k.t.spQuantum > 0) {
@@ -1026,12 +1030,22 @@ private:
                 from = p.bodyLo;
                 count = p.bodyHi - p.bodyLo;
             }
-            if (count > 0) {
+            if (count == 0) {
+                continue;
+            }
+#if BNB_SOC_HAS_FLOAT_REDUCE_SUM
+            if (HasFloatReduceSum(k.t)) {
                 AscendC::ReduceSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][from], b_.slab[SLAB_PROD],
                                    Narrow<int32_t>(count, "ReduceSum count"));
                 AscendC::ReduceSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][from], b_.slab[SLAB_PROD],
                                    Narrow<int32_t>(count, "ReduceSum count"));
+                continue;
             }
+#endif
+            // no float ReduceSum: lane partials per channel (the sums' slabs are not read past here but
+            // for the packed head / tail elements, outside the body the tree folds)
+            BlockTreeSum(b_.slotDy[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DY][from], count);
+            BlockTreeSum(b_.slotDyx[j * SLOT_FLOATS], b_.slab[SLAB_SUM_DYX][from], count);
         }
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
     }
@@ -1041,11 +1055,12 @@ private:
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
+        const bool lanes = !HasFloatReduceSum(k.t);  // BlockTreeSum's lane partials (Totals)
         for (uint32_t j = 0; j < s.cnt; ++j) {
             float dy = 0.0f, dyx = 0.0f;
             if (k.t.spQuantum == 0) {
-                dy = b_.slotDy.GetValue(j * SLOT_FLOATS);
-                dyx = b_.slotDyx.GetValue(j * SLOT_FLOATS);
+                dy = LaneSum(b_.slotDy, j * SLOT_FLOATS, lanes);
+                dyx = LaneSum(b_.slotDyx, j * SLOT_FLOATS, lanes);
             } else if (k.t.spLaneSums != SP_LANES_NONE) {
                 for (uint32_t l = 0; l < SLOT_FLOATS; ++l) {  // the lane partials in lane order
                     dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
@@ -1053,8 +1068,8 @@ private:
                 }
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
-                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p);
-                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p);
+                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p, lanes);
+                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p, lanes);
             }
             k.ub.v.totDy.SetValue(s.lane0 + j, dy);
             k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);

@@ -15,6 +15,48 @@
 
 namespace bnb {
 
+// Float sums without ReduceSum (tiling reduceSum 0, Atlas training: ReduceSum.md's "Atlas 训练系列产品，支持half"):
+// the `count` floats of `src` (32-byte aligned; overwritten) halved in place by a fixed tree of Adds, the
+// upper part (from a whole block past the middle) onto the lower, down to one block; its `n` <= SLOT_FLOATS
+// lanes added onto `dst` (one block, zeroed by the caller), which then holds the lane partials for LaneSum.
+// The tree depends on `count` alone (not on cores).
+__aicore__ inline void BlockTreeSum(const LocalTensor<float> &dst, const LocalTensor<float> &src, uint32_t count)
+{
+    uint32_t n = count;
+    while (n > SLOT_FLOATS) {
+        const uint32_t h = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+        AscendC::Add(src, src, src[h], int32_t(n - h));
+        n = h;
+    }
+    if (n > 0) {
+        AscendC::Add(dst, dst, src, int32_t(n));
+    }
+}
+
+// The sum in a block at `at` of `v` (scalar reads, after the vector writes): its first lane where
+// ReduceSum wrote it (`lanes` false), else BlockTreeSum's lane partials added pairwise in a fixed order.
+__aicore__ inline float LaneSum(const LocalTensor<float> &v, uint32_t at, bool lanes)
+{
+    static_assert(SLOT_FLOATS == 8, "LaneSum adds the 8 lanes of a float block");
+    if (!lanes) {
+        return v.GetValue(at);
+    }
+    const float s01 = v.GetValue(at) + v.GetValue(at + 1), s23 = v.GetValue(at + 2) + v.GetValue(at + 3);
+    const float s45 = v.GetValue(at + 4) + v.GetValue(at + 5), s67 = v.GetValue(at + 6) + v.GetValue(at + 7);
+    return (s01 + s23) + (s45 + s67);
+}
+
+// Tiling reduceSum, compiled out where the SoC has no float ReduceSum.
+__aicore__ inline bool HasFloatReduceSum(const BatchNormBackwardTilingData &t)
+{
+#if BNB_SOC_HAS_FLOAT_REDUCE_SUM
+    return t.reduceSum != 0;
+#else
+    (void)t;
+    return false;
+#endif
+}
+
 // The per-channel outputs, by slot: grad_weight and grad_bias, and the
 // SyncBatchNorm sums (outputs of the reduce step, inputs of the elemt step).
 constexpr uint32_t OUT_GRAD_WEIGHT = 0, OUT_GRAD_BIAS = 1, SUM_DY = 2, SUM_DY_XMU = 3, CHANNEL_OUTS = 4;
@@ -241,6 +283,19 @@ struct KernelState {
         return ub.partUb[(partHalf * SLOTS_PER_LOAD + partFill) * UNIT_SLOT_FLOATS];
     }
 
+    // Without float ReduceSum: the batch's lane partials (BlockTreeSum) added up by the scalar unit into each
+    // block's first lane (LaneSum) before the copy, while the copy waits anyway, so the combines from the
+    // workspace read one value per sum as with ReduceSum.
+    __aicore__ inline void FoldBatchLanes()
+    {
+        const LocalTensor<float> batch = ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS];
+        SetWaitFlag<AscendC::HardEvent::V_S>();
+        for (uint32_t b = 0; b < partFill * UNIT_SLOT_FLOATS; b += SLOT_FLOATS) {
+            batch.SetValue(b, LaneSum(batch, b, true));
+        }
+        SetWaitFlag<AscendC::HardEvent::S_MTE3>();
+    }
+
     // One more slot written; a full batch (or `flush`: the end of the core's run) goes to GM in one copy.
     __aicore__ inline void StoreBatch(bool flush)
     {
@@ -253,6 +308,9 @@ struct KernelState {
         }
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        if (!HasFloatReduceSum(t)) {
+            FoldBatchLanes();
+        }
         AscendC::DataCopy(part[partFirst * UNIT_SLOT_FLOATS], ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS],
                           partFill * UNIT_SLOT_FLOATS);
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(partEvent[partHalf]);

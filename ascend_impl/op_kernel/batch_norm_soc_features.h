@@ -40,6 +40,11 @@
 // sub-group in one instruction): Atlas training (dav-c100, ascend910) has it for half only; the kernel
 // takes it only where the tiling says so (spSegSum).
 #define BNB_SOC_HAS_REDUCE_REPEAT BNB_SOC_HAS_MUL_ADD
+// ReduceSum on float (the per-unit and per-channel sums): Atlas training (dav-c100, ascend910) has it for
+// half only, as ReduceRepeat (ReduceSum.md, 数据类型: "Atlas 训练系列产品，支持half"); there the sums are
+// a tree of float Adds to one block of lane partials whose lanes the scalar unit adds (BlockTreeSum,
+// tiling reduceSum 0).
+#define BNB_SOC_HAS_FLOAT_REDUCE_SUM BNB_SOC_HAS_REDUCE_REPEAT
 // Brcb and the masked repeat form of the UB -> UB Copy (the single pass's per-block broadcasts, with
 // spSegSum): not on Atlas training / inference.
 #define BNB_SOC_HAS_BLOCK_COPY (!BNB_SOC_LEGACY)

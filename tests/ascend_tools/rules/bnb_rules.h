@@ -105,7 +105,7 @@ struct Soc {
     bool hasSoftSyncAll;    // the software SyncAll(gmWorkspace, ubWorkspace, usedCores): every line here
     bool hasDcci;           // DataCacheCleanAndInvalid: Atlas A2 / A3 / 350 only
     bool hasMulAdd;         // MulAddDst / FusedMulAdd: not on dav-c100 (ascend910)
-    bool hasReduceRepeat;   // ReduceRepeat<SUM> on float: not on Atlas training (ascend910, half only)
+    bool hasReduceRepeat;   // ReduceRepeat<SUM> and ReduceSum on float: not on Atlas training (ascend910, half only)
     bool hasBlockCopy;      // Brcb and the masked UB -> UB Copy: not on Atlas training / inference
 };
 // __NPU_ARCH__ of each line's vector core, as the headers define it: the one per-SoC fact here that
@@ -300,6 +300,14 @@ inline void ReduceRepeatParams(const char *intr, const Soc &soc, uint64_t elemBy
             src);
     Require(!(soc.npuArch == 1001 && dstRep == 0), intr, std::string("dstRepStride 0 not supported on ") + soc.name,
             "", src);
+    Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
+            "", src);
+}
+// ReduceSum (归约计算/ReduceSum.md, 数据类型): "Atlas 训练系列产品，支持half" (float only on the other lines,
+// the same SoCs as ReduceRepeat's float); so are the other sums of the folder on Atlas training
+// (ReduceDataBlock.md / ReducePairElem.md: BlockReduceSum / PairReduceSum, "支持half").
+inline void ReduceSumType(const char *intr, const Soc &soc, uint64_t elemBytes, Src src)
+{
     Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
             "", src);
 }

@@ -370,6 +370,7 @@ void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const Local
 {
     static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "ReduceSum: float or half only");
     bnb_rules::CalCount("ReduceSum", count, at);
+    bnb_rules::ReduceSumType("ReduceSum", SimThisCore().soc, sizeof(T), at);
     const T *ps = src.SimPtr(count, "ReduceSum", true, at, "src");
     const int32_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T);
     const int32_t repeats = (count + lanes - 1) / lanes;

@@ -1,5 +1,5 @@
 // One call of a repeat-form vector instruction of the CPU build (ReduceRepeat<SUM>, Brcb, the masked
-// Copy, Add and Duplicate with a bitwise mask) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
+// Copy, Add and Duplicate with a bitwise mask; ReduceSum) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
 // and every argument rule refusing a bad call. Loaded through ctypes with the other units.
 //
 // params (int64): [srcOffset, dstOffset, alias, reserveBytes, scalarRead, op arguments...]
@@ -14,6 +14,7 @@
 //                  src0RepStride, src1RepStride (Add, bitwise mask: dst = dst + src, src0 the destination)
 //   dup_masked:    maskLow, maskHigh, repeatTime, dstBlockStride, dstRepeatStride (Duplicate, bitwise mask,
 //                  of src[0])
+//   reduce_sum:    count (ReduceSum of the first count elements into dst[0], a scratch buffer of its own)
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -32,7 +33,7 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         if (nParams < 5 + n) throw SimError(op + ": too few parameters");
     };
     TPipe pipe;
-    TBuf<TPosition::VECCALC> extra, sbuf, dbuf;
+    TBuf<TPosition::VECCALC> extra, sbuf, dbuf, tbuf;
     if (reserve > 0) pipe.InitBuffer(extra, uint32_t(reserve));
     const uint32_t srcBytes = uint32_t((srcOff + srcLen) * sizeof(T) + 31) / 32 * 32;
     const uint32_t dstBytes = uint32_t((dstOff + dstLen) * sizeof(T) + 31) / 32 * 32;
@@ -67,6 +68,10 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         need(5);
         uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
         Duplicate(d, static_cast<T>(src[0]), mask, uint8_t(a[2]), uint16_t(a[3]), uint8_t(a[4]));
+    } else if (op == "reduce_sum") {
+        need(1);
+        pipe.InitBuffer(tbuf, srcBytes);
+        ReduceSum(d, s, tbuf.Get<T>(), int32_t(a[0]));
     } else {
         throw SimError("no such op " + op);
     }
@@ -83,7 +88,7 @@ extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, con
 {
     const std::string name(op);
     if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy" &&
-        name != "add_masked" && name != "dup_masked") {
+        name != "add_masked" && name != "dup_masked" && name != "reduce_sum") {
         return 3;
     }
     try {

@@ -83,6 +83,20 @@ def test_reduce_repeat_half_on_ascend910_runs(sim):
     assert err is None and list(out) == [64.0, 64.0]
 
 
+# ReduceSum.md, 数据类型: "Atlas 训练系列产品，支持half" (half and float on every other line): the CPU build
+# refuses float ReduceSum on ascend910 only (the kernel then sums with BlockTreeSum, tiling reduceSum 0).
+@pytest.mark.parametrize("soc", ["ascend910", "ascend310p", "ascend910b", "ascend910_93", "ascend950"])
+@pytest.mark.parametrize("half", [False, True])
+def test_reduce_sum_float_refused_on_ascend910_only(sim, soc, half):
+    src = np.arange(100, dtype=np.float32) % 7
+    out, err = simlib.repeat_op(sim, "reduce_sum", src, np.full(8, SENTINEL), [100], soc=soc, half=half)
+    if soc == "ascend910" and not half:
+        assert out is None and err is not None and "float not supported on ascend910 (half only)" in err, err
+    else:
+        assert err is None, err
+        assert out[0] == float(np.sum(src)) and np.all(out[1:] == SENTINEL)
+
+
 def test_reduce_repeat_dst_needs_only_element_alignment(sim):
     # ReduceRepeat.md 表3: SUM float, dst 4-byte aligned: a destination 3 floats into its buffer is legal.
     src = np.arange(128, dtype=np.float32)
