@@ -81,8 +81,16 @@ def test_threads_direct():
 
 
 def test_threads_pynative():
-    """4 threads calling batch_norm_backward at once, each checked against the reference."""
+    """4 threads calling batch_norm_backward at once, each result checked against the reference.
+
+    Our launches race (the package serialises them itself: launch.LOCK). The test's own MindSpore
+    calls around them (making the input tensors, Cast and asnumpy of the outputs) run under a lock of
+    the test: MindSpore 2.10's own operators launched from several Python threads at once can abort
+    the process inside MindSpore (std::terminate in runtime::AsyncRQueue::Push from a Cast, seen in CI
+    under load and reproduced under gdb; docs/capabilities.md), which is not what this test is about."""
     import mindspore as ms
+    import mindspore_bn_grad as mbg
+    from _harness import OUTPUTS, assert_close, expected, ms_tensor, out_dtypes
     ms.set_context(mode=ms.PYNATIVE_MODE)
     cases = [((4, 6, 40), "NCHW", "float32", dict(training=True)),
              ((3, 5, 4, 8), "NHWC", "float32", dict(training=False, output_mask=(True, False, True))),
@@ -91,11 +99,24 @@ def test_threads_pynative():
     prepared = [(make_arrays(shape, fmt, seed=30 + k), dtype, dict(attrs, data_format=fmt))
                 for k, (shape, fmt, dtype, attrs) in enumerate(cases)]
     check("pynative", *_args(prepared[0]))  # warm: build and first op outside the race
+    mindspore_calls = threading.Lock()
 
     def work(i):
         for r in range(5):
             arrays, dtype, attrs = prepared[(i + r) % len(prepared)]
-            check("pynative", arrays, {n: dtype for n in NAMES}, **attrs)
+            dtypes = {n: dtype for n in NAMES}
+            with mindspore_calls:
+                tensors = [ms_tensor(arrays.get(n), dtype) for n in NAMES]
+            outs = mbg.batch_norm_backward(*tensors, **attrs)  # the launches that race
+            with mindspore_calls:
+                got = [o.astype(ms.float64).asnumpy() for o in outs]
+                want, q = expected(arrays, dtypes, **attrs)
+            for name, g, w, dt in zip(OUTPUTS, got, want, out_dtypes(arrays, dtypes)):
+                assert g.shape == w.shape, (name, g.shape, w.shape)
+                assert_close(name, g, w, dt, dtype, q, attrs)
+            for g, keep in zip(got, attrs.get("output_mask", (True, True, True))):
+                if not keep:
+                    assert not np.any(g), "masked output must be zero-filled"
 
     _run_threads(4, work)
 
