@@ -56,36 +56,34 @@ __aicore__ inline void IssueLoad(KernelState<T> &k, const TileRows &r, bool with
     }
 }
 
+// The oldest issued tile of one input (its queue `in`) into its float tile `f`: float32 computes in place in
+// the dequeued buffer (`held` until ReleaseTile), other types are cast into `f`.
+template <typename T, typename Q>
+__aicore__ inline void TakeInput(Q &in, LocalTensor<float> &f, bool &held, uint32_t n)
+{
+    if constexpr (IsSame<T, float>::value) {
+        (void)n;
+        f = in.template DeQue<float>();
+        held = true;
+    } else {
+        LocalTensor<T> t = in.template DeQue<T>();
+        ToFloat(f, t, n);
+        in.FreeTensor(t);
+    }
+}
+
 // TakeTile's halves: dy of the oldest issued tile into dyF, then x into xF (its loads land after dy's, so
 // phase 1 sums dy's rows in between).
 template <typename T>
 __aicore__ inline void TakeDy(KernelState<T> &k, uint32_t n)
 {
-    KernelUb &ub = k.ub;
-    if constexpr (IsSame<T, float>::value) {
-        (void)n;
-        ub.dyF = ub.inDy.template DeQue<float>();
-        ub.dyHeld = true;
-    } else {
-        LocalTensor<T> dyT = ub.inDy.template DeQue<T>();
-        ToFloat(ub.dyF, dyT, n);
-        ub.inDy.FreeTensor(dyT);
-    }
+    TakeInput<T>(k.ub.inDy, k.ub.dyF, k.ub.dyHeld, n);
 }
 
 template <typename T>
 __aicore__ inline void TakeX(KernelState<T> &k, uint32_t n)
 {
-    KernelUb &ub = k.ub;
-    if constexpr (IsSame<T, float>::value) {
-        (void)n;
-        ub.xF = ub.inX.template DeQue<float>();
-        ub.xHeld = true;
-    } else {
-        LocalTensor<T> xT = ub.inX.template DeQue<T>();
-        ToFloat(ub.xF, xT, n);
-        ub.inX.FreeTensor(xT);
-    }
+    TakeInput<T>(k.ub.inX, k.ub.xF, k.ub.xHeld, n);
 }
 
 // n elements of the oldest issued tile into the float tiles: float32 computes
