@@ -87,7 +87,8 @@ def test_threads_pynative():
     calls around them (making the input tensors, Cast and asnumpy of the outputs) run under a lock of
     the test: MindSpore 2.10's own operators launched from several Python threads at once can abort
     the process inside MindSpore (std::terminate in runtime::AsyncRQueue::Push from a Cast, seen in CI
-    under load and reproduced under gdb; docs/capabilities.md), which is not what this test is about."""
+    under load) or hang it, without this package too (docs/capabilities.md), which is not what this
+    test is about."""
     import mindspore as ms
     import mindspore_bn_grad as mbg
     from _harness import OUTPUTS, assert_close, expected, ms_tensor, out_dtypes
