@@ -83,12 +83,11 @@ def test_threads_direct():
 def test_threads_pynative():
     """4 threads calling batch_norm_backward at once, each result checked against the reference.
 
-    Our launches race (the package serialises them itself: launch.LOCK). The test's own MindSpore
-    calls around them (making the input tensors, Cast and asnumpy of the outputs) run under a lock of
-    the test: MindSpore 2.10's own operators launched from several Python threads at once can abort
-    the process inside MindSpore (std::terminate in runtime::AsyncRQueue::Push from a Cast, seen in CI
-    under load) or hang it, without this package too (docs/capabilities.md), which is not what this
-    test is about."""
+    Our launches are serialised by the package (launch.LOCK). The test's own MindSpore calls around
+    them (making the input tensors, Cast and asnumpy of the outputs) take the same lock: MindSpore
+    2.10's own operators launched from several Python threads at once can abort the process inside
+    MindSpore (std::terminate in runtime::AsyncRQueue::Push, seen in CI under load) or hang it, with
+    or without this package (docs/capabilities.md), which is not what this test is about."""
     import mindspore as ms
     import mindspore_bn_grad as mbg
     from _harness import OUTPUTS, assert_close, expected, ms_tensor, out_dtypes
@@ -100,7 +99,7 @@ def test_threads_pynative():
     prepared = [(make_arrays(shape, fmt, seed=30 + k), dtype, dict(attrs, data_format=fmt))
                 for k, (shape, fmt, dtype, attrs) in enumerate(cases)]
     check("pynative", *_args(prepared[0]))  # warm: build and first op outside the race
-    mindspore_calls = threading.Lock()
+    from mindspore_bn_grad.launch import LOCK as mindspore_calls  # an RLock
 
     def work(i):
         for r in range(5):
