@@ -4,10 +4,11 @@
 // The tensor is [outer, L = C * inner] rows; SIMD runs along a row (across
 // columns). Tiles are (row chunk, column block): blocks of kColBlock columns,
 // or kWideBlock for a tensor of kWideMinBytes and more (whole rows up to that width: one
-// contiguous run per tile). A tile's per-column moments come from two passes
-// over it while it is cached (column sums, then the deviations from the
-// column means), float lanes flushed to double every kColFlushRows rows, into
-// the Scratch. A channel's moments combine its partials around the channel's
+// contiguous run per tile). A tile's per-column moments come from one pass over
+// it, sums of the deviations from a shift (the mean of its first kShiftRows
+// rows) and of their squares, float lanes flushed to double every kColFlushRows
+// rows, into the Scratch; a second pass, from L2, where a shift was far from
+// its column's mean (TileMoments). A channel's moments combine its partials around the channel's
 // mean (FinishGroup), channels in groups on the walk's threads. Then every
 // tile is normalized with per-column coefficients, the tiles backwards (those
 // read last are still cached). Tile boundaries and the combine order depend
@@ -30,6 +31,7 @@ using namespace column;  // the tile geometry (column_tiles.h)
 constexpr int64_t kFusedBytes = 256 << 10;    // a column block of every row at most this big: fused
 constexpr int64_t kFinishGroup = 64;          // channels per task of the channels' finish
 constexpr int64_t kMinParallelFinish = 8192;  // partial moments to combine, below: one thread
+constexpr int64_t kShiftRows = 32;            // a tile's first rows, whose mean shifts its sums
 
 template <DType D>
 struct FwdColPath {
@@ -87,18 +89,22 @@ struct FwdColPath {
     c_bias = arr(2);
   }
 
-  // Per-column moments of rows [r0, r1), columns [j0, j0 + w), into out[0 .. w).
+  // Per-column moments of rows [r0, r1), columns [j0, j0 + w), into out[0 .. w): the first
+  // kShiftRows rows give each column a shift kc near its mean, then one pass over every row sums
+  // d = x - kc and d^2. The shifted sums lose precision only when kc is far from the column's
+  // mean (m2 small against the sum of d^2): such a tile (an outlier among its first rows, a
+  // constant column) takes a second pass over its rows, from L2, around the mean of the first.
+  // Each step depends on the tile's own values only, so the bits do not depend on the threads.
   __attribute__((noinline)) void TileMoments(int64_t r0, int64_t r1, int64_t j0, int64_t w, Moments *out) const {
     const void *const x = a.input.data;
     alignas(32) T f1[kWideBlock], f2[kWideBlock], kc[kWideBlock];
     double s1[kWideBlock], s2[kWideBlock];
     const double rows = static_cast<double>(r1 - r0);
-    // pass 1: column sums -> the tile's column means kc
-    for (int64_t j = 0; j < w; ++j) s1[j] = 0.0;
-    for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
-      const int64_t re = std::min(r1, rb + kColFlushRows);
+    const double inv_rows = 1.0 / rows;
+    {  // the shift: mean of the first rows (float lanes)
+      const int64_t re = std::min(r1, r0 + kShiftRows);
       for (int64_t j = 0; j < w; ++j) f1[j] = 0;
-      for (int64_t r = rb; r < re; ++r) {
+      for (int64_t r = r0; r < re; ++r) {
         const int64_t off = r * L + j0;
         int64_t j = 0;
 #ifdef BN_GRAD_HAVE_AVX2
@@ -110,22 +116,34 @@ struct FwdColPath {
 #endif
         for (; j < w; ++j) f1[j] += Ld<D>(x, off + j);
       }
-      for (int64_t j = 0; j < w; ++j) s1[j] += f1[j];
+      const T inv = static_cast<T>(1.0 / static_cast<double>(re - r0));
+      for (int64_t j = 0; j < w; ++j) kc[j] = f1[j] * inv;
     }
-    const double inv_rows = 1.0 / rows;
-    for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(s1[j] * inv_rows);
-    // pass 2: sums of d = x - kc and d^2. It reads the tile from L2, which leaves memory idle: where
-    // tiles are whole rows (the next tile of this thread's range follows in memory), each row also
-    // prefetches the matching row of the next tile, so pass 1 of that tile finds it cached.
-    const bool ahead = w == L;
-    const int64_t ahead_end = M * L, ahead_dist = (r1 - r0) * L;
+    for (int pass = 0; pass < 2; ++pass) {
+      ShiftedSums(r0, r1, j0, w, kc, f1, f2, s1, s2);
+      bool close = true;  // every column's shift within one standard deviation of its mean
+      for (int64_t j = 0; j < w; ++j) close &= s1[j] * s1[j] * inv_rows * 2.0 <= s2[j];
+      if (close || pass == 1) break;
+      for (int64_t j = 0; j < w; ++j) kc[j] = static_cast<T>(static_cast<double>(kc[j]) + s1[j] * inv_rows);
+    }
+    for (int64_t j = 0; j < w; ++j) {  // FromShifted, with one division per tile
+      out[j].n = rows;
+      out[j].mean = static_cast<double>(kc[j]) + s1[j] * inv_rows;
+      out[j].m2 = std::max(0.0, s2[j] - s1[j] * s1[j] * inv_rows);
+    }
+  }
+
+  // Sums of d = x - kc and d^2 over rows [r0, r1), columns [j0, j0 + w): float lanes f1, f2,
+  // flushed into the doubles s1, s2 every kColFlushRows rows.
+  void ShiftedSums(int64_t r0, int64_t r1, int64_t j0, int64_t w, const T *kc, T *f1, T *f2, double *s1,
+                   double *s2) const {
+    const void *const x = a.input.data;
     for (int64_t j = 0; j < w; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
     for (int64_t rb = r0; rb < r1; rb += kColFlushRows) {
       const int64_t re = std::min(r1, rb + kColFlushRows);
       for (int64_t j = 0; j < w; ++j) { f1[j] = 0; f2[j] = 0; }
       for (int64_t r = rb; r < re; ++r) {
         const int64_t off = r * L + j0;
-        if (ahead && off + ahead_dist < ahead_end) PrefetchRun<D>(x, off + ahead_dist, std::min(L, ahead_end - off - ahead_dist));
         int64_t j = 0;
 #ifdef BN_GRAD_HAVE_AVX2
         if constexpr (kVec<D>) {
@@ -143,11 +161,6 @@ struct FwdColPath {
         }
       }
       for (int64_t j = 0; j < w; ++j) { s1[j] += f1[j]; s2[j] += f2[j]; }
-    }
-    for (int64_t j = 0; j < w; ++j) {  // FromShifted, with one division per tile
-      out[j].n = rows;
-      out[j].mean = static_cast<double>(kc[j]) + s1[j] * inv_rows;
-      out[j].m2 = std::max(0.0, s2[j] - s1[j] * s1[j] * inv_rows);
     }
   }
 

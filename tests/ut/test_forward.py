@@ -173,6 +173,25 @@ def test_large_mean_keeps_the_variance(dtype):
     np.testing.assert_allclose(got[2], want[2], rtol=2e-5)
 
 
+@pytest.mark.parametrize("shape,fmt", [((8192, 8), "NCHW"), ((64, 16, 16, 8), "NHWC"), ((4, 8, 9000), "NCHW")])
+def test_first_rows_far_from_the_mean(shape, fmt):
+    """The column path shifts a tile's sums by the mean of its first rows: with those rows far
+    from the rest (and a mean 1000 std away) the shifted sums would lose the variance to rounding,
+    so the tile takes a second pass around the first pass's mean. Same check on the row path."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape) + 1000.0
+    rows = x.reshape(-1, shape[-1]) if fmt == "NHWC" or len(shape) == 2 else None
+    if rows is not None:
+        rows[:32] += 60.0  # the first rows of the tensor (and so of its first tile)
+    else:
+        x[:, :, :32] += 60.0
+    arrays = {"input": x, "weight": np.ones(shape[-1] if fmt == "NHWC" else shape[1])}
+    got, want = run_direct(arrays, "float32", training=True, data_format=fmt)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-7)   # save_mean
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-6)   # save_invstd
+    assert_matches(got, want, RTOL["float32"], STATS_RTOL["float32"])
+
+
 @pytest.mark.parametrize("case", ["row", "row_tiles", "row_blocks", "col_nhwc", "col_nhwc_chunks", "col_short"])
 @pytest.mark.parametrize("training", [True, False])
 def test_bitwise_identical_for_any_thread_count(case, training):
