@@ -2,8 +2,10 @@
 // contiguous runs of at least kRowMinInner elements (bn_forward_walk.h).
 //
 // A channel's elements, numbered p = o * inner + i, are cut into fixed tiles
-// of kTileElems. A tile's moments come from two passes over it while it is
-// in L1/L2 (its sum, then the deviations from its mean); a channel's moments
+// of kTileElems. A tile's moments come from one pass over it, the sums of
+// the deviations from a shift (the mean of its first kShiftElems elements)
+// and of their squares (a second pass, from L1/L2, where the shift was far
+// from the mean: TileBlock); a channel's moments
 // combine its tiles' in tile order. The channel is then finished and
 // normalized, the tiles backwards (the ones read last are still cached), so
 // a channel of up to L2 size is read from memory once.
@@ -25,6 +27,7 @@ namespace fwd {
 namespace {
 
 constexpr int64_t kTileElems = 16384;      // elements per tile (per channel)
+constexpr int64_t kShiftElems = 512;       // a tile's first elements, whose mean shifts its sums
 constexpr int64_t kBlocksPerThread = 4;    // threads over channel blocks above this
 constexpr int64_t kBlockBytes = 256 << 10; // input bytes of a channel block (half an L2)
 constexpr int64_t kMaxBlock = 64;          // channels per block
@@ -81,20 +84,37 @@ struct FwdRowPath {
 
   // Moments of tile t of channels [c0, c0 + cb) into out[0 .. cb): the block's
   // runs of a row side by side (one contiguous run per row when whole, which
-  // the prefetcher follows), the same arithmetic per channel for any cb.
+  // the prefetcher follows), the same arithmetic per channel for any cb. The
+  // mean of a channel's first kShiftElems elements of the tile shifts its sums
+  // (d = x - k and d^2, one pass); a tile where a shift lands more than one
+  // standard deviation from its channel's mean (outliers among those
+  // elements, a constant channel) takes a second pass, from cache, around
+  // the first pass's mean. Each step depends on the tile's values only.
   void TileBlock(int64_t c0, int64_t cb, int64_t t, Moments *out) const {
     const int64_t len = std::min(n, (t + 1) * kTileElems) - t * kTileElems;
-    double s[kMaxBlock] = {}, s1[kMaxBlock] = {}, s2[kMaxBlock] = {};
+    double s[kMaxBlock] = {}, s1[kMaxBlock], s2[kMaxBlock];
     T k[kMaxBlock];
     const int64_t row = C * inner;
+    int64_t head = 0;
     ForRuns(c0, t, [&](int64_t off, int64_t l) {
-      if (l == inner) Prefetch(off + row, cb * l);  // the next row's runs: a new stream each row
-      for (int64_t j = 0; j < cb; ++j) s[j] += RunSum<D>(a.input.data, off + j * inner, l);
+      const int64_t u = std::min(l, kShiftElems - head);
+      if (u <= 0) return;
+      for (int64_t j = 0; j < cb; ++j) s[j] += RunSum<D>(a.input.data, off + j * inner, u);
+      head += u;
     });
-    for (int64_t j = 0; j < cb; ++j) k[j] = static_cast<T>(s[j] / static_cast<double>(len));
-    ForRuns(c0, t, [&](int64_t off, int64_t l) {
-      for (int64_t j = 0; j < cb; ++j) RunDevSums<D>(a.input.data, off + j * inner, l, k[j], &s1[j], &s2[j]);
-    });
+    for (int64_t j = 0; j < cb; ++j) k[j] = static_cast<T>(s[j] / static_cast<double>(head));
+    const double inv_len = 1.0 / static_cast<double>(len);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t j = 0; j < cb; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
+      ForRuns(c0, t, [&](int64_t off, int64_t l) {
+        if (pass == 0 && l == inner) Prefetch(off + row, cb * l);  // the next row's runs: a new stream each row
+        for (int64_t j = 0; j < cb; ++j) RunDevSums<D>(a.input.data, off + j * inner, l, k[j], &s1[j], &s2[j]);
+      });
+      bool close = true;  // every channel's shift within one standard deviation of its mean
+      for (int64_t j = 0; j < cb; ++j) close &= s1[j] * s1[j] * inv_len * 2.0 <= s2[j];
+      if (close || pass == 1) break;
+      for (int64_t j = 0; j < cb; ++j) k[j] = static_cast<T>(static_cast<double>(k[j]) + s1[j] * inv_len);
+    }
     for (int64_t j = 0; j < cb; ++j) out[j] = FromShifted(static_cast<double>(len), static_cast<double>(k[j]), s1[j], s2[j]);
   }
 

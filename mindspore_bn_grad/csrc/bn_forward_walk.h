@@ -4,9 +4,11 @@
 //   Moments       count, mean and M2 (sum of squared deviations) of a tile,
 //                 in double; Combine merges two (Chan et al.), in a fixed order
 //   RunSum, RunDevSums, FromShifted: a tile's moments from float32 (double
-//                 for float64) SIMD lanes, two passes over the tile while it is
-//                 in L1/L2: its mean k, then the sums of d = x - k and d^2
-//                 (no cancellation of sum(x^2) - n mean^2)
+//                 for float64) SIMD lanes: a shift k near its mean (the mean
+//                 of its first elements), then the sums of d = x - k and d^2
+//                 (no cancellation of sum(x^2) - n mean^2 while k is within a
+//                 standard deviation of the mean; the walks pass over a tile
+//                 again, around the first pass's mean, where it is not)
 //   NormRun       the normalize pass over one contiguous run
 //   NormCoef      what the normalize pass needs per channel: y = (x - mean) * scale + bias
 //   FinishChannel from a channel's moments (training) or its running statistics
@@ -66,7 +68,7 @@ inline Moments FromShifted(double len, double k, double s1, double s2) {
   if (len <= 0.0) return m;
   m.n = len;
   m.mean = k + s1 / len;
-  m.m2 = std::max(0.0, s2 - s1 * s1 / len);  // s1 ~ 0 (k is the tile's mean): no cancellation
+  m.m2 = std::max(0.0, s2 - s1 * s1 / len);  // k within a standard deviation of the mean: no cancellation
   return m;
 }
 

@@ -175,16 +175,18 @@ def test_large_mean_keeps_the_variance(dtype):
 
 @pytest.mark.parametrize("shape,fmt", [((8192, 8), "NCHW"), ((64, 16, 16, 8), "NHWC"), ((4, 8, 9000), "NCHW")])
 def test_first_rows_far_from_the_mean(shape, fmt):
-    """The column path shifts a tile's sums by the mean of its first rows: with those rows far
-    from the rest (and a mean 1000 std away) the shifted sums would lose the variance to rounding,
-    so the tile takes a second pass around the first pass's mean. Same check on the row path."""
+    """Both walks shift a tile's sums by the mean of its first values (the column path: its first
+    32 rows; the row path: a channel's first 512 elements of the tile): with those far from the
+    rest (and a mean 1000 std away) the column path's shifted sums would lose the variance to
+    rounding (its two cases fail without the second pass around the first pass's mean); the row
+    path's shift covers 1/32 of a tile, which bounds its loss, so its case checks the values."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal(shape) + 1000.0
     rows = x.reshape(-1, shape[-1]) if fmt == "NHWC" or len(shape) == 2 else None
     if rows is not None:
         rows[:32] += 60.0  # the first rows of the tensor (and so of its first tile)
     else:
-        x[:, :, :32] += 60.0
+        x[:, :, :512] += 60.0  # a channel's first elements in every row of the batch
     arrays = {"input": x, "weight": np.ones(shape[-1] if fmt == "NHWC" else shape[1])}
     got, want = run_direct(arrays, "float32", training=True, data_format=fmt)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-7)   # save_mean
