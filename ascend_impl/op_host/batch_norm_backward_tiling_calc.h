@@ -130,6 +130,30 @@ inline bool ChannelPipelineInL2(const TilingInput &in, const BatchNormBackwardTi
     return 2 * perChannel * std::max<uint32_t>(t.usedCores, 1) <= in.l2Bytes / L2_ROUND_DIVISOR;
 }
 
+// Whole groups per core, where one channel per core fits the L2 budget but two do not (ChannelPipelineInL2
+// false; l2Channels would be 1): on SoCs without DataCopyPad that fuse the multiply-adds (Atlas inference;
+// phase 2 is bound by its grad_input stores, so MTE2 stands mostly idle in it) the channels are pipelined
+// only in part (plTail): the last PL_TAIL_SIXTEENTHS of channel c's phase-2 units run beside the first
+// PL_AHEAD_SIXTEENTHS of channel c + 1's phase-1 units, the rest of each phase alone. A block of c + 1 read
+// in that window is read again after the rest of c's phase 2 and c + 1's phase 1, within about one channel
+// per core more than the plain order (the l2Channels bound), where the full pipeline would take two.
+inline bool TailPipelineInL2(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (!in.hasMulAdd || in.hasDataCopyPad || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || !in.allowSinglePass || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || in.l2Bytes == 0) {
+        return false;
+    }
+    const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    const uint64_t tail = pc * PL_TAIL_SIXTEENTHS / 16, ahead = pc * PL_AHEAD_SIXTEENTHS / 16;
+    if (pc > SLOTS_PER_LOAD || tail == 0 || ahead == 0) {
+        return false;
+    }
+    t.plTail = uint32_t(tail);
+    t.plAhead = uint32_t(ahead);
+    return true;
+}
+
 // Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
 // when grad_out + input of one group on every core exceed L2 /
 // L2_ROUND_DIVISOR but those of a few channels do not, the kernel runs both
@@ -147,6 +171,9 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
     if (ChannelPipelineInL2(in, t)) {
+        return;
+    }
+    if (fit == 1 && widest > 1 && TailPipelineInL2(in, t)) {
         return;
     }
     if (fit >= 1 && fit < widest) {
@@ -241,7 +268,7 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
-    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && !ChannelPipelineInL2(in, t) &&
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && t.plTail == 0 && !ChannelPipelineInL2(in, t) &&
                               widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
     if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
         return;

@@ -53,6 +53,8 @@ constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks 
 constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
 constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (InterleavedRounds: a round's second reads,
                                            // the next one's first reads and dx share L2)
+constexpr uint32_t PL_TAIL_SIXTEENTHS = 12; // partly pipelined channels (plTail): phase-2 units of a channel beside
+constexpr uint32_t PL_AHEAD_SIXTEENTHS = 5;  // ... the next channel's first phase-1 units (TailPipelineInL2)
 constexpr uint32_t SOFT_IL_L2_TENTHS = 3;  // ... of interleaved rounds with the software SyncAll (ilRounds), in
                                            // tenths of L2: a little less than a third, so a round's second reads
                                            // stay in the share of L2 the rounds count on
@@ -135,6 +137,11 @@ struct BatchNormBackwardTilingData {
                            // combines loads its partials in one copy
     uint32_t ilRounds;     // L2 rounds with the software SyncAll (softSync): 1 = interleaved as with the hardware
                            // one (InterleavedRounds), 0 = one after the other
+    uint32_t plTail;       // ChannelPipeline: > 0 = only the last plTail phase-2 units of channel c run beside
+                           // phase 1 of channel c + 1 (its first plAhead units, spread over them; its others
+                           // after them), so a block's second read follows its first within less traffic (L2)
+                           // than with every unit of both phases interleaved; 0: all of them, in runs of PipeBlock
+    uint32_t plAhead;      // ChannelPipeline with plTail: phase-1 units of channel c + 1 among those plTail
     uint32_t reduceSum;    // 1: ReduceSum on float exists (SoCs with reduce_repeat); 0 (Atlas training, ascend910:
                            // half only): each float sum is a tree of Adds to one block of lane partials
                            // (BlockTreeSum) whose lanes the scalar unit adds in lane order (LaneSum)
