@@ -77,6 +77,14 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
                               t.groupWidth));
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
+    // Rounds one after the other on SoCs without DataCopyPad that fuse the multiply-adds (Atlas inference:
+    // phase 2 bound by its stores, MTE2 mostly idle in it): the last PL_TAIL_SIXTEENTHS of a core's
+    // phase-2 units of a round run beside the first PL_ROUND_AHEAD_SIXTEENTHS of its phase-1 units of the
+    // next (plTail), as TailPipelineInL2 does for whole channels.
+    if (!InterleavedRounds(t) && in.hasMulAdd && !in.hasDataCopyPad) {
+        t.plTail = PL_TAIL_SIXTEENTHS;
+        t.plAhead = PL_ROUND_AHEAD_SIXTEENTHS;
+    }
     t.l2Rounds = uint32_t(std::max<uint64_t>(
         1, InterleavedRounds(t) ? std::min<uint64_t>(CeilDiv(uint64_t(t.groups), rounds), fitChannels / width)
                                 : roundChannels / width));
@@ -149,8 +157,8 @@ inline bool TailPipelineInL2(const TilingInput &in, BatchNormBackwardTilingData 
     if (pc > SLOTS_PER_LOAD || tail == 0 || ahead == 0) {
         return false;
     }
-    t.plTail = uint32_t(tail);
-    t.plAhead = uint32_t(ahead);
+    t.plTail = PL_TAIL_SIXTEENTHS;
+    t.plAhead = PL_AHEAD_SIXTEENTHS;
     return true;
 }
 
