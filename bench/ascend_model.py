@@ -35,7 +35,7 @@ class PerfCore(ctypes.Structure):
 class PerfTiling(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("strategy", "used_cores", "cross_core", "sp_channels", "groups",
                                               "units", "workspace_bytes", "l2_rounds", "group_width",
-                                              "l2_channels", "soft_sync")]
+                                              "l2_channels", "soft_sync", "pl_tail")]
 
 
 def capabilities():

@@ -77,6 +77,14 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
                               t.groupWidth));
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
+    // Rounds one after the other on SoCs without DataCopyPad that fuse the multiply-adds (Atlas inference:
+    // phase 2 bound by its stores, MTE2 mostly idle in it): the last PL_TAIL_SIXTEENTHS of a core's
+    // phase-2 units of a round run beside the first PL_ROUND_AHEAD_SIXTEENTHS of its phase-1 units of the
+    // next (plTail), as TailPipelineInL2 does for whole channels.
+    if (!InterleavedRounds(t) && in.hasMulAdd && !in.hasDataCopyPad) {
+        t.plTail = PL_TAIL_SIXTEENTHS;
+        t.plAhead = PL_ROUND_AHEAD_SIXTEENTHS;
+    }
     t.l2Rounds = uint32_t(std::max<uint64_t>(
         1, InterleavedRounds(t) ? std::min<uint64_t>(CeilDiv(uint64_t(t.groups), rounds), fitChannels / width)
                                 : roundChannels / width));
@@ -130,6 +138,30 @@ inline bool ChannelPipelineInL2(const TilingInput &in, const BatchNormBackwardTi
     return 2 * perChannel * std::max<uint32_t>(t.usedCores, 1) <= in.l2Bytes / L2_ROUND_DIVISOR;
 }
 
+// Whole groups per core, where one channel per core fits the L2 budget but two do not (ChannelPipelineInL2
+// false; l2Channels would be 1): on SoCs without DataCopyPad that fuse the multiply-adds (Atlas inference;
+// phase 2 is bound by its grad_input stores, so MTE2 stands mostly idle in it) the channels are pipelined
+// only in part (plTail): the last PL_TAIL_SIXTEENTHS of channel c's phase-2 units run beside the first
+// PL_AHEAD_SIXTEENTHS of channel c + 1's phase-1 units, the rest of each phase alone. A block of c + 1 read
+// in that window is read again after the rest of c's phase 2 and c + 1's phase 1, within about one channel
+// per core more than the plain order (the l2Channels bound), where the full pipeline would take two.
+inline bool TailPipelineInL2(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (!in.hasMulAdd || in.hasDataCopyPad || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || !in.allowSinglePass || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || in.l2Bytes == 0) {
+        return false;
+    }
+    const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    const uint64_t tail = pc * PL_TAIL_SIXTEENTHS / 16, ahead = pc * PL_AHEAD_SIXTEENTHS / 16;
+    if (pc > SLOTS_PER_LOAD || tail == 0 || ahead == 0) {
+        return false;
+    }
+    t.plTail = PL_TAIL_SIXTEENTHS;
+    t.plAhead = PL_AHEAD_SIXTEENTHS;
+    return true;
+}
+
 // Two passes, whole groups per core (no SyncAll: crossCore 0), channel-first:
 // when grad_out + input of one group on every core exceed L2 /
 // L2_ROUND_DIVISOR but those of a few channels do not, the kernel runs both
@@ -147,6 +179,9 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;  // takes the remainder
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
     if (ChannelPipelineInL2(in, t)) {
+        return;
+    }
+    if (fit == 1 && widest > 1 && TailPipelineInL2(in, t)) {
         return;
     }
     if (fit >= 1 && fit < widest) {
@@ -241,7 +276,7 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t perChannel = 2ull * uint64_t(t.outer) * inner * eb;
     const uint64_t last = uint64_t(t.channels) - uint64_t(t.groups - 1) * t.groupWidth;
     const uint64_t widest = std::max<uint64_t>(t.groupWidth, last);
-    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && !ChannelPipelineInL2(in, t) &&
+    const bool secondFromGm = in.l2Bytes > 0 && t.l2Channels == 0 && t.plTail == 0 && !ChannelPipelineInL2(in, t) &&
                               widest * perChannel * t.usedCores > in.l2Bytes / L2_ROUND_DIVISOR;
     if (cores <= 1 || (cores <= t.usedCores && !secondFromGm)) {
         return;

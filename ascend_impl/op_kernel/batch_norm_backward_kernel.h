@@ -289,6 +289,10 @@ private:
         }
         i -= pc;
         const uint64_t pair = 2 * pc;
+        if (k_.t.plTail > 0 && i < uint64_t(n - 1) * pair) {
+            TailStep(i % pair, uint32_t(i / pair), b, pc, apply, ch, unit);
+            return;
+        }
         if (i >= uint64_t(n - 1) * pair) {
             *apply = true;
             *ch = n - 1;
@@ -301,6 +305,42 @@ private:
         *apply = r < len;
         *ch = *apply ? c : c + 1;
         *unit = b + uint64_t(*ch) * pc + blk + (*apply ? r : r - len);
+    }
+
+    // Tiling plTail: position w of channel c's pair of runs (its pc phase-2 units, channel c + 1's pc
+    // phase-1 units): phase 2 alone up to its last plTail sixteenths, those with channel c + 1's first
+    // plAhead sixteenths spread evenly among them (a phase-1 unit after each phase-2 unit that brings it
+    // level), then channel c + 1's other phase-1 units.
+    __aicore__ inline void TailStep(uint64_t w, uint32_t c, uint64_t b, uint64_t pc, bool *apply, uint32_t *ch,
+                                    uint64_t *unit) const
+    {
+        const uint64_t tail = Max(1, pc * k_.t.plTail / 16), ahead = Max(1, pc * k_.t.plAhead / 16);
+        const uint64_t alone = pc - tail;
+        if (w < alone) {
+            *apply = true;
+            *ch = c;
+            *unit = b + uint64_t(c) * pc + w;
+            return;
+        }
+        if (w >= alone + tail + ahead) {
+            *apply = false;
+            *ch = c + 1;
+            *unit = b + uint64_t(c + 1) * pc + (w - alone - tail);
+            return;
+        }
+        // the window: after phase-2 unit j (0-based in the tail) come the phase-1 units up to
+        // (j + 1) * ahead / tail
+        uint64_t p2 = 0, p1 = 0;
+        for (uint64_t pos = alone; pos < w; ++pos) {
+            if (p1 < (p2 * ahead) / tail || p2 == tail) {
+                ++p1;
+            } else {
+                ++p2;
+            }
+        }
+        *apply = !(p1 < (p2 * ahead) / tail || p2 == tail);
+        *ch = *apply ? c : c + 1;
+        *unit = b + uint64_t(*ch) * pc + (*apply ? alone + p2 : p1);
     }
 
     __aicore__ inline void ChannelPipeline(int64_t g)
@@ -503,13 +543,26 @@ private:
     // The order of Interleaved's steps: PipeBlock units of each phase in turn, phase 2 first, the rest of
     // either at the end.
     // `serial`: every phase-2 unit first, then the phase-1 units.
+    // `tail` > 0 (serial, tiling plTail): phase 2 alone up to its last `tail` units, those with the first
+    // `ahead` phase-1 units spread evenly among them, then the other phase-1 units.
     struct InterleaveOrder {
         uint64_t a, ae, r, re;
         bool serial = false;
+        uint64_t tail = 0, ahead = 0;
         uint32_t run = 0;
         bool turnApply = true;
+        uint64_t p2 = 0, p1 = 0;
         __aicore__ inline void Take(bool *apply, uint64_t *u)
         {
+            if (serial && tail > 0) {
+                const bool window = ae - a <= tail;
+                *apply = a < ae && !(window && r < re && p1 < ahead && p1 < p2 * ahead / tail);
+                if (window) {
+                    ++(*apply ? p2 : p1);
+                }
+                *u = *apply ? a++ : r++;
+                return;
+            }
             *apply = a < ae && (r >= re || turnApply || serial);
             *u = *apply ? a++ : r++;
             if (++run >= PipeBlock<T>()) {
@@ -541,6 +594,10 @@ private:
         k_.applyBegin = ab;
         k_.applyEnd = ae;
         InterleaveOrder order{ab, ae, rb, re, serial};
+        if (serial && k_.t.plTail > 0) {
+            order.tail = Max(1, (ae - ab) * k_.t.plTail / 16);
+            order.ahead = Max(1, (re - rb) * k_.t.plAhead / 16);
+        }
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);

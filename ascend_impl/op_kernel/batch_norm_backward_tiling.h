@@ -53,6 +53,9 @@ constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks 
 constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
 constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (InterleavedRounds: a round's second reads,
                                            // the next one's first reads and dx share L2)
+constexpr uint32_t PL_TAIL_SIXTEENTHS = 12; // partly pipelined channels (plTail): phase-2 units of a channel beside
+constexpr uint32_t PL_AHEAD_SIXTEENTHS = 5;  // ... the next channel's first phase-1 units (TailPipelineInL2)
+constexpr uint32_t PL_ROUND_AHEAD_SIXTEENTHS = 6; // ... and of the next L2 round's (rounds one after the other)
 constexpr uint32_t SOFT_IL_L2_TENTHS = 3;  // ... of interleaved rounds with the software SyncAll (ilRounds), in
                                            // tenths of L2: a little less than a third, so a round's second reads
                                            // stay in the share of L2 the rounds count on
@@ -135,6 +138,13 @@ struct BatchNormBackwardTilingData {
                            // combines loads its partials in one copy
     uint32_t ilRounds;     // L2 rounds with the software SyncAll (softSync): 1 = interleaved as with the hardware
                            // one (InterleavedRounds), 0 = one after the other
+    uint32_t plTail;       // ChannelPipeline, or L2 rounds one after the other: > 0 = the last plTail sixteenths
+                           // of channel c's (round r's) phase-2 units run beside phase 1 of channel c + 1 (round
+                           // r + 1): its first plAhead sixteenths, spread over them, its others after them; so
+                           // MTE2 streams in the store-bound phase 2 while a block's second read follows its
+                           // first within less traffic (L2) than with every unit of both phases interleaved;
+                           // 0: ChannelPipeline all of them, in runs of PipeBlock; the rounds none
+    uint32_t plAhead;      // with plTail: sixteenths of the next phase 1 among those plTail
     uint32_t reduceSum;    // 1: ReduceSum on float exists (SoCs with reduce_repeat); 0 (Atlas training, ascend910:
                            // half only): each float sum is a tree of Adds to one block of lane partials
                            // (BlockTreeSum) whose lanes the scalar unit adds in lane order (LaneSum)

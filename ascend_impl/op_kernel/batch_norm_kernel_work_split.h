@@ -35,6 +35,7 @@
 namespace bnb {
 
 __aicore__ inline uint64_t Min(uint64_t a, uint64_t b) { return a < b ? a : b; }
+__aicore__ inline uint64_t Max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 __aicore__ inline bool ChannelFirst(const BatchNormBackwardTilingData &t) { return t.layout == LAYOUT_CHANNEL_FIRST; }
 

@@ -30,7 +30,7 @@ struct BnbPerfCore {
 // The tiling's choices.
 struct BnbPerfTiling {
     int64_t strategy, usedCores, crossCore, spChannels, groups, units, workspaceBytes, l2Rounds, groupWidth,
-        l2Channels, softSync;
+        l2Channels, softSync, plTail;
 };
 
 namespace {
@@ -122,7 +122,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
             return 1;
         }
         *tilingOut = {t.strategy, t.usedCores, t.crossCore, t.spChannels, t.groups, t.units,
-                      int64_t(bnb::WorkspaceBytes(t)), t.l2Rounds, t.groupWidth, t.l2Channels, t.softSync};
+                      int64_t(bnb::WorkspaceBytes(t)), t.l2Rounds, t.groupWidth, t.l2Channels, t.softSync, t.plTail};
 
         const uint64_t total = uint64_t(t.outer) * uint64_t(t.channels) * uint64_t(t.inner);
         const uint64_t bytes = total * bnb::DtypeBytes(in.dtype);

@@ -104,3 +104,35 @@ def test_channels_in_l2_masks(sim, mask):
         info = check(sim, (4, 32, 12, 12), False, "float32", training, mask, soc="ascend910", cores=2, l2_bytes=83000,
                      two_pass=True)
         assert info.l2_channels > 0
+
+
+# Atlas inference (ascend310p: no DataCopyPad, mul_add), whole groups per core, one channel per core within
+# half of L2 but not two (TailPipelineInL2): the channels partly pipelined (tiling plTail / plAhead, the last
+# phase-2 units of a channel beside the next one's first phase-1 units). (shape, ub_bytes, l2_bytes, dtype)
+TAIL_PIPELINED = [((8, 16, 24, 24), 12000, 150000, "float32"), ((8, 32, 24, 24), 12000, 75000, "float16")]
+
+
+@pytest.mark.parametrize("shape,ub,l2,dtype", TAIL_PIPELINED)
+def test_tail_pipeline(sim, shape, ub, l2, dtype):
+    """Values against the reference (every mask, training and not), and the same bits as the plain channel
+    pipeline (an L2 that holds two channels per core) and as the whole group at once (no L2)."""
+    info = check(sim, shape, False, dtype, True, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0 and info.l2_channels == 0
+    units = info.units // shape[1]
+    assert 0 < info.pl_ahead < info.pl_tail < units
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            check(sim, shape, False, dtype, training, mask, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2,
+                  seed=1)
+    args = make_inputs(shape, False, dtype, seed=2)
+    runs = []
+    for l2_bytes in (l2, 4 * l2, 0):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=2, ub_bytes=ub,
+                             l2_bytes=l2_bytes)
+        assert ri.strategy == simlib.STRATEGIES["two_pass"] and ri.cross_core == 0 and ri.l2_channels == 0
+        assert (ri.pl_tail > 0) == (l2_bytes == l2)
+        runs.append(got)
+    for other in runs[1:]:
+        for x, y in zip(runs[0], other):
+            assert np.array_equal(x, y)

@@ -78,6 +78,13 @@ def test_split_channels_values(sim, soc, dtype, shape, l2):
     info = check(sim, shape, False, dtype, True, soc=soc, cores=8, two_pass=True, l2_bytes=l2)
     _soft_info(info, 8)
     assert (info.l2_rounds > 0) == (l2 > 0)
+    # ascend310p (mul_add, no DataCopyPad), rounds one after the other (here those of (4, 16, 32, 32); the
+    # 16-bit rounds of (2, 20, 16, 64) interleave): each core's last phase-2 units of a round beside its
+    # first phase-1 units of the next (plTail)
+    if soc != "ascend310p" or l2 == 0:
+        assert info.pl_tail == 0
+    elif shape == (4, 16, 32, 32):
+        assert info.pl_tail > 0
 
 
 @pytest.mark.parametrize("soc", LEGACY)
