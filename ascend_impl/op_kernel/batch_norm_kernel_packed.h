@@ -121,6 +121,37 @@ __aicore__ inline void LanePartials(const LocalTensor<float> &part, const LocalT
     }
 }
 
+// BlockTreeSum of a channel's two sums at once (tiling reduceSum 0): the `count` floats at src and at
+// src[pair * SLOT_FLOATS] (the second sum's slab, `pair` blocks on; both overwritten), their lane partials
+// added onto the blocks dst and dst[dstPair * SLOT_FLOATS] (zeroed by the caller). The same tree of Adds as
+// BlockTreeSum on each, so the same bits: a level whose upper part fits one repeat is one instruction, a
+// repeat per sum; wider levels keep BlockTreeSum's one instruction per sum. Each repeat reads and writes its
+// own sum only, so no repeat's destination is a later repeat's source (通用地址重叠约束).
+__aicore__ inline void BlockTreeSumPair(const LocalTensor<float> &dst, uint32_t dstPair, const LocalTensor<float> &src,
+                                        uint32_t pair, uint32_t count)
+{
+    const uint8_t rep = Narrow<uint8_t>(pair, "repeat stride"), dRep = Narrow<uint8_t>(dstPair, "repeat stride");
+    const AscendC::BinaryRepeatParams tree(1, 1, 1, rep, rep, rep), onto(1, 1, 1, dRep, dRep, rep);
+    constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+    const LocalTensor<float> second = src[pair * SLOT_FLOATS];
+    uint32_t n = count;
+    while (n > SLOT_FLOATS) {
+        const uint32_t h = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+        if (n - h > LANES) {
+            AscendC::Add(src, src, src[h], int32_t(n - h));
+            AscendC::Add(second, second, second[h], int32_t(n - h));
+        } else {
+            uint64_t mask[2] = {MaskBits(0, n - h), 0};
+            AscendC::Add(src, src, src[h], mask, uint8_t(2), tree);
+        }
+        n = h;
+    }
+    if (n > 0) {
+        uint64_t mask[2] = {MaskBits(0, n), 0};
+        AscendC::Add(dst, dst, src, mask, uint8_t(2), onto);
+    }
+}
+
 // Tiling spLaneSums: channel j's floats = v in `rows` rows of a slab (rowBlocks blocks apart), one masked
 // Duplicate over the blocks it touches (a slice and its lane offset fit one repeat, a repeat per row), so
 // the blocks it shares with its neighbours need no scalar writes and the rows no copies.

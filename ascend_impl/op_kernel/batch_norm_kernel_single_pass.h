@@ -471,13 +471,16 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
 // left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
 // ceil(log2(spAccRows)) instructions per sum, not spAccRows - 1).
 template <typename T>
-__aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
+__aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len, bool dyxToDyRow1 = false)
 {
     for (uint32_t m = k.t.spAccRows; m > 1;) {
         const uint32_t h = m / 2;
         const int32_t count = Narrow<int32_t>(h * len, "Add count");
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
+        // dyxToDyRow1 (Runner::PairTreesOn): the last fold of the dy * xhat sums into row 1 of the dy sums' slab
+        // (read by the dy sums' last fold just before), one row after the dy sums
+        const LocalTensor<float> to = dyxToDyRow1 && m == 2 ? b.slab[SLAB_SUM_DY][len] : b.slab[SLAB_SUM_DYX];
+        AscendC::Add(to, b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
         m -= h;
     }
 }
@@ -885,7 +888,7 @@ private:
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
-        FoldSums(k, b_, s.len);
+        FoldSums(k, b_, s.len, PairTreesOn(k, s.len) && k.t.spAccRows > 1);
     }
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
@@ -1022,6 +1025,9 @@ private:
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
             AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
             AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
+            if (PairTrees(k, s)) {
+                return;
+            }
         }
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
@@ -1050,6 +1056,47 @@ private:
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
     }
 
+    // No float ReduceSum, sums not by lanes: each channel's two sums by BlockTreeSumPair, the dy * xhat sums
+    // PairDistance(len) floats after the dy sums (FoldSums leaves them in row 1 of the dy sums' slab where
+    // the sums have rows, spAccRows > 1; else the pair buffer's second half), where that distance and the
+    // slots' (spChannels blocks) fit a repeat stride.
+    __aicore__ inline uint32_t PairDistance(const KernelState<T> &k, uint32_t len) const
+    {
+        return k.t.spAccRows > 1 ? len : b_.accElems;
+    }
+    __aicore__ inline bool PairTreesOn(const KernelState<T> &k, uint32_t len) const
+    {
+        const uint32_t d = PairDistance(k, len);
+        return !HasFloatReduceSum(k.t) && k.t.spLaneSums == SP_LANES_NONE && !SegmentedSums(k) &&
+               d % SLOT_FLOATS == 0 && d / SLOT_FLOATS <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE;
+    }
+    // The folded dy * xhat sums of the sub-group (PairTreesOn).
+    __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, uint32_t len) const
+    {
+        return PairTreesOn(k, len) ? b_.sumPair[PairDistance(k, len)] : b_.slab[SLAB_SUM_DYX];
+    }
+
+    __aicore__ inline bool PairTrees(KernelState<T> &k, const SubGroup &s)
+    {
+        if (!PairTreesOn(k, s.len)) {
+            return false;
+        }
+        const uint32_t pair = PairDistance(k, s.len) / SLOT_FLOATS;
+        for (uint32_t j = 0; j < s.cnt; ++j) {
+            uint32_t from = j * k.t.spRowStride, count = uint32_t(k.t.inner);
+            if (k.t.spQuantum > 0) {
+                const PackedSpan p = SpanOf(k.t, j);
+                from = p.bodyLo;
+                count = p.bodyHi - p.bodyLo;
+            }
+            if (count > 0) {
+                BlockTreeSumPair(b_.slotDy[j * SLOT_FLOATS], k.t.spChannels, b_.sumPair[from], pair, count);
+            }
+        }
+        AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
+        return true;
+    }
+
     // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
     // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
@@ -1069,7 +1116,7 @@ private:
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p, lanes);
-                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p, lanes);
+                dyx = PackedSum(DyxSums(k, s.len), b_.slotDyx[j * SLOT_FLOATS], p, lanes);
             }
             k.ub.v.totDy.SetValue(s.lane0 + j, dy);
             k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);
