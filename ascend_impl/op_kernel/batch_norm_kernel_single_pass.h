@@ -1022,12 +1022,15 @@ private:
             AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
             return;
         }
+        if (PairTreesOn(k, s.len)) {
+            // the slots BlockTreeSumPair adds onto, both sums' (spChannels blocks apart) in one instruction
+            AscendC::Duplicate(b_.slotDy, 0.0f, Narrow<int32_t>((k.t.spChannels + s.cnt) * SLOT_FLOATS, "count"));
+            PairTrees(k, s);
+            return;
+        }
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
             AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
             AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
-            if (PairTrees(k, s)) {
-                return;
-            }
         }
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * rs, count = uint32_t(k.t.inner);
@@ -1076,11 +1079,8 @@ private:
         return PairTreesOn(k, len) ? b_.sumPair[PairDistance(k, len)] : b_.slab[SLAB_SUM_DYX];
     }
 
-    __aicore__ inline bool PairTrees(KernelState<T> &k, const SubGroup &s)
+    __aicore__ inline void PairTrees(KernelState<T> &k, const SubGroup &s)
     {
-        if (!PairTreesOn(k, s.len)) {
-            return false;
-        }
         const uint32_t pair = PairDistance(k, s.len) / SLOT_FLOATS;
         for (uint32_t j = 0; j < s.cnt; ++j) {
             uint32_t from = j * k.t.spRowStride, count = uint32_t(k.t.inner);
@@ -1094,7 +1094,6 @@ private:
             }
         }
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
-        return true;
     }
 
     // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
