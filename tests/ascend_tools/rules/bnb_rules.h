@@ -225,6 +225,12 @@ inline void NoPartialOverlap(const char *intr, const char *a, uint64_t aLo, uint
 struct Span {
     uint64_t lo = 0, hi = 0;
 };
+// The instructions whose destination may overlap later repeats' second source (the exception above).
+inline bool AccumulatesAcrossRepeats(const std::string &intr)
+{
+    return intr == "Add" || intr == "Sub" || intr == "Mul" || intr == "Max" || intr == "Min" || intr == "AddRelu" ||
+           intr == "SubRelu";
+}
 inline void RepeatwiseOverlap(const char *intr, const std::vector<std::vector<Span>> &dst, const char *srcName,
                               const std::vector<std::vector<Span>> &src, bool accumulates, Src at)
 {

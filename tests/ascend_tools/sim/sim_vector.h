@@ -147,14 +147,6 @@ inline std::vector<std::vector<bnb_rules::Span>> ByRepeat(const std::vector<bnb_
     }
     return out;
 }
-// The two-source instructions whose destination may overlap later repeats' second source when src1RepStride or
-// dstRepStride is 0 (通用说明和约束.md, 通用地址重叠约束: Add、Sub、Mul、Max、Min、AddRelu、SubRelu).
-inline bool AccumulatesAcrossRepeats(const std::string &op)
-{
-    return op == "Add" || op == "Sub" || op == "Mul" || op == "Max" || op == "Min" || op == "AddRelu" ||
-           op == "SubRelu";
-}
-
 // A two-source instruction of the repeat form with a normal-mode mask (高维切分.md, 掩码.md): in repeat r the
 // active elements e, dst[r, e] = f(src0[r, e], src1[r, e]), each operand with its block and repeat strides;
 // the elements the mask leaves out keep their values. Strides and repeats as BinaryRepeatParams' uint8_t
@@ -177,7 +169,7 @@ void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const Loca
     const std::vector<bnb_hazards::Range> wd = StridedRanges(dst, mask, n, p.dstBlkStride, p.dstRepStride);
     const std::vector<bnb_hazards::Range> r0 = StridedRanges(a, mask, n, p.src0BlkStride, p.src0RepStride);
     const std::vector<bnb_hazards::Range> r1 = StridedRanges(b, mask, n, p.src1BlkStride, p.src1RepStride);
-    const bool accumulates = (p.dstRepStride == 0 || p.src1RepStride == 0) && AccumulatesAcrossRepeats(op) &&
+    const bool accumulates = (p.dstRepStride == 0 || p.src1RepStride == 0) && bnb_rules::AccumulatesAcrossRepeats(op) &&
                              (std::is_same<T, float>::value || std::is_same<T, half>::value ||
                               std::is_same<T, int32_t>::value);
     bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src0", ByRepeat(r0, n), false, src);
