@@ -121,6 +121,51 @@ __aicore__ inline void LanePartials(const LocalTensor<float> &part, const LocalT
     }
 }
 
+// The levels of BlockTreeSum on `trees` runs at once (tiling reduceSum 0): run i's `count` floats at
+// src[i * stride] (overwritten; stride a multiple of SLOT_FLOATS, at most MAX_REPEAT_STRIDE blocks, count <=
+// stride), halved in place by the same tree of Adds, so the same bits: a level is one instruction per repeat
+// of its upper part, a repeat per run, where that is fewer instructions than one per run (else BlockTreeSum's
+// count form, run by run). A repeat reads and writes its own run only, so no repeat's destination is a later
+// repeat's source (通用地址重叠约束). Returns the lanes left per run (<= SLOT_FLOATS), from each run's start.
+__aicore__ inline uint32_t BlockTreeLevels(const LocalTensor<float> &src, uint32_t stride, uint32_t trees,
+                                           uint32_t count)
+{
+    const uint8_t rep = Narrow<uint8_t>(stride / SLOT_FLOATS, "repeat stride");
+    const AscendC::BinaryRepeatParams tree(1, 1, 1, rep, rep, rep);
+    constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+    uint32_t n = count;
+    while (n > SLOT_FLOATS) {
+        const uint32_t h = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+        const uint32_t chunks = uint32_t(CeilDiv(n - h, LANES));
+        if (chunks < trees) {
+            for (uint32_t o = 0; o < n - h; o += LANES) {
+                uint64_t mask[2] = {MaskBits(0, Min(LANES, n - h - o)), 0};
+                AscendC::Add(src[o], src[o], src[h + o], mask, Narrow<uint8_t>(trees, "repeat times"), tree);
+            }
+        } else {
+            for (uint32_t i = 0; i < trees; ++i) {
+                const LocalTensor<float> r = src[i * stride];
+                AscendC::Add(r, r, r[h], int32_t(n - h));
+            }
+        }
+        n = h;
+    }
+    return n;
+}
+
+// The lanes left by BlockTreeLevels added onto `runs` zeroed blocks, dst[i * dstStride] += src[i * stride].
+__aicore__ inline void AddLanes(const LocalTensor<float> &dst, uint32_t dstStride, const LocalTensor<float> &src,
+                                uint32_t stride, uint32_t runs, uint32_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    uint64_t mask[2] = {MaskBits(0, n), 0};
+    const uint8_t d = Narrow<uint8_t>(dstStride / SLOT_FLOATS, "repeat stride");
+    AscendC::Add(dst, dst, src, mask, Narrow<uint8_t>(runs, "repeat times"),
+                 AscendC::BinaryRepeatParams(1, 1, 1, d, d, Narrow<uint8_t>(stride / SLOT_FLOATS, "repeat stride")));
+}
+
 // Tiling spLaneSums: channel j's floats = v in `rows` rows of a slab (rowBlocks blocks apart), one masked
 // Duplicate over the blocks it touches (a slice and its lane offset fit one repeat, a repeat per row), so
 // the blocks it shares with its neighbours need no scalar writes and the rows no copies.

@@ -471,13 +471,16 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
 // left (floor(m / 2) of them) onto the first, until one is left (a fixed tree whatever the sub-group:
 // ceil(log2(spAccRows)) instructions per sum, not spAccRows - 1).
 template <typename T>
-__aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len)
+__aicore__ inline void FoldSums(const KernelState<T> &k, const Buffers<T> &b, uint32_t len, uint32_t dyxAt = 0)
 {
     for (uint32_t m = k.t.spAccRows; m > 1;) {
         const uint32_t h = m / 2;
         const int32_t count = Narrow<int32_t>(h * len, "Add count");
         AscendC::Add(b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY], b.slab[SLAB_SUM_DY][(m - h) * len], count);
-        AscendC::Add(b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
+        // dyxAt > 0 (Runner::PairDistance): the last fold of the dy * xhat sums into the dy sums' slab, dyxAt
+        // floats after the dy sums (past row 0; the rows there were read by the dy sums' folds just before)
+        const LocalTensor<float> to = dyxAt > 0 && m == 2 ? b.slab[SLAB_SUM_DY][dyxAt] : b.slab[SLAB_SUM_DYX];
+        AscendC::Add(to, b.slab[SLAB_SUM_DYX], b.slab[SLAB_SUM_DYX][(m - h) * len], count);
         m -= h;
     }
 }
@@ -885,7 +888,7 @@ private:
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
-        FoldSums(k, b_, s.len);
+        FoldSums(k, b_, s.len, PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
     }
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
@@ -1019,6 +1022,12 @@ private:
             AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
             return;
         }
+        if (PairTreesOn(k, s)) {
+            // the slots PairTrees adds onto, both sums' (spChannels blocks apart) in one instruction
+            AscendC::Duplicate(b_.slotDy, 0.0f, Narrow<int32_t>((k.t.spChannels + s.cnt) * SLOT_FLOATS, "count"));
+            PairTrees(k, s);
+            return;
+        }
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
             AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
             AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
@@ -1050,6 +1059,111 @@ private:
         AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes (id 1: Broadcast may take id 0 between)
     }
 
+    // No float ReduceSum, sums not by lanes (PairTreesOn): the sub-group's sums by BlockTreeLevels, the
+    // dy * xhat sums PairDistance floats after the dy sums (FoldSums' last fold leaves them there, in the dy
+    // sums' slab, where the sums have rows, spAccRows > 1; else the pair buffer's second half). Where the
+    // channels' bodies lie in `phases` equally spaced runs (Runs), with the dy * xhat sums right after the dy
+    // sums' runs of each phase, all sums of a phase are runs of one tree (a repeat per sum), else each
+    // channel's two sums are.
+    struct TreeRuns {
+        uint32_t phases = 0, stride = 0, pair = 0;  // phases 0: no such layout
+    };
+    __aicore__ inline TreeRuns Runs(const KernelState<T> &k, const SubGroup &s) const
+    {
+        TreeRuns r;
+        if (k.t.spQuantum == 0) {
+            r.phases = 1;
+            r.stride = k.t.spRowStride;
+        } else if (s.cnt == 2) {  // two packed channels: one stride between their bodies if they are as long
+            const PackedSpan p0 = SpanOf(k.t, 0), p1 = SpanOf(k.t, 1);
+            if (p1.bodyHi - p1.bodyLo == p0.bodyHi - p0.bodyLo) {
+                r.phases = 1;
+                r.stride = p1.bodyLo - p0.bodyLo;
+            }
+        } else {  // packed: channels `phases` apart have their bodies alike, phases * inner floats apart
+            uint32_t ph = SLOT_FLOATS;
+            while (ph > 1 && (ph / 2) * uint32_t(k.t.inner) % SLOT_FLOATS == 0) {
+                ph /= 2;
+            }
+            if (s.cnt % ph == 0) {
+                r.phases = ph;
+                r.stride = ph * uint32_t(k.t.inner);
+            }
+        }
+        r.pair = r.phases > 0 ? r.stride * (s.cnt / r.phases) : 0;
+        const bool fits = r.phases > 0 && r.stride % SLOT_FLOATS == 0 && r.stride / SLOT_FLOATS <= MAX_REPEAT_STRIDE &&
+                          2 * s.cnt <= MAX_REPEAT_STRIDE && r.phases <= MAX_REPEAT_STRIDE &&
+                          (k.t.spAccRows > 1 ? r.pair >= s.len && r.pair + s.len <= b_.accElems
+                                             : r.pair == b_.accElems);
+        return fits ? r : TreeRuns();
+    }
+    __aicore__ inline uint32_t PairDistance(const KernelState<T> &k, const SubGroup &s) const
+    {
+        const TreeRuns r = Runs(k, s);
+        if (r.phases > 0) {
+            return r.pair;
+        }
+        return k.t.spAccRows > 1 ? s.len : b_.accElems;
+    }
+    __aicore__ inline bool PairTreesOn(const KernelState<T> &k, const SubGroup &s) const
+    {
+        const uint32_t d = PairDistance(k, s);
+        return !HasFloatReduceSum(k.t) && k.t.spLaneSums == SP_LANES_NONE && !SegmentedSums(k) &&
+               d % SLOT_FLOATS == 0 && d / SLOT_FLOATS <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE;
+    }
+    // The folded dy * xhat sums of the sub-group.
+    __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
+    {
+        return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
+    }
+
+    // Channel j's body in the sums' slab: its first float and its count.
+    __aicore__ inline void Body(const KernelState<T> &k, uint32_t j, uint32_t &from, uint32_t &count) const
+    {
+        from = j * k.t.spRowStride;
+        count = uint32_t(k.t.inner);
+        if (k.t.spQuantum > 0) {
+            const PackedSpan p = SpanOf(k.t, j);
+            from = p.bodyLo;
+            count = p.bodyHi - p.bodyLo;
+        }
+    }
+
+    __aicore__ inline void PairTrees(KernelState<T> &k, const SubGroup &s)
+    {
+        const uint32_t d = PairDistance(k, s), slots = k.t.spChannels * SLOT_FLOATS;
+        const TreeRuns r = Runs(k, s);
+        if (r.phases > 0) {
+            const uint32_t per = s.cnt / r.phases;  // channels of a phase
+            for (uint32_t ph = 0; ph < r.phases; ++ph) {
+                uint32_t from = 0, count = 0;
+                Body(k, ph, from, count);
+                if (count == 0) {
+                    continue;
+                }
+                const uint32_t n = BlockTreeLevels(b_.sumPair[from], r.stride, 2 * per, count);
+                const uint32_t step = r.phases * SLOT_FLOATS;  // channel ph + i * phases: slot ph + i * phases
+                if (s.cnt == k.t.spChannels) {  // the slots of both sums contiguous: one run of 2 * per
+                    AddLanes(b_.slotDy[ph * SLOT_FLOATS], step, b_.sumPair[from], r.stride, 2 * per, n);
+                } else {
+                    AddLanes(b_.slotDy[ph * SLOT_FLOATS], step, b_.sumPair[from], r.stride, per, n);
+                    AddLanes(b_.slotDyx[ph * SLOT_FLOATS], step, b_.sumPair[from + d], r.stride, per, n);
+                }
+            }
+        } else {
+            for (uint32_t j = 0; j < s.cnt; ++j) {
+                uint32_t from = 0, count = 0;
+                Body(k, j, from, count);
+                if (count > 0) {
+                    // the channel's two sums, d apart: a repeat each; their lanes onto slots spChannels blocks apart
+                    const uint32_t n = BlockTreeLevels(b_.sumPair[from], d, 2, count);
+                    AddLanes(b_.slotDy[j * SLOT_FLOATS], slots, b_.sumPair[from], d, 2, n);
+                }
+            }
+        }
+        AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
+    }
+
     // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
     // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
@@ -1069,7 +1183,7 @@ private:
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p, lanes);
-                dyx = PackedSum(b_.slab[SLAB_SUM_DYX], b_.slotDyx[j * SLOT_FLOATS], p, lanes);
+                dyx = PackedSum(DyxSums(k, s), b_.slotDyx[j * SLOT_FLOATS], p, lanes);
             }
             k.ub.v.totDy.SetValue(s.lane0 + j, dy);
             k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);

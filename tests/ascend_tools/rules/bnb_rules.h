@@ -214,6 +214,61 @@ inline void NoPartialOverlap(const char *intr, const char *a, uint64_t aLo, uint
             std::string(a) + " UB " + N(aLo) + "+" + N(aBytes) + ", " + b + " UB " + N(bLo) + "+" + N(bBytes), src);
 }
 
+// The same rule for an instruction of the repeat form (高维切分), repeat by repeat (SIMD-API/通用说明和约束.md,
+// 通用地址重叠约束): within a repeat a source and the destination overlap 100% or not at all ("单次迭代内：
+// 源操作数与目的操作数必须100%完全重叠，不支持部分重叠"); across repeats no earlier repeat's destination may
+// overlap a later repeat's source ("多次迭代间：不支持前序迭代的目的操作数与后序迭代的源操作数重叠"), except,
+// for Add / Sub / Mul / Max / Min / AddRelu / SubRelu on half, int32_t and float, the second source when
+// src1RepStride or dstRepStride is 0 (`accumulates`). A later repeat's destination over an earlier repeat's
+// source is not restricted. Each repeat is given as its operand's byte ranges (one per block it touches,
+// in order); a repeat's extent is its first to its last byte.
+struct Span {
+    uint64_t lo = 0, hi = 0;
+};
+// The instructions whose destination may overlap later repeats' second source (the exception above).
+inline bool AccumulatesAcrossRepeats(const std::string &intr)
+{
+    return intr == "Add" || intr == "Sub" || intr == "Mul" || intr == "Max" || intr == "Min" || intr == "AddRelu" ||
+           intr == "SubRelu";
+}
+inline void RepeatwiseOverlap(const char *intr, const std::vector<std::vector<Span>> &dst, const char *srcName,
+                              const std::vector<std::vector<Span>> &src, bool accumulates, Src at)
+{
+    auto extent = [](const std::vector<Span> &r) {
+        Span e{~0ull, 0};
+        for (const Span &b : r) {
+            if (b.hi > b.lo) {
+                e.lo = std::min(e.lo, b.lo);
+                e.hi = std::max(e.hi, b.hi);
+            }
+        }
+        return e.hi > 0 ? e : Span{};
+    };
+    auto meets = [](const Span &a, const Span &b) { return a.lo < b.hi && b.lo < a.hi; };
+    std::vector<Span> de(dst.size()), se(src.size());
+    for (size_t r = 0; r < dst.size(); ++r) de[r] = extent(dst[r]);
+    for (size_t r = 0; r < src.size(); ++r) se[r] = extent(src[r]);
+    for (size_t r = 0; r < dst.size() && r < src.size(); ++r) {
+        NoPartialOverlap(intr, "dst", de[r].lo, de[r].hi - de[r].lo, srcName, se[r].lo, se[r].hi - se[r].lo, at);
+    }
+    if (accumulates) return;
+    for (size_t r = 0; r < dst.size(); ++r) {
+        for (size_t l = r + 1; l < src.size(); ++l) {
+            if (!meets(de[r], se[l])) continue;
+            for (const Span &d : dst[r]) {
+                for (const Span &s : src[l]) {
+                    if (d.hi > d.lo && s.hi > s.lo && meets(d, s)) {
+                        Require(false, intr, std::string("an earlier repeat's dst overlaps a later repeat's ") + srcName,
+                                "repeat " + N(r) + " dst UB " + N(d.lo) + "+" + N(d.hi - d.lo) + ", repeat " + N(l) +
+                                    " " + srcName + " UB " + N(s.lo) + "+" + N(s.hi - s.lo),
+                                at);
+                    }
+                }
+            }
+        }
+    }
+}
+
 // ---- vector instructions (SIMD-API/基础API/Memory矢量计算/SIMD计算说明/高维切分.md, 掩码.md) ----
 // "由于硬件限制，repeatTime不能超过255".
 inline void RepeatTimes(const char *intr, uint64_t repeat, Src src)

@@ -137,6 +137,16 @@ inline uint64_t StridedElems(uint64_t elemBytes, uint64_t repeat, int64_t last, 
     return bnb_rules::StridedExtent(repeat, uint64_t(last) * elemBytes / bnb_rules::BLOCK, blk, rep) / elemBytes;
 }
 
+// StridedRanges' blocks grouped by repeat (the same mask, so as many blocks in every repeat).
+inline std::vector<std::vector<bnb_rules::Span>> ByRepeat(const std::vector<bnb_hazards::Range> &blocks, uint64_t repeat)
+{
+    std::vector<std::vector<bnb_rules::Span>> out(repeat);
+    const size_t per = repeat == 0 ? 0 : blocks.size() / repeat;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        out[i / per].push_back({blocks[i].lo, blocks[i].hi});
+    }
+    return out;
+}
 // A two-source instruction of the repeat form with a normal-mode mask (高维切分.md, 掩码.md): in repeat r the
 // active elements e, dst[r, e] = f(src0[r, e], src1[r, e]), each operand with its block and repeat strides;
 // the elements the mask leaves out keep their values. Strides and repeats as BinaryRepeatParams' uint8_t
@@ -155,30 +165,34 @@ void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const Loca
     T *pd = dst.SimPtr(StridedElems(sizeof(T), n, last, p.dstBlkStride, p.dstRepStride), op, true, src, "dst");
     const T *pa = a.SimPtr(StridedElems(sizeof(T), n, last, p.src0BlkStride, p.src0RepStride), op, true, src, "src0");
     const T *pb = b.SimPtr(StridedElems(sizeof(T), n, last, p.src1BlkStride, p.src1RepStride), op, true, src, "src1");
-    // the general overlap rule (通用地址重叠约束) over the operands' whole extents: 100% or not at all
-    const bnb_hazards::Range d = dst.SimRange(StridedElems(sizeof(T), n, last, p.dstBlkStride, p.dstRepStride));
-    const bnb_hazards::Range s0 = a.SimRange(StridedElems(sizeof(T), n, last, p.src0BlkStride, p.src0RepStride));
-    const bnb_hazards::Range s1 = b.SimRange(StridedElems(sizeof(T), n, last, p.src1BlkStride, p.src1RepStride));
-    bnb_rules::NoPartialOverlap(op, "dst", d.lo, d.hi - d.lo, "src0", s0.lo, s0.hi - s0.lo, src);
-    bnb_rules::NoPartialOverlap(op, "dst", d.lo, d.hi - d.lo, "src1", s1.lo, s1.hi - s1.lo, src);
-    std::vector<bnb_hazards::Range> reads = StridedRanges(a, mask, n, p.src0BlkStride, p.src0RepStride);
+    // the general overlap rule (通用地址重叠约束) repeat by repeat (bnb_rules::RepeatwiseOverlap)
+    const std::vector<bnb_hazards::Range> wd = StridedRanges(dst, mask, n, p.dstBlkStride, p.dstRepStride);
+    const std::vector<bnb_hazards::Range> r0 = StridedRanges(a, mask, n, p.src0BlkStride, p.src0RepStride);
     const std::vector<bnb_hazards::Range> r1 = StridedRanges(b, mask, n, p.src1BlkStride, p.src1RepStride);
+    const bool accumulates = (p.dstRepStride == 0 || p.src1RepStride == 0) && bnb_rules::AccumulatesAcrossRepeats(op) &&
+                             (std::is_same<T, float>::value || std::is_same<T, half>::value ||
+                              std::is_same<T, int32_t>::value);
+    bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src0", ByRepeat(r0, n), false, src);
+    bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src1", ByRepeat(r1, n), accumulates, src);
+    std::vector<bnb_hazards::Range> reads = r0;
     reads.insert(reads.end(), r1.begin(), r1.end());
-    RecordV(op, src, reads, StridedRanges(dst, mask, n, p.dstBlkStride, p.dstRepStride));
+    SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, reads, wd);
     perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
     if (perf::SkipData()) return;
+    // repeat by repeat, in order: each repeat reads its sources after the earlier repeats' writes
     const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
     std::vector<std::pair<uint64_t, T>> out;
     for (uint64_t r = 0; r < n; ++r) {
+        out.clear();
         for (uint64_t e = 0; e < per; ++e) {
             if (!MaskBit(mask, e)) continue;
             const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.src0BlkStride, p.src0RepStride)]);
             const float y = static_cast<float>(pb[StridedAt<T>(r, e, p.src1BlkStride, p.src1RepStride)]);
             out.emplace_back(StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride), static_cast<T>(f(x, y)));
         }
-    }
-    for (const auto &o : out) {
-        pd[o.first] = o.second;
+        for (const auto &o : out) {
+            pd[o.first] = o.second;
+        }
     }
 }
 }  // namespace sim

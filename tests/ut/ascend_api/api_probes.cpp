@@ -108,6 +108,11 @@ const std::map<std::string, std::function<void()>> &Cases()
              LocalTensor<float> a = ub.F(1024);
              Add(a[8], a, a, 64);  // PROBE add_partial_overlap
          }},
+        {"add_earlier_dst_later_src1", [] {  // 通用地址重叠约束: repeat 0 writes what repeat 1 reads as src1
+             Ub ub(8192);
+             LocalTensor<float> a = ub.F(1024);
+             Add(a[64], a[64], a, 64, 2, {1, 1, 1, 8, 8, 8});  // PROBE add_earlier_dst_later_src1
+         }},
         {"datacopy_block_count", [] {
              Ub ub(4096 * 32);
              LocalTensor<float> a = ub.F(4096 * 8);

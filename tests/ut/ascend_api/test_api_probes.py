@@ -26,6 +26,8 @@ CASES = [
     ("add_mask_high_word", ["Add: mask high word must be 0 for 32-bit elements"]),
     ("add_dst_block_stride_0", ["Add: destination block stride 0"]),
     ("add_partial_overlap", ["Add: dst and src0 overlap partially"]),
+    # repeat by repeat (SIMD-API/通用说明和约束.md, 通用地址重叠约束): repeat 0's dst is repeat 1's src1
+    ("add_earlier_dst_later_src1", ["Add: an earlier repeat's dst overlaps a later repeat's src1"]),
     ("datacopy_block_count", ["blockCount", "4095", "4096"]),
     ("datacopypad_padding", ["leftPadding", "32"]),
     ("datacopypad_block_len", ["blockLen", "2097151", "2097152"]),

@@ -196,6 +196,74 @@ def test_masked_add_values(sim, mask, repeats, blk, rep):
     assert np.array_equal(out, ref.astype(np.float64))
 
 
+# The general address-overlap rule (通用地址重叠约束) repeat by repeat, as the reference states it
+# (asc-devkit docs/zh/api/SIMD-API/通用说明和约束.md): within a repeat a source and the destination overlap 100% or
+# not at all; across repeats no earlier repeat's destination may overlap a later repeat's source, but for Add (and
+# Sub, Mul, Max, Min, AddRelu, SubRelu) on half / int32_t / float the second source may, when src1RepStride or
+# dstRepStride is 0. The operands' whole spans may interleave (one in-place tree step of Adds over several channels,
+# a repeat per channel: ascend910's BlockTreeSum over a sub-group).
+def _aliased_add(sim, buf, dst_offset, src_offset, args):
+    buf = np.asarray(buf, dtype=np.float32)
+    return simlib.repeat_op(sim, "add_masked", buf[src_offset:], buf, args, soc="ascend910", alias=True,
+                            dst_offset=dst_offset, src_offset=src_offset)
+
+
+@pytest.mark.parametrize("cnt,rs_blocks,n", [(4, 6, 40), (3, 25, 196), (5, 13, 100)])
+def test_add_one_tree_step_over_channels(sim, cnt, rs_blocks, n):
+    # channel j's n floats at j * rs: floats [0, n - h) += [h, n), h a whole block past the middle
+    rs = 8 * rs_blocks
+    h = -(-((n + 1) // 2) // 8) * 8
+    k = min(n - h, 64)
+    buf = RNG.standard_normal(rs * cnt + 64).astype(np.float32)
+    mask = (1 << k) - 1
+    args = [mask - (1 << 64) if mask >= 1 << 63 else mask, 0, cnt, 1, 1, 1, rs_blocks, rs_blocks, rs_blocks]
+    out, err = _aliased_add(sim, buf, 0, h, args)
+    assert err is None, err
+    ref = buf.copy()
+    for j in range(cnt):
+        ref[j * rs:j * rs + k] = buf[j * rs:j * rs + k] + buf[j * rs + h:j * rs + h + k]
+    assert np.array_equal(out, ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("dst_offset,src_offset,args,words", [
+    # repeat 0's destination is repeat 1's second source (the reference's figure: N's dst is N + 1's source)
+    (64, 0, [-1, 0, 2, 1, 1, 1, 8, 8, 8], "an earlier repeat's dst overlaps a later repeat's src1"),
+    # the same two blocks apart within 8-block repeats
+    (16, 0, [0xFFFF, 0, 3, 1, 1, 1, 2, 2, 2], "an earlier repeat's dst overlaps a later repeat's src1"),
+    # destination repeat stride 0 with src0 over it: the exception is for the second source only
+    (0, 64, [-1, 0, 2, 1, 1, 1, 0, 0, 8], "an earlier repeat's dst overlaps a later repeat's src0"),
+    # within one repeat: partial overlap
+    (8, 0, [0xFFFF, 0, 1, 1, 1, 1, 8, 8, 8], "overlap partially"),
+    (0, 8, [0xFFFF, 0, 2, 1, 1, 1, 8, 8, 8], "overlap partially"),
+])
+def test_add_repeatwise_overlap_refused(sim, dst_offset, src_offset, args, words):
+    out, err = _aliased_add(sim, np.arange(256), dst_offset, src_offset, args)
+    assert out is None and err is not None and words in err, err
+
+
+def test_add_accumulates_when_src1_repeat_stride_is_zero(sim):
+    # dst repeat r = dst repeat r + src1 (repeat stride 0, over repeat 0's destination): the repeats in order
+    buf = RNG.standard_normal(256).astype(np.float32)
+    out, err = _aliased_add(sim, buf, 0, 0, [-1, 0, 3, 1, 1, 1, 8, 8, 0])
+    assert err is None, err
+    ref = buf.copy()
+    ref[0:64] = buf[0:64] + buf[0:64]
+    for r in (1, 2):
+        ref[64 * r:64 * r + 64] = buf[64 * r:64 * r + 64] + ref[0:64]
+    assert np.array_equal(out, ref.astype(np.float64))
+
+
+def test_add_later_destination_over_earlier_source_is_allowed(sim):
+    # repeat 1's destination is repeat 0's second source: not restricted (each repeat reads before it writes)
+    buf = RNG.standard_normal(256).astype(np.float32)
+    out, err = _aliased_add(sim, buf, 0, 64, [-1, 0, 2, 1, 1, 1, 8, 8, 8])
+    assert err is None, err
+    ref = buf.copy()
+    ref[0:64] = buf[0:64] + buf[64:128]
+    ref[64:128] = buf[64:128] + buf[128:192]
+    assert np.array_equal(out, ref.astype(np.float64))
+
+
 @pytest.mark.parametrize("repeats,blk,rep", [(1, 1, 8), (4, 1, 49), (2, 2, 20)])
 def test_masked_duplicate_values(sim, repeats, blk, rep):
     mask = 0x00_00_FF_FF_FF_FF_FF_F8  # lanes 3 .. 47: a 7x7 slice starting on lane 3

@@ -313,3 +313,21 @@ def test_whole_channel_float_copies(sim, soc, dtype):
 def test_no_whole_channel_float_copies_without_data_copy_pad(sim, soc):
     info = check(sim, (24, 16, 14, 14), False, "float16", True, soc=soc, cores=3, two_pass=False)
     assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == 0
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((3, 40, 14, 14), "float16"),
+                                         ((2, 12, 28, 28), "float32"), ((2, 20, 3, 7), "float16")])
+def test_tree_sums_same_bits_any_cores(sim, shape, dtype):
+    """ascend910 (no float ReduceSum): the sums' trees of Adds over several sums at once (a repeat per sum:
+    both sums of a channel, or every sum of a sub-group where the bodies are equally spaced), against the
+    reference, and the same bits on 1, 3 and 7 cores."""
+    args = make_inputs(shape, False, dtype, seed=11)
+    outs = []
+    for cores in (1, 3, 7):
+        check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, seed=11)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, soc="ascend910", cores=cores)
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
