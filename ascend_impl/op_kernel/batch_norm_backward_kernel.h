@@ -441,6 +441,7 @@ private:
             RoundUnits(k_.t.l2Rounds, core, &nb, &ne);
         }
         Ahead ahead = 2 * uint64_t(k_.t.l2Rounds) < groups ? PlanAhead(b, e, nb, ne) : Ahead();
+        bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
         if (!Taken(b, e, false, &ahead)) {
             ReduceUnits(b, e);
         }
@@ -456,7 +457,7 @@ private:
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
             Ahead next = more && !lastNext ? PlanAhead(nb, ne, nnb, nne) : Ahead();
             if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next)) {
-                if (!Taken(b, e, true)) {
+                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr)) {
                     ApplyUnits(b, e, true);
                 }
                 if (more) {
@@ -473,7 +474,7 @@ private:
             ne = nne;
         }
         BNB_PERF_COMBINE_BEGIN();
-        CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
+        CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core, heldShare ? SHARE_HELD : SHARE_ALL);
         BNB_PERF_COMBINE_END();
     }
 
@@ -640,7 +641,9 @@ private:
     // run that crosses channels does not stop at each one to load its group's vectors (a full barrier).
     // The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run) when the range is
     // empty, touches more than IL_CHANNELS channels, or the rounds interleave.
-    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr)
+    // `share` (phase 2 of the last round): the share's partials loaded once the coefficients are taken
+    // (LoadSharePartials; *share whether it did).
+    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr)
     {
         if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
             return false;
@@ -654,6 +657,9 @@ private:
         }
         IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
         TakeScalars(b, e, apply, s);
+        if (share != nullptr) {
+            *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+        }
         for (uint64_t u = b; u < e; ++u) {
             const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : NextTile();
             if (apply) {
