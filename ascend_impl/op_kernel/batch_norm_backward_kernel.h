@@ -513,10 +513,11 @@ private:
     }
 
     // Rounds one after the other: what the path from a round's SyncAll to its phase 2 needs from no other
-    // core goes before the SyncAll, right after the round's last phase-1 unit, so its round trips overlap
-    // the drain of that unit's partials and not that path: the first phase-2 tile's loads of units
-    // [ab, ae) and the scalars of the next round's units [rb, re) (their statistics; LoadCoefs then
-    // reloads this round's beside its partials). `want`: Interleaved will run both (serial, Fits).
+    // core goes before the SyncAll, so its round trips overlap the drain of the round's last partials and
+    // not that path: the first phase-2 tile's loads of units [ab, ae) (AheadTile: the last phase-1 unit's
+    // look-ahead) and, right after that unit, the scalars of the next round's units [rb, re) (RunAhead:
+    // their statistics; LoadCoefs then reloads this round's beside its partials). `want`: Interleaved will
+    // run both (serial, Fits).
     struct Ahead {
         bool want = false, done = false;
         uint64_t ab = 0, rb = 0, re = 0;
@@ -531,6 +532,14 @@ private:
         a.rb = rb;
         a.re = re;
         return a;
+    }
+
+    // The look-ahead of the last phase-1 unit before the SyncAll: the first phase-2 tile of the next round,
+    // so its loads land while that unit computes and its partials drain (the SyncAll's first barrier waits
+    // for them), not after the SyncAll.
+    __aicore__ inline NextTile AheadTile(const Ahead *a) const
+    {
+        return a != nullptr && a->want ? NextOf(k_.t, a->ab, true, k_.t.training != 0) : NextTile();
     }
 
     // Before the last phase-1 unit's partials are waited for (Taken, Interleaved).
@@ -590,7 +599,7 @@ private:
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);
-        if (serial) {
+        if (serial && taken == nullptr) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         TakeScalars(ab, ae, true, as);
@@ -612,6 +621,8 @@ private:
             if (left > 1) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+            } else {
+                next = AheadTile(ahead);
             }
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
@@ -661,7 +672,7 @@ private:
             *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
         }
         for (uint64_t u = b; u < e; ++u) {
-            const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : NextTile();
+            const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : AheadTile(apply ? nullptr : ahead);
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
             } else {

@@ -223,6 +223,21 @@ __aicore__ inline void RowSums(const LocalTensor<float> &acc, const LocalTensor<
     }
 }
 
+// RowSums of rows that may be overwritten: the upper rows folded onto the lower in place, whole rows per
+// instruction (fewer instructions than a row at a time), down to two, whose sum sets `acc`. A fixed tree
+// of the row count (the tiling's, not the cores').
+__aicore__ inline void RowTreeSums(const LocalTensor<float> &acc, const LocalTensor<float> &src, uint32_t stride,
+                                   uint32_t rows, uint32_t cols)
+{
+    uint32_t n = rows;
+    while (n > 2) {
+        const uint32_t h = (n + 1) / 2;
+        AscendC::Add(src, src, src[h * stride], int32_t((n - h) * stride));
+        n = h;
+    }
+    RowSums(acc, src, stride, n, cols);
+}
+
 // ---- phase 1: partial sums of one unit (its tile issued before; `next` issued before its compute;
 // `flush`: the last unit of a run, its batch of partials leaves; `given`: channel-first, its channel's
 // mean and invstd taken ahead, so the group's statistics need not be in UB) ----
@@ -243,13 +258,18 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         // dy's row sums and their partial first, while x's loads (issued after dy's) land; then the row
         // sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per unit, on
         // its sum (MODE_REDUCE: x - mean itself)
+        // (16-bit types without mul_add, where the vector unit is the busiest pipe: dy's sums last, folded
+        // in place in dyF, a float copy that x's product no longer needs, RowTreeSums)
+        const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
+        const bool dyLast = !IsSame<T, float>::value && !fused;
         TakeDy(k, n);
         slot = k.PartialSlot(u);
-        RowSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
-        channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
+        if (!dyLast) {
+            RowSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
+            channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
+        }
         TakeX(k, n);
         channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
-        const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         if (!fused) {
             AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);
         }
@@ -262,7 +282,11 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
             }
 #endif
         } else {
-            RowSums(ub.accDyx, ub.xF, stride, r.rows, r.cols);
+            RowTreeSums(ub.accDyx, ub.xF, stride, r.rows, r.cols);
+        }
+        if (dyLast) {
+            RowTreeSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
+            channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         }
     } else {
         TakeTile(k, true, n);
