@@ -72,9 +72,19 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     // With the software SyncAll each core loads the vectors of the groups its units of a round touch, one
     // round trip and full barrier per group, and no core combines for another: there a group is as wide as
     // the round (at most the plan's), so that is one load however many channels the core's units cross.
-    const uint64_t width = std::max<uint64_t>(
+    uint64_t width = std::max<uint64_t>(
         1, std::min<uint64_t>(t.softSync ? roundChannels : CeilDiv(roundChannels, std::max<uint32_t>(t.usedCores, 1)),
                               t.groupWidth));
+    if (t.softSync && !t.ilRounds && roundChannels > width && t.vecElems > width) {
+        // Rounds one after the other, each a fixed cost (its SyncAll and round trips): the round's channels in
+        // as few groups as the channel vectors (vecElems) hold, of even width, so a round is not cut to a
+        // multiple of the plan's narrower width, where that saves rounds.
+        const uint64_t even = roundChannels / CeilDiv(roundChannels, uint64_t(t.vecElems));
+        const uint64_t c = uint64_t(t.channels);
+        if (CeilDiv(c, roundChannels / even * even) < CeilDiv(c, roundChannels / width * width)) {
+            width = even;
+        }
+    }
     t.groupWidth = uint32_t(width);
     t.groups = int64_t(CeilDiv(uint64_t(t.channels), width));
     // Rounds one after the other on SoCs without DataCopyPad that fuse the multiply-adds (Atlas inference:

@@ -475,34 +475,46 @@ private:
     __aicore__ inline void L2Rounds()
     {
         const uint64_t core = AscendC::GetBlockIdx(), groups = uint64_t(k_.t.groups);
-        uint64_t b = 0, e = 0;
+        uint64_t b = 0, e = 0, nb = 0, ne = 0;
         RoundUnits(0, core, &b, &e);
-        if (!Taken(b, e, false)) {
+        if (k_.t.l2Rounds < groups) {
+            RoundUnits(k_.t.l2Rounds, core, &nb, &ne);
+        }
+        Ahead ahead = 2 * uint64_t(k_.t.l2Rounds) < groups ? PlanAhead(b, e, nb, ne) : Ahead();
+        bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
+        if (!Taken(b, e, false, &ahead)) {
             ReduceUnits(b, e);
         }
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
-            k_.SyncCores();
             const bool more = g0 + k_.t.l2Rounds < groups;
-            uint64_t nb = 0, ne = 0;
-            if (more) {
-                RoundUnits(g0 + k_.t.l2Rounds, core, &nb, &ne);
+            uint64_t nnb = 0, nne = 0;
+            if (g0 + 2 * uint64_t(k_.t.l2Rounds) < groups) {
+                RoundUnits(g0 + 2 * k_.t.l2Rounds, core, &nnb, &nne);
             }
-            if (!more || !Interleaved(b, e, nb, ne)) {
-                if (!Taken(b, e, true)) {
+            k_.SyncCores();
+            // (not for the last round's scalars: the launch's last LoadCoefs finds that round's statistics
+            // still in UB, where a reload would take the tensor-end tail's barriers)
+            const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
+            Ahead next = more && !lastNext ? PlanAhead(nb, ne, nnb, nne) : Ahead();
+            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next)) {
+                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr)) {
                     ApplyUnits(b, e, true);
                 }
                 if (more) {
                     k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-                    if (!Taken(nb, ne, false)) {
+                    if (!Taken(nb, ne, false, &next)) {
                         ReduceUnits(nb, ne);
                     }
                 }
             }
+            ahead = next;
             b = nb;
             e = ne;
+            nb = nnb;
+            ne = nne;
         }
         BNB_PERF_COMBINE_BEGIN();
-        CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core);
+        CombineShare<MODE>(k_, 0, uint64_t(k_.t.channels), core, heldShare ? SHARE_HELD : SHARE_ALL);
         BNB_PERF_COMBINE_END();
     }
 
@@ -538,6 +550,46 @@ private:
             }
             s[c - c0] = channel_first::ScalarsOf(k_.ub, uint32_t(int64_t(c) - GroupStart(k_.t, g)), coefs, true);
         }
+    }
+
+    // Rounds one after the other: what the path from a round's SyncAll to its phase 2 needs from no other
+    // core goes before the SyncAll, so its round trips overlap the drain of the round's last partials and
+    // not that path: the first phase-2 tile's loads of units [ab, ae) (AheadTile: the last phase-1 unit's
+    // look-ahead) and, right after that unit, the scalars of the next round's units [rb, re) (RunAhead:
+    // their statistics; LoadCoefs then reloads this round's beside its partials). `want`: Interleaved will
+    // run both (serial, Fits).
+    struct Ahead {
+        bool want = false, done = false;
+        uint64_t ab = 0, rb = 0, re = 0;
+        channel_first::UnitScalars rs[IL_CHANNELS];
+    };
+
+    __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    {
+        Ahead a;
+        a.want = Serial() && Fits(ab, ae, rb, re);
+        a.ab = ab;
+        a.rb = rb;
+        a.re = re;
+        return a;
+    }
+
+    // The look-ahead of the last phase-1 unit before the SyncAll: the first phase-2 tile of the next round,
+    // so its loads land while that unit computes and its partials drain (the SyncAll's first barrier waits
+    // for them), not after the SyncAll.
+    __aicore__ inline NextTile AheadTile(const Ahead *a) const
+    {
+        return a != nullptr && a->want ? NextOf(k_.t, a->ab, true, k_.t.training != 0) : NextTile();
+    }
+
+    // Before the last phase-1 unit's partials are waited for (Taken, Interleaved).
+    __aicore__ inline void RunAhead(Ahead *a)
+    {
+        if (a == nullptr || !a->want) {
+            return;
+        }
+        TakeScalars(a->rb, a->re, false, a->rs);
+        a->done = true;
     }
 
     // The order of Interleaved's steps: PipeBlock units of each phase in turn, phase 2 first, the rest of
@@ -582,14 +634,17 @@ private:
     // phase 1 of the next round on the same look-ahead chain, the first tile's loads issued before the
     // scalars, so no full barrier between the two phases waits for phase 2's last stores to land and the
     // next round's first loads run beside them.
-    __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re)
+    // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
+    // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one.
+    __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
+                                       const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr)
     {
-        if (ab >= ae || rb >= re || ChannelSpan(ab, ae) > IL_CHANNELS || ChannelSpan(rb, re) > IL_CHANNELS) {
+        if (!Fits(ab, ae, rb, re)) {
             return false;
         }
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
         const bool train = k_.t.training != 0;
-        const bool serial = !InterleavedRounds(k_.t);
+        const bool serial = Serial();
         channel_first::UnitScalars as[IL_CHANNELS], rs[IL_CHANNELS];
         k_.applyBegin = ab;
         k_.applyEnd = ae;
@@ -601,11 +656,17 @@ private:
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);
-        if (serial) {
+        if (serial && taken == nullptr) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         TakeScalars(ab, ae, true, as);
-        TakeScalars(rb, re, false, rs);
+        if (taken != nullptr) {
+            for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
+                rs[i] = taken[i];
+            }
+        } else {
+            TakeScalars(rb, re, false, rs);
+        }
         k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
         if (!serial) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
@@ -617,6 +678,8 @@ private:
             if (left > 1) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+            } else {
+                next = AheadTile(ahead);
             }
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
@@ -626,8 +689,19 @@ private:
             apply = nextApply;
             u = nu;
         }
+        RunAhead(ahead);
         k_.WaitPartials();
         return true;
+    }
+
+    // Rounds one after the other (the software SyncAll without ilRounds).
+    __aicore__ inline bool Serial() const { return !InterleavedRounds(k_.t); }
+
+    // Whether Interleaved runs phase 2 of units [ab, ae) and phase 1 of [rb, re): both non-empty, neither
+    // touching more than IL_CHANNELS channels.
+    __aicore__ inline bool Fits(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    {
+        return ab < ae && rb < re && ChannelSpan(ab, ae) <= IL_CHANNELS && ChannelSpan(rb, re) <= IL_CHANNELS;
     }
 
     // Rounds one after the other (not InterleavedRounds): phase 2 (`apply`) or phase 1 of units [b, e) with
@@ -635,7 +709,9 @@ private:
     // run that crosses channels does not stop at each one to load its group's vectors (a full barrier).
     // The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run) when the range is
     // empty, touches more than IL_CHANNELS channels, or the rounds interleave.
-    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply)
+    // `share` (phase 2 of the last round): the share's partials loaded once the coefficients are taken
+    // (LoadSharePartials; *share whether it did).
+    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr)
     {
         if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
             return false;
@@ -649,8 +725,11 @@ private:
         }
         IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
         TakeScalars(b, e, apply, s);
+        if (share != nullptr) {
+            *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+        }
         for (uint64_t u = b; u < e; ++u) {
-            const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : NextTile();
+            const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : AheadTile(apply ? nullptr : ahead);
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
             } else {
@@ -658,6 +737,7 @@ private:
             }
         }
         if (!apply) {
+            RunAhead(ahead);
             k_.WaitPartials();
         }
         return true;

@@ -117,8 +117,7 @@ __aicore__ inline void StorePartial(KernelUb &ub, const BatchNormBackwardTilingD
     }
 #endif
     (void)t;
-    AscendC::Duplicate(dst, 0.0f, SLOT_FLOATS);
-    BlockTreeSum(dst, acc, cols);
+    BlockTreeSumTo(dst, acc, cols);
 }
 
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).

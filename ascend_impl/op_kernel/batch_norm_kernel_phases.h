@@ -208,6 +208,36 @@ __aicore__ inline void IssueNext(KernelState<T> &k, const NextTile &next)
     }
 }
 
+// acc[0, cols) = the sum of the `rows` rows of `src` (`stride` apart), in row order: the first two rows' sum
+// sets the accumulator (the values 0 + ... had), no zeroing (one row: zeroed, then added).
+__aicore__ inline void RowSums(const LocalTensor<float> &acc, const LocalTensor<float> &src, uint32_t stride,
+                               uint32_t rows, uint32_t cols)
+{
+    if (rows < 2) {
+        AscendC::Duplicate(acc, 0.0f, stride);
+    } else {
+        AscendC::Add(acc, src, src[stride], cols);
+    }
+    for (uint32_t row = rows < 2 ? 0 : 2; row < rows; ++row) {
+        AscendC::Add(acc, acc, src[row * stride], cols);
+    }
+}
+
+// RowSums of rows that may be overwritten: the upper rows folded onto the lower in place, whole rows per
+// instruction (fewer instructions than a row at a time), down to two, whose sum sets `acc`. A fixed tree
+// of the row count (the tiling's, not the cores').
+__aicore__ inline void RowTreeSums(const LocalTensor<float> &acc, const LocalTensor<float> &src, uint32_t stride,
+                                   uint32_t rows, uint32_t cols)
+{
+    uint32_t n = rows;
+    while (n > 2) {
+        const uint32_t h = (n + 1) / 2;
+        AscendC::Add(src, src, src[h * stride], int32_t((n - h) * stride));
+        n = h;
+    }
+    RowSums(acc, src, stride, n, cols);
+}
+
 // ---- phase 1: partial sums of one unit (its tile issued before; `next` issued before its compute;
 // `flush`: the last unit of a run, its batch of partials leaves; `given`: channel-first, its channel's
 // mean and invstd taken ahead, so the group's statistics need not be in UB) ----
@@ -228,33 +258,35 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         // dy's row sums and their partial first, while x's loads (issued after dy's) land; then the row
         // sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per unit, on
         // its sum (MODE_REDUCE: x - mean itself)
+        // (16-bit types without mul_add, where the vector unit is the busiest pipe: dy's sums last, folded
+        // in place in dyF, a float copy that x's product no longer needs, RowTreeSums)
+        const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
+        const bool dyLast = !IsSame<T, float>::value && !fused;
         TakeDy(k, n);
         slot = k.PartialSlot(u);
-        AscendC::Duplicate(ub.accDy, 0.0f, stride);
-        for (uint32_t row = 0; row < r.rows; ++row) {
-            AscendC::Add(ub.accDy, ub.accDy, ub.dyF[row * stride], r.cols);
+        if (!dyLast) {
+            RowSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
+            channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         }
-        channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         TakeX(k, n);
         channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
-        const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         if (!fused) {
             AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);
         }
         if (fused) {
             // the first row's products set the accumulator (the values 0 + ... had), no zeroing
             AscendC::Mul(ub.accDyx, ub.xF, ub.dyF, r.cols);
-        } else {
-            AscendC::Duplicate(ub.accDyx, 0.0f, stride);
-        }
-        for (uint32_t row = fused ? 1 : 0; row < r.rows; ++row) {
 #if BNB_SOC_HAS_MUL_ADD
-            if (fused) {
+            for (uint32_t row = 1; row < r.rows; ++row) {
                 AscendC::MulAddDst(ub.accDyx, ub.xF[row * stride], ub.dyF[row * stride], r.cols);
-                continue;
             }
 #endif
-            AscendC::Add(ub.accDyx, ub.accDyx, ub.xF[row * stride], r.cols);
+        } else {
+            RowTreeSums(ub.accDyx, ub.xF, stride, r.rows, r.cols);
+        }
+        if (dyLast) {
+            RowTreeSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
+            channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         }
     } else {
         TakeTile(k, true, n);
@@ -535,20 +567,60 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
 constexpr uint32_t SHARE_ALL = 0;
 constexpr uint32_t SHARE_LOAD = 1;
 constexpr uint32_t SHARE_CACHED = 2;
+// SHARE_HELD: as SHARE_CACHED, the share's partials loaded into partUb by LoadSharePartials (L2 rounds:
+// during the last round's phase 2), else as SHARE_ALL.
+constexpr uint32_t SHARE_HELD = 3;
+
+// This core's share of channels [cb, ce) (CombineShare's).
+template <typename T>
+__aicore__ inline void ShareOf(const KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core, uint64_t *b,
+                               uint64_t *e)
+{
+    ChannelShareOfCore(cb, ce, k.t.vecPad ? 1 : ShareQuantum(k), core, k.t.usedCores, b, e);
+}
+
+// L2 rounds, after the last round's coefficients (its own partials no longer read): the partials of this
+// core's share of channels [cb, ce) into partUb in one copy, in flight beside phase 2's loads, for
+// CombineShare(SHARE_HELD). False (nothing issued) when they are not one batch of vecElems channels.
+template <uint32_t MODE, typename T>
+__aicore__ inline bool LoadSharePartials(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core)
+{
+    uint64_t b = 0, e = 0;
+    ShareOf(k, cb, ce, core, &b, &e);
+    const uint64_t pc = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    if (!OwnTotals<MODE>(k) || b >= e || e - b > k.t.vecElems || (e - b) * pc > PartSlots(k.t)) {
+        return false;
+    }
+    SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
+    SetWaitFlag<AscendC::HardEvent::V_MTE2>();
+    AscendC::DataCopy(k.ub.partUb, k.part[b * pc * UNIT_SLOT_FLOATS], uint32_t((e - b) * pc * UNIT_SLOT_FLOATS));
+    k.cachedLo = b * pc;
+    k.cachedHi = e * pc;
+    return true;
+}
+
 template <uint32_t MODE, typename T>
 __aicore__ inline bool CombineShare(KernelState<T> &k, uint64_t cb, uint64_t ce, uint64_t core,
                                     uint32_t step = SHARE_ALL, const NextTile *behind = nullptr)
 {
     uint64_t b = 0, e = 0;
-    ChannelShareOfCore(cb, ce, k.t.vecPad ? 1 : ShareQuantum(k), core, k.t.usedCores, &b, &e);
+    ShareOf(k, cb, ce, core, &b, &e);
     ChannelVecs &v = k.ub.v;
     // OwnTotals: the partials of the share and of the channels this core's units touch in one copy, when
     // they are one batch (CombineOwnChannels sums its own from UB then).
     const uint64_t pc = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
-    const uint64_t lo = Min(b, k.share.unitBegin / pc) * pc;
-    const uint64_t hi = (e > CeilDiv(k.share.unitEnd, pc) ? e : CeilDiv(k.share.unitEnd, pc)) * pc;
-    const bool together = OwnTotals<MODE>(k) && b < e && e - b <= k.t.vecElems &&
-                          hi - lo <= PartSlots(k.t);
+    const bool held = step == SHARE_HELD && b < e && e - b <= k.t.vecElems && b * pc >= k.cachedLo &&
+                      e * pc <= k.cachedHi;
+    if (step == SHARE_HELD) {
+        step = held ? SHARE_CACHED : SHARE_ALL;
+        if (held) {
+            SetWaitFlag<AscendC::HardEvent::MTE2_S>();  // LoadSharePartials' copy landed
+        }
+    }
+    const uint64_t lo = held ? k.cachedLo : Min(b, k.share.unitBegin / pc) * pc;
+    const uint64_t hi = held ? k.cachedHi : (e > CeilDiv(k.share.unitEnd, pc) ? e : CeilDiv(k.share.unitEnd, pc)) * pc;
+    const bool together = held || (OwnTotals<MODE>(k) && b < e && e - b <= k.t.vecElems &&
+                                   hi - lo <= PartSlots(k.t));
     if (step == SHARE_LOAD) {
         if (!together) {
             return false;

@@ -33,6 +33,24 @@ __aicore__ inline void BlockTreeSum(const LocalTensor<float> &dst, const LocalTe
     }
 }
 
+// BlockTreeSum onto a `dst` it sets rather than adds onto (no zeroing): above two blocks the tree's last
+// step, two blocks onto one, writes `dst` itself (the same sums: what was added onto zero).
+__aicore__ inline void BlockTreeSumTo(const LocalTensor<float> &dst, const LocalTensor<float> &src, uint32_t count)
+{
+    if (count <= 2 * SLOT_FLOATS) {
+        AscendC::Duplicate(dst, 0.0f, SLOT_FLOATS);
+        BlockTreeSum(dst, src, count);
+        return;
+    }
+    uint32_t n = count;
+    while (n > 2 * SLOT_FLOATS) {  // BlockTreeSum's steps, down to two blocks (each step ends on a whole block)
+        const uint32_t h = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+        AscendC::Add(src, src, src[h], int32_t(n - h));
+        n = h;
+    }
+    AscendC::Add(dst, src, src[SLOT_FLOATS], int32_t(SLOT_FLOATS));
+}
+
 // The sum in a block at `at` of `v` (scalar reads, after the vector writes): its first lane where
 // ReduceSum wrote it (`lanes` false), else BlockTreeSum's lane partials added pairwise in a fixed order.
 __aicore__ inline float LaneSum(const LocalTensor<float> &v, uint32_t at, bool lanes)

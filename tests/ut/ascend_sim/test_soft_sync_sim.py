@@ -172,3 +172,17 @@ def test_single_pass_keeps_block_groups_where_the_sync_costs_too_much(sim):
     groups stay whole blocks of channels (fewer cores, no sync)."""
     info = check(sim, (4, 16, 8, 8), False, "float32", True, soc="ascend910", cores=8, two_pass=False)
     assert info.strategy == simlib.STRATEGIES["single_pass"] and info.soft_sync == 0 and info.used_cores == 2
+
+
+# 40 channels of 32 KiB (x + dy, float32) and an L2 whose half holds 10 of them: the serial rounds take
+# groups as wide as the channel vectors hold (10, not the plan's 8), so 4 rounds instead of 5 (ascend910:
+# ascend310p interleaves rounds of this size, ilRounds).
+WIDE = ((4, 40, 32, 32), 2 * 10 * 2 * 4 * 1024 * 4)
+
+
+def test_serial_rounds_take_wider_groups(sim):
+    soc = "ascend910"
+    shape, l2 = WIDE
+    info = _soft_info(check(sim, shape, False, "float32", True, soc=soc, cores=8, two_pass=True, l2_bytes=l2), 8)
+    assert info.l2_rounds == 1 and info.groups == 4, info
+    _same_bits_over_cores(sim, soc, shape, "float32", (1, 3, 8), "two_pass", two_pass=True, l2_bytes=l2)
