@@ -69,8 +69,8 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
     } else if (op == "sub_masked" || op == "fma_masked" || op == "mad_masked") {
         need(9);
         uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
-        const BinaryRepeatParams rp(uint8_t(a[3]), uint8_t(a[4]), uint8_t(a[5]), uint8_t(a[6]), uint8_t(a[7]),
-                                    uint8_t(a[8]));
+        const BinaryRepeatParams rp{uint8_t(a[3]), uint8_t(a[4]), uint8_t(a[5]), uint8_t(a[6]), uint8_t(a[7]),
+                                    uint8_t(a[8])};
         if (op == "sub_masked") {
             Sub(d, d, s, mask, uint8_t(a[2]), rp);
         } else if (op == "fma_masked") {

@@ -203,7 +203,8 @@ def test_masked_add_values(sim, mask, repeats, blk, rep):
 def test_masked_fused_values_with_a_block_per_repeat(sim, op, mask, repeats, rep):
     src = RNG.standard_normal(8 * repeats).astype(np.float32)
     dst = RNG.standard_normal(8 * 8 * repeats).astype(np.float32)
-    args = [mask - (1 << 64) if mask >= 1 << 63 else mask, 0, repeats, 1, 0, 0, rep, 1, 1]  # the mask as int64
+    sub = op == "sub_masked"  # Sub(dst, dst, src): src0 is the destination, with its strides
+    args = [mask - (1 << 64) if mask >= 1 << 63 else mask, 0, repeats, 1, int(sub), 0, rep, rep if sub else 1, 1]
     out, err = simlib.repeat_op(sim, op, src, dst, args, soc="ascend910b")
     assert err is None, err
     ref = dst.copy()
