@@ -120,9 +120,9 @@ UNMET = {
         ('ascend910', (32, 128, 56, 56), 'float32'): 'modeled 200.2 us, 1.56x the GM bound; floor 1.00x (a design gap)',
         ('ascend910', (32, 256, 56, 56), 'float32'): 'modeled 396.0 us, 1.54x the GM bound; floor 1.00x (a design gap)',
         ('ascend910', (32, 512, 7, 7), 'float32'): 'modeled 11.0 us, 1.37x the GM bound; floor 1.00x (a design gap)',
-        ('ascend910_93', (32, 512, 7, 7), 'float16'): 'modeled 5.3 us, 1.75x the GM bound; floor 1.07x (a design gap)',
-        ('ascend910b', (32, 512, 7, 7), 'float16'): 'modeled 5.3 us, 1.75x the GM bound; floor 1.07x (a design gap)',
-        ('ascend950', (32, 512, 7, 7), 'float16'): 'modeled 4.9 us, 1.62x the GM bound; floor 1.07x (a design gap)',
+        ('ascend910_93', (32, 512, 7, 7), 'float16'): 'modeled 5.2 us, 1.73x the GM bound; floor 1.07x (a design gap)',
+        ('ascend910b', (32, 512, 7, 7), 'float16'): 'modeled 5.2 us, 1.73x the GM bound; floor 1.07x (a design gap)',
+        ('ascend950', (32, 512, 7, 7), 'float16'): 'modeled 4.8 us, 1.59x the GM bound; floor 1.07x (a design gap)',
     },
     COMBINE: {
         ('ascend310p', (32, 256, 14, 14), 'float16'): 'combine 5.7% of the modeled time',
@@ -146,10 +146,6 @@ UNMET = {
         ('ascend910', (32, 512, 14, 14), 'float32'): 'combine 15.6% of the modeled time',
         ('ascend910', (32, 1024, 14, 14), 'float32'): 'combine 15.6% of the modeled time',
         ('ascend910', (32, 2048, 7, 7), 'float32'): 'combine 14.2% of the modeled time',
-        ('ascend910_93', (32, 2048, 7, 7), 'float16'): 'combine 6.8% of the modeled time',
-        ('ascend910b', (32, 2048, 7, 7), 'float16'): 'combine 6.8% of the modeled time',
-        ('ascend950', (32, 2048, 7, 7), 'float16'): 'combine 5.8% of the modeled time',
-        ('ascend950', (32, 512, 7, 7), 'float32'): 'combine 5.2% of the modeled time',
     },
     BYTES: {
     },
