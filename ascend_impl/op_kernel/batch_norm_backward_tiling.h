@@ -257,8 +257,8 @@ struct SinglePassPlan {
                              // area of the per-channel ReduceSums (not spSegSum)
     BNB_FN uint64_t Total() const
     {
-        return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab) * valueBytes + uint64_t(prodSlab) * slabBytes +
-               uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
+        return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab) * valueBytes +
+               uint64_t(prodSlab) * slabBytes + uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
     }
 };
 

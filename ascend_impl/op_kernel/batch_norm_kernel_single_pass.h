@@ -102,10 +102,12 @@ struct Buffers {
             }
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
-            const bool value = i == SLAB_MEAN || i == SLAB_A;
-            pipe.InitBuffer(slabBuf[i], pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes)));
+            const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
+            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes));
+            pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
-                           : (cast || value ? slabBuf[i].template Get<float>() : slabBuf[i].template Get<float>(slabElems));
+                           : (cast || value ? slabBuf[i].template Get<float>()
+                                            : slabBuf[i].template Get<float>(slabElems));
             if (pair) {
                 sumPair = slabBuf[i].template Get<float>(2 * accElems);
                 slab[SLAB_SUM_DYX] = sumPair[accElems];
