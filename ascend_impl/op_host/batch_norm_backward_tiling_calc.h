@@ -424,7 +424,13 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // per-channel values broadcast per block: where a slice is at most one float repeat, not packed, and the
     // SoC has ReduceRepeat on float, Brcb and the masked Copy. The choice depends on the shape and the SoC
     // only, so every sub-group of a launch sums the same way.
-    const uint32_t segSum = in.hasReduceRepeat && in.hasBlockCopy && q == 1 && inner <= SP_SEG_MAX_INNER ? 1 : 0;
+    // In training on SoCs with mul_add, where a slice is nearly a float repeat (SP_SEG_COMPACT_MIN_STRIDE), the
+    // slabs of mean, a, k and b hold a block per slice (SP_SEG_COMPACT), read with block stride 0 by the
+    // repeat forms of the fused steps: no masked Copy over each slice and no row fills, the same arithmetic.
+    const bool segOk = in.hasReduceRepeat && in.hasBlockCopy && q == 1 && inner <= SP_SEG_MAX_INNER;
+    const uint32_t segSum = !segOk ? 0
+                            : in.training && in.hasMulAdd && rowStride >= SP_SEG_COMPACT_MIN_STRIDE ? SP_SEG_COMPACT
+                                                                                                    : 1;
     if (2 * outer * rowStride * eb * q >= in.ubBytes) {
         return false;  // not even one run of channels
     }

@@ -212,6 +212,13 @@ constexpr uint32_t SP_SEG_MAX_REPEAT = 255;  // ReduceRepeat repeatTime, at most
 constexpr uint64_t SP_SEG_FEW_SUB_GROUPS = 3;    // spSegSum, float32, double-buffered: sub-groups of a group ...
 constexpr uint64_t SP_SEG_FEW_MIN_CHANNELS = 4;  // ... where each is at least this many channels (half the rows)
 constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and b up to this many vector lanes
+// spSegSum values: 1 = the per-channel values broadcast over their slices' spSlabRows rows in the slabs;
+// SP_SEG_COMPACT = the slabs of mean, a, k and b hold one block per (row, channel) slice instead, read by the
+// repeat forms of the vector instructions with block stride 0 (a repeat per slice: Sub, FusedMulAdd,
+// MulAddDst); training on SoCs with mul_add, a slice of at least SP_SEG_COMPACT_MIN_STRIDE elements.
+constexpr uint32_t SP_SEG_COMPACT = 2;
+constexpr uint64_t SP_SEG_COMPACT_MIN_STRIDE = 56;  // spRowStride: a slice is at least 7 of a repeat's 8 blocks
+                                                    // (a repeat per slice leaves at most one block idle)
 constexpr uint32_t SP_WHOLE_SLAB_ROWS = 8;  // spWhole: accumulator rows of the two sums (rows per accumulation)
 constexpr uint32_t SP_WHOLE_CHUNKS = 2;      // spWhole: chunks of a channel's rows (fewer, longer instructions)
 constexpr uint32_t SP_WHOLE_BUFFERS = 3;     // spWhole: resident channels (a channel's stores land while the
@@ -243,6 +250,8 @@ struct SinglePassPlan {
     uint32_t residentBytes;  // dy or x of the sub-group in T: outer rows x channels x rowStride, per buffer
     uint32_t buffers;        // resident buffers (tiling spBuffers)
     uint32_t slabBytes;      // slabRows float rows of the sub-group: slabRows x channels x rowStride floats
+    uint32_t valueBytes;     // a slab of per-channel values (mean, a): slabBytes, or (SP_SEG_COMPACT) a block per
+                             // slice of slabRows rows
     uint32_t accBytes;       // each of the two sums' slabs: accRows x channels x rowStride floats
     uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets (spSegSum: a block per
                              // lane of a Brcb, SegScratchBlocks)
@@ -258,8 +267,8 @@ struct SinglePassPlan {
                              // area of the per-channel ReduceSums (not spSegSum)
     BNB_FN uint64_t Total() const
     {
-        return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab + prodSlab) * slabBytes +
-               uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
+        return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab) * valueBytes +
+               uint64_t(prodSlab) * slabBytes + uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
     }
 };
 
@@ -284,6 +293,7 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
     p.buffers = buffers;
     p.slabBytes = slabRows * channels * rowStride * uint32_t(sizeof(float));
+    p.valueBytes = segSum == SP_SEG_COMPACT ? slabRows * channels * BLOCK_BYTES : p.slabBytes;
     p.accBytes = accRows * channels * rowStride * uint32_t(sizeof(float));
     const uint32_t seg = segSum ? SegScratchBlocks(channels, vecElems) : 0;
     const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;

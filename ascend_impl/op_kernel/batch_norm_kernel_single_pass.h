@@ -102,9 +102,12 @@ struct Buffers {
             }
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
-            pipe.InitBuffer(slabBuf[i], pair ? 2 * p.accBytes : (cast ? p.castBytes : p.slabBytes));
+            const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
+            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes));
+            pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
-                           : (cast ? slabBuf[i].template Get<float>() : slabBuf[i].template Get<float>(slabElems));
+                           : (cast || value ? slabBuf[i].template Get<float>()
+                                            : slabBuf[i].template Get<float>(slabElems));
             if (pair) {
                 sumPair = slabBuf[i].template Get<float>(2 * accElems);
                 slab[SLAB_SUM_DYX] = sumPair[accElems];
@@ -249,6 +252,27 @@ __aicore__ inline void BlockBroadcast(const KernelState<T> &k, const Buffers<T> 
         const uint32_t repeats = uint32_t(CeilDiv(first[count - 1] + off + n, SLOT_FLOATS));
         AscendC::Brcb(b.scratch, vec[a0], Narrow<uint8_t>(repeats, "Brcb repeatTime"),
                       AscendC::BrcbRepeatParams(1, uint16_t(SLOT_FLOATS)));
+        if (k.t.spSegSum == SP_SEG_COMPACT) {
+            // channel j's block into block (r * cnt + j) of the slab for each of the spSlabRows rows r (at most
+            // a repeat's 8 blocks): a repeat per row, a block per channel (source repeat size 0) where the
+            // channels fit a repeat and outnumber the rows, else a repeat per channel, a block per row
+            // (source block stride 0); the fewer repeats
+            const uint32_t rows = k.t.spSlabRows;
+            const bool perRow = n <= SLOT_FLOATS && rows < n;
+            for (uint32_t i = 0; i < count; ++i) {
+                const LocalTensor<float> src = b.scratch[(first[i] + off) * SLOT_FLOATS];
+                if (perRow) {
+                    AscendC::Copy(slabs[i][j * SLOT_FLOATS], src, uint64_t(n * SLOT_FLOATS),
+                                  Narrow<uint8_t>(rows, "Copy repeatTime"),
+                                  AscendC::CopyRepeatParams(1, 1, Narrow<uint16_t>(s.cnt, "Copy dstRepeatSize"), 0));
+                } else {
+                    AscendC::Copy(slabs[i][j * SLOT_FLOATS], src, uint64_t(rows * SLOT_FLOATS),
+                                  Narrow<uint8_t>(n, "Copy repeatTime"),
+                                  AscendC::CopyRepeatParams(Narrow<uint16_t>(s.cnt, "Copy dstStride"), 0, 1, 1));
+                }
+            }
+            continue;
+        }
         for (uint32_t i = 0; i < count; ++i) {
             AscendC::Copy(slabs[i][j * rs], b.scratch[(first[i] + off) * SLOT_FLOATS], uint64_t(rs),
                           Narrow<uint8_t>(n, "Copy repeatTime"),
@@ -273,9 +297,50 @@ __aicore__ inline void BroadcastCoefPair(const KernelState<T> &k, const Buffers<
     const LocalTensor<float> slabs[2] = {b.slab[SLAB_B], b.slab[SLAB_K]};
     const uint32_t first[2] = {0, k.t.vecElems};
     BlockBroadcast(k, b, s, 2, slabs, first, k.ub.v.coefPair);
-    FillPairRows(k, b, s);
+    if (k.t.spSegSum != SP_SEG_COMPACT) {
+        FillPairRows(k, b, s);
+    }
+}
+
+// Tiling spSegSum SP_SEG_COMPACT: dst = op(src0, src1) over `repeats` slices (rows x channels of a
+// sub-group, a repeat of the mask of a slice's spRowStride lanes each), in calls of at most
+// SP_SEG_MAX_REPEAT; a compact source (c0 / c1) is a slab of a block per slice, read with block stride 0.
+enum CompactOp : uint32_t { COMPACT_SUB, COMPACT_FUSED_MUL_ADD, COMPACT_MUL_ADD_DST };
+template <typename T>
+__aicore__ inline void CompactSlices(const KernelState<T> &k, CompactOp op, const LocalTensor<float> &dst,
+                                     const LocalTensor<float> &src0, bool c0, const LocalTensor<float> &src1, bool c1,
+                                     uint32_t repeats)
+{
+    const uint32_t rs = k.t.spRowStride;
+    uint64_t mask[2] = {rs >= SLOT_FLOATS * SLOT_FLOATS ? ~0ull : (1ull << rs) - 1ull, 0};
+    const uint8_t rep = Narrow<uint8_t>(rs / SLOT_FLOATS, "repeat stride");
+    const AscendC::BinaryRepeatParams p(1, c0 ? 0 : 1, c1 ? 0 : 1, rep, c0 ? 1 : rep, c1 ? 1 : rep);
+    for (uint32_t i = 0; i < repeats; i += SP_SEG_MAX_REPEAT) {
+        const uint8_t n = uint8_t(Min(SP_SEG_MAX_REPEAT, repeats - i));
+        const LocalTensor<float> d = dst[i * rs], s0 = src0[c0 ? i * SLOT_FLOATS : i * rs],
+                                 s1 = src1[c1 ? i * SLOT_FLOATS : i * rs];
+        if (op == COMPACT_SUB) {
+            AscendC::Sub(d, s0, s1, mask, n, p);
+        } else if (op == COMPACT_FUSED_MUL_ADD) {
+            AscendC::FusedMulAdd(d, s0, s1, mask, n, p);
+        } else {
+            AscendC::MulAddDst(d, s0, s1, mask, n, p);
+        }
+    }
 }
 #endif
+
+// The per-channel slabs hold a block per slice (tiling spSegSum SP_SEG_COMPACT).
+template <typename T>
+__aicore__ inline bool CompactSlabs(const KernelState<T> &k)
+{
+#if BNB_SOC_HAS_SEG_SUM
+    return k.t.spSegSum == SP_SEG_COMPACT;
+#else
+    (void)k;
+    return false;
+#endif
+}
 
 // Row 0 of a slab: each channel's spRowStride elements (packed: its blocks of its own) = its value;
 // false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate; spLaneSums:
@@ -287,7 +352,7 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
 #if BNB_SOC_HAS_SEG_SUM
     if (k.t.spSegSum) {
         BlockBroadcast(k, b, s, slab, vec);
-        return true;
+        return k.t.spSegSum != SP_SEG_COMPACT;  // compact: every row's blocks written
     }
 #endif
     if (s.cnt == 1 && k.t.spQuantum == 0) {
@@ -406,9 +471,16 @@ __aicore__ inline void WithValue(const Buffers<T> &b, const LocalTensor<float> &
 // x - mean of row n in float (float32: in place over x, kept for apply). invstd is
 // applied per channel, not per element: to the sum of dy * (x - mean) and to k.
 template <typename T>
-__aicore__ inline LocalTensor<float> CenteredRow(const Buffers<T> &b, uint64_t off, uint32_t len)
+__aicore__ inline LocalTensor<float> CenteredRow(const KernelState<T> &k, const Buffers<T> &b, uint64_t off,
+                                                 uint32_t len)
 {
     const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
+#if BNB_SOC_HAS_SEG_SUM
+    if (CompactSlabs(k)) {
+        CompactSlices(k, COMPACT_SUB, xr, xr, false, b.slab[SLAB_MEAN], true, len / k.t.spRowStride);
+        return xr;
+    }
+#endif
     if (b.scalar) {
         AscendC::Adds(xr, xr, -b.value[SLAB_MEAN], Narrow<int32_t>(len, "Adds count"));
     } else {
@@ -449,7 +521,7 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
         const uint64_t off = n * len;
         const uint32_t acc = uint32_t(n % k.t.spAccRows) * len;
         const LocalTensor<float> sumDy = b.slab[SLAB_SUM_DY][acc], sumDyx = b.slab[SLAB_SUM_DYX][acc];
-        const LocalTensor<float> xh = CenteredRow(b, off, elems);
+        const LocalTensor<float> xh = CenteredRow(k, b, off, elems);
         if (n < k.t.spAccRows) {
             ReduceFirstRows(b, sumDy, sumDyx, xh, off, elems);
             continue;
@@ -498,6 +570,25 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
     }
 }
 
+#if BNB_SOC_HAS_SEG_SUM
+// ApplyRows' two fused steps with compact slabs (tiling spSegSum SP_SEG_COMPACT), the same arithmetic:
+// dr = a * dr + b, then x = k * x + dr (float32 into x) or dr = x * k + dr, a repeat per slice, each
+// per-channel value read from its block (block stride 0).
+template <typename T>
+__aicore__ inline void ApplyCompact(const KernelState<T> &k, const Buffers<T> &b, const LocalTensor<float> &dr,
+                                    const LocalTensor<float> &res, bool floatToX, const LocalTensor<float> &xr,
+                                    uint32_t elems)
+{
+    const uint32_t repeats = elems / k.t.spRowStride;
+    CompactSlices(k, COMPACT_FUSED_MUL_ADD, dr, b.slab[SLAB_A], true, b.slab[SLAB_B], true, repeats);
+    if (floatToX) {
+        CompactSlices(k, COMPACT_FUSED_MUL_ADD, res, b.slab[SLAB_K], true, dr, false, repeats);  // x = k * x + dr
+    } else {
+        CompactSlices(k, COMPACT_MUL_ADD_DST, dr, xr, false, b.slab[SLAB_K], true, repeats);
+    }
+}
+#endif
+
 // grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
 // resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
 // float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
@@ -530,11 +621,18 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
         } else if (k.t.training && k.t.mulAdd) {
             // dx = (a * dy + b) + k * x, two instructions over the slabs (Buffers::scalar is never set here).
             const int32_t count = Narrow<int32_t>(elems, "vector count");
-            AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], count);
-            if (floatToX) {
-                AscendC::FusedMulAdd(res, b.slab[SLAB_K], dr, count);  // x = k * x + dr
-            } else {
-                AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+#if BNB_SOC_HAS_SEG_SUM
+            if (CompactSlabs(k)) {
+                ApplyCompact(k, b, dr, res, floatToX, ApplyX(b, off, elems), elems);
+            } else
+#endif
+            {
+                AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], count);
+                if (floatToX) {
+                    AscendC::FusedMulAdd(res, b.slab[SLAB_K], dr, count);  // x = k * x + dr
+                } else {
+                    AscendC::MulAddDst(dr, ApplyX(b, off, elems), b.slab[SLAB_K], count);
+                }
             }
 #endif
         } else {

@@ -129,6 +129,24 @@ std::vector<bnb_hazards::Range> StridedRanges(const LocalTensor<T> &t, const uin
     return out;
 }
 
+// The ranges merged where they touch or overlap (a source read with block stride 0, a slab of slices read
+// repeat after repeat): the same bytes, fewer ranges for the hazard tracker.
+inline std::vector<bnb_hazards::Range> Merged(std::vector<bnb_hazards::Range> rs)
+{
+    std::sort(rs.begin(), rs.end(), [](const bnb_hazards::Range &a, const bnb_hazards::Range &b) {
+        return a.space != b.space ? a.space < b.space : a.lo < b.lo;
+    });
+    std::vector<bnb_hazards::Range> out;
+    for (const auto &r : rs) {
+        if (!out.empty() && out.back().space == r.space && r.lo <= out.back().hi) {
+            out.back().hi = std::max(out.back().hi, r.hi);
+        } else {
+            out.push_back(r);
+        }
+    }
+    return out;
+}
+
 // Elements an operand spans from its start: repeats of 8 blocks with strides, up to the last element the
 // mask enables (0: none).
 inline uint64_t StridedElems(uint64_t elemBytes, uint64_t repeat, int64_t last, uint64_t blk, uint64_t rep)
@@ -148,12 +166,13 @@ inline std::vector<std::vector<bnb_rules::Span>> ByRepeat(const std::vector<bnb_
     return out;
 }
 // A two-source instruction of the repeat form with a normal-mode mask (高维切分.md, 掩码.md): in repeat r the
-// active elements e, dst[r, e] = f(src0[r, e], src1[r, e]), each operand with its block and repeat strides;
-// the elements the mask leaves out keep their values. Strides and repeats as BinaryRepeatParams' uint8_t
-// (rules::BlockStride: a destination block stride 0 is undefined).
+// active elements e, dst[r, e] = f(src0[r, e], src1[r, e], dst[r, e]), each operand with its block and repeat
+// strides (a source block stride 0 reads one block eight times); the elements the mask leaves out keep their
+// values. `readsDst`: dst is a source too (MulAddDst, FusedMulAdd). Strides and repeats as
+// BinaryRepeatParams' uint8_t (rules::BlockStride: a destination block stride 0 is undefined).
 template <typename T, typename F>
-void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, const uint64_t mask[],
-                  uint8_t repeatTime, const BinaryRepeatParams &p, const char *op, Src src, F f)
+void RepeatForm(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, const uint64_t mask[],
+                uint8_t repeatTime, const BinaryRepeatParams &p, const char *op, Src src, bool readsDst, F f)
 {
     CheckVecType<T>(op, src);
     bnb_rules::MaskWords(op, sizeof(T), mask[1], mask[0], src);
@@ -174,9 +193,16 @@ void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const Loca
                               std::is_same<T, int32_t>::value);
     bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src0", ByRepeat(r0, n), false, src);
     bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src1", ByRepeat(r1, n), accumulates, src);
-    std::vector<bnb_hazards::Range> reads = r0;
-    reads.insert(reads.end(), r1.begin(), r1.end());
-    SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, reads, wd);
+    // each operand's ranges merged on their own for the hazard tracker (two operands side by side stay two
+    // ranges); dst read too where the instruction reads it
+    std::vector<bnb_hazards::Range> reads = Merged(r0);
+    const std::vector<bnb_hazards::Range> m1 = Merged(r1);
+    reads.insert(reads.end(), m1.begin(), m1.end());
+    const std::vector<bnb_hazards::Range> writes = Merged(wd);
+    if (readsDst) {
+        reads.insert(reads.end(), writes.begin(), writes.end());
+    }
+    RecordV(op, src, reads, writes);
     perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
     if (perf::SkipData()) return;
     // repeat by repeat, in order: each repeat reads its sources after the earlier repeats' writes
@@ -188,12 +214,20 @@ void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const Loca
             if (!MaskBit(mask, e)) continue;
             const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.src0BlkStride, p.src0RepStride)]);
             const float y = static_cast<float>(pb[StridedAt<T>(r, e, p.src1BlkStride, p.src1RepStride)]);
-            out.emplace_back(StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride), static_cast<T>(f(x, y)));
+            const uint64_t at = StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride);
+            out.emplace_back(at, static_cast<T>(f(x, y, static_cast<float>(pd[at]))));
         }
         for (const auto &o : out) {
             pd[o.first] = o.second;
         }
     }
+}
+
+template <typename T, typename F>
+void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, const uint64_t mask[],
+                  uint8_t repeatTime, const BinaryRepeatParams &p, const char *op, Src src, F f)
+{
+    RepeatForm(dst, a, b, mask, repeatTime, p, op, src, false, [f](float x, float y, float) { return f(x, y); });
 }
 }  // namespace sim
 
@@ -203,6 +237,13 @@ void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
 {
     sim::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, "Add", at, [](float x, float y) { return x + y; });
+}
+// Sub, repeat form with a normal-mode (逐bit) mask.
+template <typename T, bool isSetMask = true>
+void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask[],
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, "Sub", at, [](float x, float y) { return x - y; });
 }
 template <typename T, bool isSetMask = true>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
@@ -257,6 +298,27 @@ void FusedMulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const Lo
                  const int32_t &count, bnb_rules::Src at = bnb_rules::Here())
 {
     sim::MulAdd(dst, src0, src1, count, "FusedMulAdd", at, [](float a, float b, float d) { return a * d + b; });
+}
+// MulAddDst / FusedMulAdd, repeat form with a normal-mode (逐bit) mask (复合计算/MulAddDst.md,
+// FusedMulAdd.md): the same SoCs as the count form; dst is read as well as written.
+template <typename T, typename U, bool isSetMask = true>
+void MulAddDst(const LocalTensor<T> &dst, const LocalTensor<U> &src0, const LocalTensor<U> &src1, const uint64_t mask[],
+               const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(std::is_same<T, U>::value, "MulAddDst: this CPU build models operands of one type");
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "MulAddDst: float or half only");
+    SimCheck(SimThisCore().soc.hasMulAdd, std::string("MulAddDst: not supported on ") + SimThisCore().soc.name, at);
+    sim::RepeatForm(dst, src0, src1, mask, repeatTime, repeatParams, "MulAddDst", at, true,
+                    [](float a, float b, float d) { return a * b + d; });
+}
+template <typename T, bool isSetMask = true>
+void FusedMulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask[],
+                 const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "FusedMulAdd: float or half only");
+    SimCheck(SimThisCore().soc.hasMulAdd, std::string("FusedMulAdd: not supported on ") + SimThisCore().soc.name, at);
+    sim::RepeatForm(dst, src0, src1, mask, repeatTime, repeatParams, "FusedMulAdd", at, true,
+                    [](float a, float b, float d) { return a * d + b; });
 }
 template <typename T, bool isSetMask = true>
 void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count,

@@ -12,6 +12,8 @@
 //   copy:          mask, repeatTime, dstStride, srcStride, dstRepeatSize, srcRepeatSize
 //   add_masked:    maskLow, maskHigh, repeatTime, dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
 //                  src0RepStride, src1RepStride (Add, bitwise mask: dst = dst + src, src0 the destination)
+//   sub_masked / fma_masked / mad_masked: as add_masked, for Sub (dst = dst - src), FusedMulAdd (dst = src * dst
+//                  + src, src0 and src1 the source with their own strides) and MulAddDst (dst = src * src + dst)
 //   dup_masked:    maskLow, maskHigh, repeatTime, dstBlockStride, dstRepeatStride (Duplicate, bitwise mask,
 //                  of src[0])
 //   reduce_sum:    count (ReduceSum of the first count elements into dst[0], a scratch buffer of its own)
@@ -64,6 +66,18 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
         Add(d, d, s, mask, uint8_t(a[2]), BinaryRepeatParams(uint8_t(a[3]), uint8_t(a[4]), uint8_t(a[5]), uint8_t(a[6]),
                                                              uint8_t(a[7]), uint8_t(a[8])));
+    } else if (op == "sub_masked" || op == "fma_masked" || op == "mad_masked") {
+        need(9);
+        uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
+        const BinaryRepeatParams rp{uint8_t(a[3]), uint8_t(a[4]), uint8_t(a[5]), uint8_t(a[6]), uint8_t(a[7]),
+                                    uint8_t(a[8])};
+        if (op == "sub_masked") {
+            Sub(d, d, s, mask, uint8_t(a[2]), rp);
+        } else if (op == "fma_masked") {
+            FusedMulAdd(d, s, s, mask, uint8_t(a[2]), rp);
+        } else {
+            MulAddDst(d, s, s, mask, uint8_t(a[2]), rp);
+        }
     } else if (op == "dup_masked") {
         need(5);
         uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
@@ -88,7 +102,8 @@ extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, con
 {
     const std::string name(op);
     if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy" &&
-        name != "add_masked" && name != "dup_masked" && name != "reduce_sum") {
+        name != "add_masked" && name != "sub_masked" && name != "fma_masked" && name != "mad_masked" &&
+        name != "dup_masked" && name != "reduce_sum") {
         return 3;
     }
     try {

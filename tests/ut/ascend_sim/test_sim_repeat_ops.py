@@ -264,6 +264,40 @@ def test_add_later_destination_over_earlier_source_is_allowed(sim):
     assert np.array_equal(out, ref.astype(np.float64))
 
 
+# Sub, FusedMulAdd and MulAddDst of the repeat form (the single pass's compact slabs, tiling spSegSum 2): a
+# source block per repeat read with block stride 0 against slices a repeat (or 7 blocks) apart.
+@pytest.mark.parametrize("op", ["sub_masked", "fma_masked", "mad_masked"])
+@pytest.mark.parametrize("mask,repeats,rep", [((1 << 64) - 1, 5, 8), ((1 << 56) - 1, 3, 7)])
+def test_masked_fused_values_with_a_block_per_repeat(sim, op, mask, repeats, rep):
+    src = RNG.standard_normal(8 * repeats).astype(np.float32)
+    dst = RNG.standard_normal(8 * 8 * repeats).astype(np.float32)
+    sub = op == "sub_masked"  # Sub(dst, dst, src): src0 is the destination, with its strides
+    args = [mask - (1 << 64) if mask >= 1 << 63 else mask, 0, repeats, 1, int(sub), 0, rep, rep if sub else 1, 1]
+    out, err = simlib.repeat_op(sim, op, src, dst, args, soc="ascend910b")
+    assert err is None, err
+    ref = dst.copy()
+    for r in range(repeats):
+        for e in range(64):
+            if mask >> e & 1:
+                i, v = strided_index(r, e, 1, rep), src[strided_index(r, e, 0, 1)]
+                d = dst[i]
+                ref[i] = {"sub_masked": np.float32(d - v), "fma_masked": np.float32(np.float32(v * d) + v),
+                          "mad_masked": np.float32(np.float32(v * v) + d)}[op]
+    assert np.array_equal(out, ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("op,soc,args,words", [
+    ("fma_masked", "ascend910", [255, 0, 1, 1, 0, 0, 8, 1, 1], "not supported on ascend910"),
+    ("mad_masked", "ascend910", [255, 0, 1, 1, 0, 0, 8, 1, 1], "not supported on ascend910"),
+    ("fma_masked", "ascend910b", [255, 0, 1, 0, 0, 0, 8, 1, 1], "destination block stride 0"),
+    ("mad_masked", "ascend910b", [255, 0, 2, 1, 1, 1, 8, 8, 8], "exceeds the tensor"),
+    ("sub_masked", "ascend910b", [255, 1, 1, 1, 1, 1, 8, 8, 8], "mask high word must be 0"),
+])
+def test_masked_fused_rules(sim, op, soc, args, words):
+    out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64), args, soc=soc)
+    assert out is None and err is not None and words in err, err
+
+
 @pytest.mark.parametrize("repeats,blk,rep", [(1, 1, 8), (4, 1, 49), (2, 2, 20)])
 def test_masked_duplicate_values(sim, repeats, blk, rep):
     mask = 0x00_00_FF_FF_FF_FF_FF_F8  # lanes 3 .. 47: a 7x7 slice starting on lane 3
@@ -297,7 +331,9 @@ def test_masked_add_and_duplicate_rules(sim, op, args, kw, words):
 
 @pytest.mark.parametrize("op,args", [("reduce_repeat", [64, 1, 1, 1, 8]), ("brcb", [1, 1, 8]),
                                      ("copy", [64, 1, 1, 1, 8, 8]), ("add_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8]),
-                                     ("dup_masked", [255, 0, 1, 1, 8])])
+                                     ("dup_masked", [255, 0, 1, 1, 8]), ("sub_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8]),
+                                     ("fma_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8]),
+                                     ("mad_masked", [255, 0, 1, 1, 1, 1, 8, 8, 8])])
 def test_repeat_ops_run_on_the_vector_pipe(sim, op, args):
     # A scalar read of the result with no V_S event in between is a hazard of PIPE_S against PIPE_V.
     out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64), args, scalar_read=True)

@@ -109,33 +109,38 @@ def test_packed_sub_groups_and_chunks(sim, ub_kib, shape, dtype):
 
 # Segmented sums and per-block broadcasts (tiling spSegSum): a slice of at most one float repeat, not
 # packed, on the SoC lines with float ReduceRepeat, Brcb and the masked Copy.
-@pytest.mark.parametrize("soc,shape,dtype,seg", [
-    ("ascend910b", (4, 40, 7, 7), "float32", 1), ("ascend910_93", (4, 40, 8, 8), "float16", 1),
-    ("ascend950", (3, 24, 7, 7), "bfloat16", 1), ("ascend910b", (4, 19, 14, 14), "float32", 0),
-    ("ascend910", (4, 48, 7, 7), "float32", 0), ("ascend310p", (4, 16, 8, 8), "float32", 0),
+# In training, a slice of a whole float repeat (16-bit 7x7, 8x8) takes compact slabs (SP_SEG_COMPACT, 2):
+# a block per slice of mean, a, k and b, read with block stride 0 by the repeat forms.
+@pytest.mark.parametrize("soc,shape,dtype,training,seg", [
+    ("ascend910b", (4, 40, 7, 7), "float32", True, 2), ("ascend910_93", (4, 40, 8, 8), "float16", True, 2),
+    ("ascend950", (3, 24, 7, 7), "bfloat16", True, 2), ("ascend910b", (4, 19, 14, 14), "float32", True, 0),
+    ("ascend910", (4, 48, 7, 7), "float32", True, 0), ("ascend310p", (4, 16, 8, 8), "float32", True, 0),
+    ("ascend910b", (4, 40, 8, 8), "float32", True, 2), ("ascend910b", (4, 40, 7, 7), "float16", False, 1),
 ])
-def test_segmented_sums_where_the_soc_has_them(sim, soc, shape, dtype, seg):
-    info = check(sim, shape, False, dtype, True, soc=soc, cores=3)
+def test_segmented_sums_where_the_soc_has_them(sim, soc, shape, dtype, training, seg):
+    info = check(sim, shape, False, dtype, training, soc=soc, cores=3)
     assert info.strategy == SINGLE and info.sp_seg_sum == seg
 
 
-@pytest.mark.parametrize("dtype,soc", [("float32", "ascend910b"), ("float16", "ascend950")])  # 950: a larger UB
-def test_segmented_sums_over_255_channels_and_unaligned_lanes(sim, dtype, soc):
-    """One core, 1200 channels of 2x2 in one row: sub-groups of more than 255 channels (ReduceRepeat,
-    Brcb and Copy in calls of 255), then 7 cores (sub-groups starting off a block of lanes): values
-    against the reference and the same bits."""
-    shape = (1, 1200, 2, 2)
-    args = make_inputs(shape, False, dtype, seed=5)
+@pytest.mark.parametrize("soc,dtype", [("ascend910b", "float16"), ("ascend950", "float32"),
+                                       ("ascend910_93", "bfloat16")])
+def test_compact_slabs_masks_and_cores(sim, soc, dtype):
+    """Compact slabs (SP_SEG_COMPACT): every mask against the reference, then the same bits on 1, 3 and 7
+    cores (sub-groups of other sizes, off a block of lanes)."""
+    shape = (6, 45, 8, 8)
+    for mask in ALL_MASKS:
+        info = check(sim, shape, False, dtype, True, mask, soc=soc, cores=2, seed=3)
+        assert info.strategy == SINGLE and info.sp_seg_sum == 2
+    args = make_inputs(shape, False, dtype, seed=3)
     runs = []
-    for cores in (1, 7):
-        info = check(sim, shape, False, dtype, True, soc=soc, cores=cores, seed=5, two_pass=False)
-        assert info.strategy == SINGLE and info.sp_seg_sum == 1
+    for cores in (1, 3, 7):
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], dtype=dtype, soc=soc, cores=cores)
-        runs.append((got, info.sp_channels))
-    assert runs[0][1] > 255
-    for x, y in zip(runs[0][0], runs[1][0]):
-        assert np.array_equal(x, y)
+        assert info.sp_seg_sum == 2
+        runs.append(got)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
 
 
 # UB sizes that change the resident channels but keep 4 rows per vector instruction (fewer rows, where one
@@ -156,7 +161,7 @@ def test_deterministic_for_any_core_count_and_sub_group(sim, dtype, soc, shape, 
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                                args["save_invstd"], dtype=dtype, ub_bytes=ub, cores=cores, soc=soc)
         assert info.strategy == SINGLE and (info.sp_quantum > 0) == (soc in NO_PAD_SOCS)
-        assert info.sp_seg_sum == (soc == "ascend910b")  # 7x7: the segmented sums on 910B
+        assert (info.sp_seg_sum > 0) == (soc == "ascend910b")  # 7x7: the segmented sums on 910B
         runs.append((got, info.sp_channels))
     assert len({sp for _, sp in runs}) > 1  # the runs differ in resident channels, not only in cores
     for got, _ in runs[1:]:
@@ -242,7 +247,7 @@ def test_few_sub_groups_half_rows_float32(sim, soc):
     runs = []
     for cores, buffers, channels, rows in ((1, 2, 16, 2), (4, 2, 4, 2), (16, 1, 3, 4)):
         info = check(sim, shape, False, dtype, True, soc=soc, cores=cores, seed=7)
-        assert info.strategy == SINGLE and info.sp_seg_sum == 1
+        assert info.strategy == SINGLE and info.sp_seg_sum == 2
         assert (info.sp_buffers, info.sp_channels, info.sp_slab_rows) == (buffers, channels, rows)
         got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                             args["save_invstd"], dtype=dtype, cores=cores, soc=soc)
