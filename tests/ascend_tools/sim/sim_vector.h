@@ -202,7 +202,7 @@ void RepeatForm(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalT
     if (readsDst) {
         reads.insert(reads.end(), writes.begin(), writes.end());
     }
-    RecordV(op, src, reads, writes);
+    SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, reads, writes);  // (not RecordV: its check is whole-span)
     perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
     if (perf::SkipData()) return;
     // repeat by repeat, in order: each repeat reads its sources after the earlier repeats' writes
