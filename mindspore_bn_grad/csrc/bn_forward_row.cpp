@@ -86,10 +86,11 @@ struct FwdRowPath {
   // runs of a row side by side (one contiguous run per row when whole, which
   // the prefetcher follows), the same arithmetic per channel for any cb. The
   // mean of a channel's first kShiftElems elements of the tile shifts its sums
-  // (d = x - k and d^2, one pass); a tile where a shift lands more than one
-  // standard deviation from its channel's mean (outliers among those
-  // elements, a constant channel) takes a second pass, from cache, around
-  // the first pass's mean. Each step depends on the tile's values only.
+  // (d = x - k and d^2, one pass); a channel whose shift lands more than one
+  // standard deviation from its mean (outliers among those elements, a
+  // constant channel) takes a second pass over the tile, from cache, around
+  // the first pass's mean. Each step depends on the channel's values in the
+  // tile only.
   void TileBlock(int64_t c0, int64_t cb, int64_t t, Moments *out) const {
     const int64_t len = std::min(n, (t + 1) * kTileElems) - t * kTileElems;
     double s[kMaxBlock] = {}, s1[kMaxBlock], s2[kMaxBlock];
@@ -104,16 +105,29 @@ struct FwdRowPath {
     });
     for (int64_t j = 0; j < cb; ++j) k[j] = static_cast<T>(s[j] / static_cast<double>(head));
     const double inv_len = 1.0 / static_cast<double>(len);
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t j = 0; j < cb; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
+    for (int64_t j = 0; j < cb; ++j) { s1[j] = 0.0; s2[j] = 0.0; }
+    ForRuns(c0, t, [&](int64_t off, int64_t l) {
+      if (l == inner) Prefetch(off + row, cb * l);  // the next row's runs: a new stream each row
+      for (int64_t j = 0; j < cb; ++j) RunDevSums<D>(a.input.data, off + j * inner, l, k[j], &s1[j], &s2[j]);
+    });
+    // A channel whose shift is over one standard deviation from its mean: again around the mean found.
+    // Decided per channel (a block's channels follow the thread count).
+    bool far[kMaxBlock], any = false;
+    for (int64_t j = 0; j < cb; ++j) {
+      far[j] = !(s1[j] * s1[j] * inv_len * 2.0 <= s2[j]);
+      any |= far[j];
+      if (far[j]) {
+        k[j] = static_cast<T>(static_cast<double>(k[j]) + s1[j] * inv_len);
+        s1[j] = 0.0;
+        s2[j] = 0.0;
+      }
+    }
+    if (any) {
       ForRuns(c0, t, [&](int64_t off, int64_t l) {
-        if (pass == 0 && l == inner) Prefetch(off + row, cb * l);  // the next row's runs: a new stream each row
-        for (int64_t j = 0; j < cb; ++j) RunDevSums<D>(a.input.data, off + j * inner, l, k[j], &s1[j], &s2[j]);
+        for (int64_t j = 0; j < cb; ++j) {
+          if (far[j]) RunDevSums<D>(a.input.data, off + j * inner, l, k[j], &s1[j], &s2[j]);
+        }
       });
-      bool close = true;  // every channel's shift within one standard deviation of its mean
-      for (int64_t j = 0; j < cb; ++j) close &= s1[j] * s1[j] * inv_len * 2.0 <= s2[j];
-      if (close || pass == 1) break;
-      for (int64_t j = 0; j < cb; ++j) k[j] = static_cast<T>(static_cast<double>(k[j]) + s1[j] * inv_len);
     }
     for (int64_t j = 0; j < cb; ++j) out[j] = FromShifted(static_cast<double>(len), static_cast<double>(k[j]), s1[j], s2[j]);
   }

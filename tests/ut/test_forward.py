@@ -212,6 +212,25 @@ def test_bitwise_identical_for_any_thread_count(case, training):
             assert a.tobytes() == b.tobytes()
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_second_pass_is_decided_per_channel(dtype):
+    """The row path takes channels in blocks whose size follows the thread count; a channel's second
+    pass (its shift far from its mean) must not depend on its neighbours, or the bits would depend on
+    the thread count: one far channel (7) among 64, the same bits on 1-4 threads."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((128, 64, 40)) + 1000.0).astype(dtype)  # blocks of 12 / 8 / 5 / 4 channels (float32)
+    x[:13, 7, :] += 60.0  # channel 7's first 512 elements of its first tile
+    params = [np.ones(64, dtype), np.zeros(64, dtype), np.zeros(64, dtype), np.ones(64, dtype)]
+    results = []
+    for threads in (1, 2, 3, 4):
+        native.set_num_threads(min(threads, native.max_threads()))
+        results.append([o.tobytes() for o in native.forward_direct(x, *params, training=True)])
+    assert all(r == results[0] for r in results[1:])
+    got, want = run_direct({"input": x.astype(np.float64), "weight": np.ones(64)}, dtype, training=True)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-7)  # save_mean
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-6)  # save_invstd (y: x - mean rounds at 1000)
+
+
 # Column-path tensors of 8 MB and more walk tiles up to 1024 columns wide (whole rows up to
 # that width); below, 256. Samples: channel-last with a partial second block (1100 = 1024 + 76),
 # NC with 1030 channels, and channel-first with short runs (inner 5, 3500 columns).
