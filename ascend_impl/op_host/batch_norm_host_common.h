@@ -87,6 +87,15 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    const auto soc = platform.GetSocVersion();
+    // The 950's UB is 256 KB, of which a kernel built without --cce-disable-vf-stack-reserved-ubuf and
+    // --cce-disable-asc-reserved-ubuf (their APIs are the ones this kernel calls) may use 248 KB: the rest
+    // is the SIMD VF stack and the temporary data of the repeat (高维切分) forms (NPU架构版本3510.md,
+    // ASC_UB_SIZE; TOTAL_UB_SIZE of the headers). GetCoreMemSize may report the whole UB.
+    constexpr uint64_t UB_KERNEL_BYTES_950 = 248 * 1024;
+    if (soc == platform_ascendc::SocVersion::ASCEND950 && ubBytes > UB_KERNEL_BYTES_950) {
+        ubBytes = UB_KERNEL_BYTES_950;
+    }
     in.ubBytes = uint32_t(ubBytes);
     uint64_t l2Bytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L2, l2Bytes);
@@ -94,7 +103,6 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     in.coreNum = platform.GetCoreNumAiv();
     // Atlas training / inference: no DataCopyPad, no hardware SyncAll, no DataCacheCleanAndInvalid,
     // no bfloat16 kernels (op_kernel/batch_norm_backward_kernel.h, BNB_SOC_LEGACY).
-    const auto soc = platform.GetSocVersion();
     const bool legacy = soc == platform_ascendc::SocVersion::ASCEND910 || soc == platform_ascendc::SocVersion::ASCEND310P;
     in.hasDataCopyPad = !legacy;
     in.hasSyncAll = !legacy;

@@ -128,7 +128,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // blockCopy
     },
     {"ascend950",
-     262144u,  // ubBytes
+     253952u,  // ubBytes
      64u,  // vectorCores
      134217728u,  // l2Bytes
      1600u,  // gmGbps

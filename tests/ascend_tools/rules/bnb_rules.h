@@ -457,11 +457,22 @@ inline void Narrowing(const char *field, From value, Src src)
 }
 
 // ---- TPipe::InitBuffer (数据结构/TPipe/InitBuffer.md): all buffers of a core fit its UB ----
-inline void UbCapacity(const char *socName, uint64_t used, uint64_t more, uint64_t ubBytes, Src src)
+// `ubBytes` is the UB the launch was given (the tiling's GetCoreMemSize(UB)), `socUbBytes` the line's
+// TOTAL_UB_SIZE: what lies above it is not the kernel's even where the UB is larger. On the 950
+// (NPU架构版本3510.md, 存储单元: ASC_UB_SIZE = 248 x 1024 by default) the compiler keeps 6 KB for the SIMD
+// VF stack and the APIs 2 KB, the space the repeat (高维切分) forms of Add, FusedMulAdd, ReduceRepeat, Copy,
+// ... take ("tensor高维切分计算占用8KB Unified Buffer", 基础算术/Add.md, 归约计算/ReduceRepeat.md), and TPipe
+// asserts every buffer below TMP_UB_OFFSET (dav_3510/kernel_tpipe_impl_c310.h).
+inline void UbCapacity(const char *socName, uint64_t used, uint64_t more, uint64_t ubBytes, Src src,
+                       uint64_t socUbBytes = UINT64_MAX)
 {
     Require(used + more <= ubBytes, "InitBuffer",
             std::string("UB overflow on ") + socName + ": " + N(more) + " more bytes with " + N(used) + " of " +
                 N(ubBytes) + " in use",
+            "", src);
+    Require(used + more <= socUbBytes, "InitBuffer",
+            std::string("UB past TOTAL_UB_SIZE on ") + socName + ": " + N(used + more) + " of " +
+                N(socUbBytes) + " bytes (the rest is reserved for the compiler and the APIs' temporary data)",
             "", src);
 }
 

@@ -210,7 +210,7 @@ private:
         SimCore &core = SimThisCore();
         uint32_t aligned = (len + ONE_BLK_SIZE - 1) / ONE_BLK_SIZE * ONE_BLK_SIZE;
         SimCheck(len > 0, "InitBuffer: zero-length buffer", at);
-        bnb_rules::UbCapacity(core.soc.name, core.ubUsed, aligned, core.ubBytes, at);
+        bnb_rules::UbCapacity(core.soc.name, core.ubUsed, aligned, core.ubBytes, at, core.soc.ubBytes);
         auto slot = std::make_unique<SimSlot>();
         slot->addr = core.ub + core.ubUsed;
         slot->bytes = aligned;

@@ -89,3 +89,35 @@ def test_sync_all_only_when_cores_share_a_channel(sim, cores, cross):
     _, info = simlib.run(sim, x, x, soc="ascend910b", cores=cores, ub_bytes=20 * 1024)
     # The kernel runs SyncAll (and the tiling asks for batch mode) exactly when a channel spans cores.
     assert (bool(info.cross_core) and info.used_cores > 1) == cross
+
+
+# The 950's UB is 256 KB, but a kernel may use 248 KB of it: asc-devkit docs/zh/guide/编程指南/高级编程/
+# 硬件实现/架构规格/NPU架构版本3510.md (存储单元: ASC_UB_SIZE = 248 x 1024 unless compiled with
+# --cce-disable-vf-stack-reserved-ubuf / --cce-disable-asc-reserved-ubuf; the 6 KB SIMD VF stack and the
+# 2 KB the APIs take, the "tensor高维切分计算占用8KB Unified Buffer" of docs/zh/api/SIMD-API/基础API/
+# Memory矢量计算/基础算术/Add.md, 复合计算/FusedMulAdd.md, 归约计算/ReduceRepeat.md), and the headers'
+# TOTAL_UB_SIZE / TMP_UB_OFFSET for __NPU_ARCH__ 3510, below which TPipe asserts every buffer.
+RESERVED_950 = 8 * 1024
+
+
+def test_950_ub_table_is_the_kernels_share():
+    caps = (simlib.ROOT / "ascend_impl" / "op_host" / "batch_norm_soc_caps.gen.h").read_text()
+    entry = caps[caps.index('{"ascend950"'):]
+    assert f"{256 * 1024 - RESERVED_950}u,  // ubBytes" in entry.split("},")[0]
+
+
+def test_950_buffers_past_its_total_ub_size_are_refused(sim):
+    # A launch handed the whole 256 KB (a platform reporting the full UB, uncapped) whose plan takes
+    # more than 248 KB: the stand-in's TPipe refuses the buffer that crosses TOTAL_UB_SIZE.
+    rng = np.random.default_rng(5)
+    x, dy = rng.standard_normal((4, 8, 64, 64)), rng.standard_normal((4, 8, 64, 64))
+    with pytest.raises(simlib.SimError, match="past TOTAL_UB_SIZE on ascend950"):
+        simlib.run(sim, dy, x, soc="ascend950", cores=2, two_pass=True, ub_bytes=256 * 1024)
+    # Within the kernel's share the same launch runs.
+    simlib.run(sim, dy, x, soc="ascend950", cores=2, two_pass=True, ub_bytes=256 * 1024 - RESERVED_950)
+
+
+def test_op_host_caps_the_950_ub_at_the_kernels_share():
+    common = (simlib.ROOT / "ascend_impl" / "op_host" / "batch_norm_host_common.h").read_text()
+    assert "SocVersion::ASCEND950 && ubBytes > UB_KERNEL_BYTES_950" in common
+    assert "UB_KERNEL_BYTES_950 = 248 * 1024" in common
