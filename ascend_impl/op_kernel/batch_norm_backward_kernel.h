@@ -684,7 +684,7 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
             } else {
-                ReduceUnit<MODE>(k_, u, next, u + 1 == re, &rs[u / pc - rb / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, re), &rs[u / pc - rb / pc]);
             }
             apply = nextApply;
             u = nu;
@@ -696,6 +696,15 @@ private:
 
     // Rounds one after the other (the software SyncAll without ilRounds).
     __aicore__ inline bool Serial() const { return !InterleavedRounds(k_.t); }
+
+    // Whether phase-1 unit u of a run ending at e sends the batch of partials (StoreBatch's flush). Serial
+    // rounds without float ReduceSum also send it one unit early: the scalar unit folds the lanes of the
+    // batch's other units (FoldBatchLanes) while the last unit's tile still streams in, so between the
+    // round's last vector instruction and its SyncAll only that unit's lanes are folded and stored.
+    __aicore__ inline bool LastOfBatch(uint64_t u, uint64_t e) const
+    {
+        return u + 1 == e || (Serial() && !HasFloatReduceSum(k_.t) && u + 2 == e);
+    }
 
     // Whether Interleaved runs phase 2 of units [ab, ae) and phase 1 of [rb, re): both non-empty, neither
     // touching more than IL_CHANNELS channels.
@@ -733,7 +742,7 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
             } else {
-                ReduceUnit<MODE>(k_, u, next, u + 1 == e, &s[u / pc - b / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, e), &s[u / pc - b / pc]);
             }
         }
         if (!apply) {
