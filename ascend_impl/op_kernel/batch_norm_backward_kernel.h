@@ -480,7 +480,7 @@ private:
         if (k_.t.l2Rounds < groups) {
             RoundUnits(k_.t.l2Rounds, core, &nb, &ne);
         }
-        Ahead ahead = 2 * uint64_t(k_.t.l2Rounds) < groups ? PlanAhead(b, e, nb, ne) : Ahead();
+        Ahead ahead = PlanAhead(b, e, nb, ne, 2 * uint64_t(k_.t.l2Rounds) < groups);
         bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
         if (!Taken(b, e, false, &ahead)) {
             ReduceUnits(b, e);
@@ -495,10 +495,10 @@ private:
             // (not for the last round's scalars: the launch's last LoadCoefs finds that round's statistics
             // still in UB, where a reload would take the tensor-end tail's barriers)
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
-            Ahead next = more && !lastNext ? PlanAhead(nb, ne, nnb, nne) : Ahead();
-            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next)) {
-                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr)) {
-                    ApplyUnits(b, e, true);
+            Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued)) {
+                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued)) {
+                    ApplyUnits(b, e, true, ahead.issued ? 1 : 0);
                 }
                 if (more) {
                     k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
@@ -558,16 +558,21 @@ private:
     // look-ahead) and, right after that unit, the scalars of the next round's units [rb, re) (RunAhead:
     // their statistics; LoadCoefs then reloads this round's beside its partials). `want`: Interleaved will
     // run both (serial, Fits).
+    // `tile`: the first phase-2 tile alone (where the next round's statistics are not taken ahead: the last
+    // rounds, and with no next round), so phase 2 does not issue it after the SyncAll, where the combine's
+    // partials would queue behind its loads; `issued`: AheadTile issued it (phase 2 then does not).
+    // Without float ReduceSum only (ascend910).
     struct Ahead {
-        bool want = false, done = false;
+        bool want = false, tile = false, done = false, issued = false;
         uint64_t ab = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
 
-    __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re, bool stats = true) const
     {
         Ahead a;
-        a.want = Serial() && Fits(ab, ae, rb, re);
+        a.want = stats && Serial() && Fits(ab, ae, rb, re);
+        a.tile = !a.want && Serial() && !HasFloatReduceSum(k_.t) && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
         a.ab = ab;
         a.rb = rb;
         a.re = re;
@@ -577,9 +582,13 @@ private:
     // The look-ahead of the last phase-1 unit before the SyncAll: the first phase-2 tile of the next round,
     // so its loads land while that unit computes and its partials drain (the SyncAll's first barrier waits
     // for them), not after the SyncAll.
-    __aicore__ inline NextTile AheadTile(const Ahead *a) const
+    __aicore__ inline NextTile AheadTile(Ahead *a) const
     {
-        return a != nullptr && a->want ? NextOf(k_.t, a->ab, true, k_.t.training != 0) : NextTile();
+        if (a == nullptr || !(a->want || a->tile)) {
+            return NextTile();
+        }
+        a->issued = true;
+        return NextOf(k_.t, a->ab, true, k_.t.training != 0);
     }
 
     // Before the last phase-1 unit's partials are waited for (Taken, Interleaved).
@@ -637,7 +646,8 @@ private:
     // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
     // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
-                                       const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr)
+                                       const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
+                                       bool issued = false)
     {
         if (!Fits(ab, ae, rb, re)) {
             return false;
@@ -656,7 +666,7 @@ private:
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);
-        if (serial && taken == nullptr) {
+        if (serial && taken == nullptr && !(issued && apply)) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         TakeScalars(ab, ae, true, as);
@@ -720,7 +730,8 @@ private:
     // empty, touches more than IL_CHANNELS channels, or the rounds interleave.
     // `share` (phase 2 of the last round): the share's partials loaded once the coefficients are taken
     // (LoadSharePartials; *share whether it did).
-    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr)
+    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr,
+                                 bool issued = false)
     {
         if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
             return false;
@@ -732,7 +743,9 @@ private:
             k_.applyBegin = b;
             k_.applyEnd = e;
         }
-        IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+        if (!(issued && apply)) {
+            IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+        }
         TakeScalars(b, e, apply, s);
         if (share != nullptr) {
             *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
