@@ -591,9 +591,18 @@ private:
         return NextOf(k_.t, a->ab, true, k_.t.training != 0);
     }
 
-    // Before the last phase-1 unit's partials are waited for (Taken, Interleaved).
+    // Before the last phase-1 unit's partials are waited for (Taken, Interleaved). 16-bit types: the first
+    // phase-2 tile, once AheadTile issued it, cast first, while the round's last partials drain, by a vector
+    // unit otherwise idle until the SyncAll (its phase-2 unit finds it taken).
     __aicore__ inline void RunAhead(Ahead *a)
     {
+        if constexpr (!IsSame<T, float>::value) {
+            if (a != nullptr && a->issued) {
+                const TileRows r = UnitRows(k_.t, a->ab, true);
+                TakeTile(k_, k_.t.training != 0, r.rows * k_.t.rowStride);
+                k_.ub.taken = true;
+            }
+        }
         if (a == nullptr || !a->want) {
             return;
         }
