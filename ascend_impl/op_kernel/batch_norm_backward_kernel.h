@@ -480,7 +480,7 @@ private:
         if (k_.t.l2Rounds < groups) {
             RoundUnits(k_.t.l2Rounds, core, &nb, &ne);
         }
-        Ahead ahead = 2 * uint64_t(k_.t.l2Rounds) < groups ? PlanAhead(b, e, nb, ne) : Ahead();
+        Ahead ahead = PlanAhead(b, e, nb, ne, 2 * uint64_t(k_.t.l2Rounds) < groups);
         bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
         if (!Taken(b, e, false, &ahead)) {
             ReduceUnits(b, e);
@@ -495,10 +495,10 @@ private:
             // (not for the last round's scalars: the launch's last LoadCoefs finds that round's statistics
             // still in UB, where a reload would take the tensor-end tail's barriers)
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
-            Ahead next = more && !lastNext ? PlanAhead(nb, ne, nnb, nne) : Ahead();
-            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next)) {
-                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr)) {
-                    ApplyUnits(b, e, true);
+            Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued)) {
+                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued)) {
+                    ApplyUnits(b, e, true, ahead.issued ? 1 : 0);
                 }
                 if (more) {
                     k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
@@ -558,16 +558,21 @@ private:
     // look-ahead) and, right after that unit, the scalars of the next round's units [rb, re) (RunAhead:
     // their statistics; LoadCoefs then reloads this round's beside its partials). `want`: Interleaved will
     // run both (serial, Fits).
+    // `tile`: the first phase-2 tile alone (where the next round's statistics are not taken ahead: the last
+    // rounds, and with no next round), so phase 2 does not issue it after the SyncAll, where the combine's
+    // partials would queue behind its loads; `issued`: AheadTile issued it (phase 2 then does not).
+    // Without float ReduceSum only (ascend910).
     struct Ahead {
-        bool want = false, done = false;
+        bool want = false, tile = false, done = false, issued = false;
         uint64_t ab = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
 
-    __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re, bool stats = true) const
     {
         Ahead a;
-        a.want = Serial() && Fits(ab, ae, rb, re);
+        a.want = stats && Serial() && Fits(ab, ae, rb, re);
+        a.tile = !a.want && Serial() && !HasFloatReduceSum(k_.t) && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
         a.ab = ab;
         a.rb = rb;
         a.re = re;
@@ -577,14 +582,27 @@ private:
     // The look-ahead of the last phase-1 unit before the SyncAll: the first phase-2 tile of the next round,
     // so its loads land while that unit computes and its partials drain (the SyncAll's first barrier waits
     // for them), not after the SyncAll.
-    __aicore__ inline NextTile AheadTile(const Ahead *a) const
+    __aicore__ inline NextTile AheadTile(Ahead *a) const
     {
-        return a != nullptr && a->want ? NextOf(k_.t, a->ab, true, k_.t.training != 0) : NextTile();
+        if (a == nullptr || !(a->want || a->tile)) {
+            return NextTile();
+        }
+        a->issued = true;
+        return NextOf(k_.t, a->ab, true, k_.t.training != 0);
     }
 
-    // Before the last phase-1 unit's partials are waited for (Taken, Interleaved).
+    // Before the last phase-1 unit's partials are waited for (Taken, Interleaved). 16-bit types: the first
+    // phase-2 tile, once AheadTile issued it, cast first, while the round's last partials drain, by a vector
+    // unit otherwise idle until the SyncAll (its phase-2 unit finds it taken).
     __aicore__ inline void RunAhead(Ahead *a)
     {
+        if constexpr (!IsSame<T, float>::value) {
+            if (a != nullptr && a->issued) {
+                const TileRows r = UnitRows(k_.t, a->ab, true);
+                TakeTile(k_, k_.t.training != 0, r.rows * k_.t.rowStride);
+                k_.ub.taken = true;
+            }
+        }
         if (a == nullptr || !a->want) {
             return;
         }
@@ -637,7 +655,8 @@ private:
     // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
     // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
-                                       const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr)
+                                       const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
+                                       bool issued = false)
     {
         if (!Fits(ab, ae, rb, re)) {
             return false;
@@ -656,7 +675,7 @@ private:
         bool apply = false;
         uint64_t u = 0;
         order.Take(&apply, &u);
-        if (serial && taken == nullptr) {
+        if (serial && taken == nullptr && !(issued && apply)) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         TakeScalars(ab, ae, true, as);
@@ -684,7 +703,7 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
             } else {
-                ReduceUnit<MODE>(k_, u, next, u + 1 == re, &rs[u / pc - rb / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, re), &rs[u / pc - rb / pc]);
             }
             apply = nextApply;
             u = nu;
@@ -696,6 +715,15 @@ private:
 
     // Rounds one after the other (the software SyncAll without ilRounds).
     __aicore__ inline bool Serial() const { return !InterleavedRounds(k_.t); }
+
+    // Whether phase-1 unit u of a run ending at e sends the batch of partials (StoreBatch's flush). Serial
+    // rounds without float ReduceSum also send it one unit early: the scalar unit folds the lanes of the
+    // batch's other units (FoldBatchLanes) while the last unit's tile still streams in, so between the
+    // round's last vector instruction and its SyncAll only that unit's lanes are folded and stored.
+    __aicore__ inline bool LastOfBatch(uint64_t u, uint64_t e) const
+    {
+        return u + 1 == e || (Serial() && !HasFloatReduceSum(k_.t) && u + 2 == e);
+    }
 
     // Whether Interleaved runs phase 2 of units [ab, ae) and phase 1 of [rb, re): both non-empty, neither
     // touching more than IL_CHANNELS channels.
@@ -711,7 +739,8 @@ private:
     // empty, touches more than IL_CHANNELS channels, or the rounds interleave.
     // `share` (phase 2 of the last round): the share's partials loaded once the coefficients are taken
     // (LoadSharePartials; *share whether it did).
-    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr)
+    __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr,
+                                 bool issued = false)
     {
         if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
             return false;
@@ -723,7 +752,9 @@ private:
             k_.applyBegin = b;
             k_.applyEnd = e;
         }
-        IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+        if (!(issued && apply)) {
+            IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+        }
         TakeScalars(b, e, apply, s);
         if (share != nullptr) {
             *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
@@ -733,7 +764,7 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
             } else {
-                ReduceUnit<MODE>(k_, u, next, u + 1 == e, &s[u / pc - b / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, e), &s[u / pc - b / pc]);
             }
         }
         if (!apply) {

@@ -120,6 +120,45 @@ __aicore__ inline void StorePartial(KernelUb &ub, const BatchNormBackwardTilingD
     BlockTreeSumTo(dst, acc, cols);
 }
 
+// Without float ReduceSum: whether PairTreeSumTo takes a unit's two row accumulators of `cols` floats.
+__aicore__ inline bool PairTree(const BatchNormBackwardTilingData &t, uint32_t cols)
+{
+    return !HasFloatReduceSum(t) && cols > 2 * SLOT_FLOATS && cols % (2 * SLOT_FLOATS) == 0 &&
+           cols / 2 / SLOT_FLOATS <= MAX_REPEAT_STRIDE;
+}
+
+// StorePartial of both sums at once (PairTree): BlockTreeSumTo of `dy` into slot and of `dyx` into
+// slot[SLOT_FLOATS], the same Adds in the same order, so the same bits. The first level of dyx's tree
+// writes its halves' sum beside dy's (dy's upper half, already added, is free), so the two trees are runs
+// h = cols / 2 floats apart in `dy`; then a level whose upper part fits one repeat is one instruction, a
+// repeat per run (a repeat reads and writes its own run only: 通用地址重叠约束), and the last step, two
+// blocks onto one, writes both slots in one instruction; larger levels stay in the count form, run by run.
+__aicore__ inline void PairTreeSumTo(const LocalTensor<float> &slot, const LocalTensor<float> &dy,
+                                     const LocalTensor<float> &dyx, uint32_t cols)
+{
+    constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+    const uint32_t h = cols / 2;
+    AscendC::Add(dy, dy, dy[h], int32_t(h));
+    AscendC::Add(dy[h], dyx, dyx[h], int32_t(h));
+    const uint8_t rep = Narrow<uint8_t>(h / SLOT_FLOATS, "repeat stride");
+    uint32_t n = h;
+    while (n > 2 * SLOT_FLOATS) {
+        const uint32_t half = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+        const uint32_t upper = n - half;
+        if (upper <= LANES) {
+            uint64_t mask[2] = {upper >= 64 ? ~0ull : (1ull << upper) - 1, 0};
+            AscendC::Add(dy, dy, dy[half], mask, uint8_t(2), AscendC::BinaryRepeatParams(1, 1, 1, rep, rep, rep));
+        } else {
+            AscendC::Add(dy, dy, dy[half], int32_t(upper));
+            AscendC::Add(dy[h], dy[h], dy[h + half], int32_t(upper));
+        }
+        n = half;
+    }
+    uint64_t mask[2] = {(1ull << SLOT_FLOATS) - 1, 0};
+    AscendC::Add(slot, dy, dy[SLOT_FLOATS], mask, uint8_t(2),
+                 AscendC::BinaryRepeatParams(1, 1, 1, uint8_t(1), rep, rep));
+}
+
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
 // The channels' partials are contiguous in the workspace: they come in copies
 // of up to the whole UB batch (PartSlots units), across

@@ -254,6 +254,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     IssueNext(k, next);
     LocalTensor<float> slot;
+    bool pair = false;
     if (ChannelFirst(k.t)) {
         // dy's row sums and their partial first, while x's loads (issued after dy's) land; then the row
         // sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per unit, on
@@ -262,6 +263,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         // in place in dyF, a float copy that x's product no longer needs, RowTreeSums)
         const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         const bool dyLast = !IsSame<T, float>::value && !fused;
+        pair = dyLast && channel_first::PairTree(k.t, r.cols);  // both sums' column trees at once
         TakeDy(k, n);
         slot = k.PartialSlot(u);
         if (!dyLast) {
@@ -286,7 +288,9 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
         }
         if (dyLast) {
             RowTreeSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
-            channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
+            if (!pair) {
+                channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
+            }
         }
     } else {
         TakeTile(k, true, n);
@@ -302,7 +306,11 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     ReleaseTile(k);
     if (ChannelFirst(k.t)) {
-        channel_first::StorePartial(ub, k.t, slot[SLOT_FLOATS], ub.accDyx, r.cols);
+        if (pair) {
+            channel_first::PairTreeSumTo(slot, ub.accDy, ub.accDyx, r.cols);
+        } else {
+            channel_first::StorePartial(ub, k.t, slot[SLOT_FLOATS], ub.accDyx, r.cols);
+        }
         if constexpr (MODE != MODE_REDUCE) {
             // invstd once per unit, on its sum (one element, not a row of column sums; without float
             // ReduceSum on each of the sum's lane partials)
