@@ -783,17 +783,23 @@ private:
             // The statistics' loads, then at once the first sub-group's, which need not wait for them to
             // land (Load: V takes them after their own MTE2_V event, set on the id of the sub-group's
             // last chunk before its rows are issued).
-            IssueStatLoads(k, g);
+            IssueStatLoads(k, g, true);
             const SubGroup s0 = Make(k, g, 0);
             AscendC::SetFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
             if (first) {
                 Load(k, s0, g);
             } else {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
-                FinishStatLoads(k, g);
+                FinishStatLoads(k, g, true);
             }
             AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
             AscendC::WaitFlag<HardEvent::V_S>(0);
+            if (FixStatTails(k, g)) {
+                SetWaitFlag<HardEvent::S_V>();  // the tails' scalar writes before the vector unit reads them
+                if (CastStatTails(k, g)) {
+                    SetWaitFlag<HardEvent::V_S>();  // the casts before the scalar unit reads them (Broadcast)
+                }
+            }
         } else {
             LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
             if (first) {
@@ -942,7 +948,7 @@ private:
             }
             if (statsGroup >= 0 && c + 1 == chunks_) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
-                FinishStatLoads(k, statsGroup);
+                FinishStatLoads(k, statsGroup, true);
             }
             ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
             LoadRows(k, s, c, !dyFirst, reduce_);
