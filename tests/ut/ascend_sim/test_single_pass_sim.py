@@ -358,3 +358,16 @@ def test_wide_rows_same_bits_any_cores_and_rows(sim):
             assert np.array_equal(x, y)
     # float32 keeps SP_SLAB_ROWS
     assert check(sim, shape, False, "float32", True, soc="ascend910", cores=2).sp_slab_rows == 4
+
+
+@pytest.mark.parametrize("shape,dtype,cores", [((16, 44, 14, 14), "float32", 2), ((8, 40, 14, 14), "float16", 1),
+                                               ((16, 24, 14, 14), "float16", 4), ((16, 24, 14, 14), "float32", 4)])
+def test_deferred_stat_tails(sim, shape, dtype, cores):
+    """ascend910 (no DataCopyPad): the last group's statistics whose last block would reach past the vector's
+    end in GM (DeferredStatTail: lands beside the group's lanes, moved by the scalar unit; 16-bit statistics
+    through their staging and cast after), with whole blocks before the tail or without, float32 and 16-bit
+    statistics, against the reference."""
+    info = check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, two_pass=False)
+    assert info.strategy == SINGLE
+    check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, two_pass=False,
+          param_float32=("weight", "save_invstd"))
