@@ -337,6 +337,30 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
+// Single pass, 16-bit types without mul_add (ascend910: the vector unit is the bound, 13 instructions per
+// element, each paying its issue cycles): the sums take SP_WIDE_SLAB_ROWS accumulator rows, so that the
+// instructions may cover as many rows (Single pass, the rows per instruction), where one run of q channels
+// fits so beside the fixed buffers of a one-core launch (the widest channel vectors, the software SyncAll's
+// UB for every core) at SP_SLAB_ROWS rows per instruction: decided from the shape and the SoC alone, so the
+// sums' order does not depend on the cores (the rows per instruction may: they do not change it). Not the
+// lane sums (7x7: LaneRunRegular), whose short groups gained nothing.
+inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, uint64_t channels, uint64_t q,
+                        uint64_t rowStride, uint32_t segSum)
+{
+    if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner))) {
+        return false;
+    }
+    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
+    const uint64_t fixed =
+        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
+            .Total() +
+        (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+    return fixed + MakeSinglePassPlan(outer, uint32_t(q), uint32_t(rowStride), in.dtype, 1, SP_SLAB_ROWS, segSum, vecAll,
+                                      0, SP_WIDE_SLAB_ROWS)
+                       .Total() <=
+           in.ubBytes;
+}
+
 // Single pass, 16-bit types (tiling spWhole): sub-groups of one channel whose float copies of x - mean and dy
 // stay in UB from the reduce to the apply, where one buffer of them fits beside the fixed buffers of a
 // one-core launch (so the choice, and with it the order of the sums, does not depend on the cores) and a
@@ -457,9 +481,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     const uint64_t fixed =
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecElems, LAYOUT_CHANNEL_FIRST, in.dtype, t.outBuffers).Total() +
         (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
+    // WideAccRows: the accumulator rows of the sums, whatever the rows per instruction (0: as many as those)
+    const uint32_t accWide = WideAccRows(in, outer, inner, channels, q, rowStride, segSum) ? SP_WIDE_SLAB_ROWS : 0;
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows, uint32_t accRows = 0) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
-                                          segSum, vecElems, in.hasMulAdd ? 1 : 0, accRows ? accRows : slabRows)
+                                          segSum, vecElems, in.hasMulAdd ? 1 : 0,
+                                          accRows ? accRows : std::max(slabRows, accWide))
                                .Total() <= in.ubBytes;
     };
     if (SinglePassWhole(in, outer, channels, q, rowStride, segSum)) {
@@ -476,7 +503,9 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         return true;
     }
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
-    uint32_t slabRows = uint32_t(std::min<uint64_t>(SP_SLAB_ROWS, outer));
+    // (accWide: SP_WIDE_SLAB_ROWS where those fit, else SP_SLAB_ROWS, which divides it and fits: WideAccRows.)
+    uint32_t slabRows = uint32_t(std::min<uint64_t>(
+        accWide > 0 && fits(q, 1, SP_WIDE_SLAB_ROWS) ? SP_WIDE_SLAB_ROWS : SP_SLAB_ROWS, outer));
     while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
     }
@@ -513,7 +542,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
                                    : 0;
     // Accumulator rows of the sums: the rows per instruction, but below (where only the instructions are
     // cut, so the sums keep their order).
-    const uint32_t accRows = slabRows;
+    const uint32_t accRows = std::max(slabRows, accWide);
     if (resident2 >= minChannels && resident2 > 0) {
         buffers = SP_MAX_BUFFERS;
         resident = std::min<uint64_t>(

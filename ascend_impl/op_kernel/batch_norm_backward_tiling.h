@@ -202,6 +202,7 @@ constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and 
 constexpr uint32_t SP_MAX_CHUNKS = 8;      // pipelined chunks of rows over all resident buffers (one event id each)
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
+constexpr uint32_t SP_WIDE_SLAB_ROWS = 8;  // ... 16-bit types without mul_add where as many channels fit (WideRows)
 constexpr uint32_t SP_MIN_SUB_GROUPS = 4;  // double-buffered: a group cut into up to this many sub-groups ...
 constexpr uint64_t SP_MIN_INSTR_ELEMS = 512;  // ... whose vector instructions span at least this many elements
 constexpr uint64_t SP_HALF_ROWS_SUB_GROUPS = 128; // double-buffered at half the rows per instruction where a

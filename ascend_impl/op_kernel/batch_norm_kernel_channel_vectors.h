@@ -96,12 +96,49 @@ __aicore__ inline bool StatCast(const KernelState<T> &k, uint32_t which)
 {
     return !IsSame<T, float>::value && k.present[which] && !(k.t.paramFloat32 >> which & 1);
 }
+// Elements of one 32-byte block of statistic `which` in GM (T where it is cast, else float).
+template <typename T>
+__aicore__ inline uint32_t StatBlockElems(const KernelState<T> &k, uint32_t which)
+{
+    return StatCast(k, which) ? uint32_t(BLOCK_BYTES / sizeof(T)) : SLOT_FLOATS;
+}
+
+// Where a deferred tail block lands: statistic i's float vector, from the block after the group's lanes.
+__aicore__ inline uint32_t StatTailSpot(uint32_t n)
+{
+    return uint32_t(AlignUp(n, SLOT_FLOATS));
+}
+
+// Statistic i of group g, moved with whole blocks, whose last lanes lie in a block that would reach past
+// the vector's end in GM (the last group of a vector that is not whole blocks of the group): GmUbCopy::InRow
+// moves them through its one-block scratch behind two full barriers, a round trip per statistic. Deferred
+// (IssueStatLoads' deferTails), the block that ends at the vector's end lands in the statistic's float
+// vector past the group's lanes (StatTailSpot, where the vector has room), in flight with the other loads,
+// and FixStatTails moves its lanes into place with the scalar unit once they landed: one round trip for
+// all (16-bit statistics: into their staging, cast after, CastStatTails).
+template <typename T>
+__aicore__ inline bool DeferredStatTail(const KernelState<T> &k, int64_t g, uint32_t which)
+{
+#if BNB_SOC_HAS_DATA_COPY_PAD
+    if (k.t.usePad || k.t.vecPad) {
+        return false;
+    }
+#endif
+    if (!k.present[which]) {
+        return false;
+    }
+    const uint64_t c0 = uint64_t(GroupStart(k.t, g)), limit = uint64_t(k.t.channels);
+    const uint32_t n = GroupCount(k.t, g), pb = StatBlockElems(k, which), full = n / pb * pb;
+    return n % pb != 0 && c0 + full + pb > limit && limit >= pb &&
+           AlignUp(n, SLOT_FLOATS) + SLOT_FLOATS <= k.t.vecElems;
+}
 
 // Training: the loads of group g's statistics, issued together (none waits for another); they overwrite
 // what the scalar and vector units read of the last group. FinishStatLoads, once they landed, completes
-// them (LoadStats between a full barrier; the single pass issues its first loads of x and dy between).
+// them (LoadStats between a full barrier; the single pass issues its first loads of x and dy between, and
+// defers the tails, DeferredStatTail, to FixStatTails).
 template <typename T>
-__aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g)
+__aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g, bool deferTails = false)
 {
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
@@ -115,6 +152,23 @@ __aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g)
         StatParam(i, &which, &absent);
         if (!k.present[which]) {
             AscendC::Duplicate(StatDst(k, i), absent, k.t.vecElems);
+        } else if (deferTails && DeferredStatTail(k, g, which)) {
+            const uint32_t pb = StatBlockElems(k, which), full = n / pb * pb;
+            const uint64_t bs = uint64_t(k.t.channels) - pb;
+            if (StatCast(k, which)) {
+                if constexpr (!IsSame<T, float>::value) {
+                    if (full > 0) {
+                        AscendC::DataCopy(StatStaging(k, i), k.paramT[which][uint64_t(c0)], full);
+                    }
+                    AscendC::DataCopy(StatDst(k, i)[StatTailSpot(n)].template ReinterpretCast<T>(),
+                                      k.paramT[which][bs], pb);
+                }
+            } else {
+                if (full > 0) {
+                    AscendC::DataCopy(StatDst(k, i), k.paramF[which][uint64_t(c0)], full);
+                }
+                AscendC::DataCopy(StatDst(k, i)[StatTailSpot(n)], k.paramF[which][bs], pb);
+            }
         } else if (StatCast(k, which)) {
             if constexpr (!IsSame<T, float>::value) {
                 k.copy.In(StatStaging(k, i), k.paramT[which], c0, 1, n, n, k.t.vecElems, k.t.channels, true);
@@ -125,9 +179,72 @@ __aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g)
     }
 }
 
-// Training, on the vector unit once IssueStatLoads' loads landed: the 16-bit statistics cast to float.
+// After IssueStatLoads(deferTails) landed (the scalar unit behind them): the deferred tails into place,
+// float statistics into their vector, 16-bit ones into their staging (CastStatTails casts them). Returns
+// whether it wrote any (then the vector unit waits for the scalar writes, S_V, before it reads them).
 template <typename T>
-__aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g)
+__aicore__ inline bool FixStatTails(KernelState<T> &k, int64_t g)
+{
+    const uint64_t c0 = uint64_t(GroupStart(k.t, g));
+    const uint32_t n = GroupCount(k.t, g);
+    bool wrote = false;
+    for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
+        uint32_t which = 0;
+        float absent = 0.0f;
+        StatParam(i, &which, &absent);
+        if (!DeferredStatTail(k, g, which)) {
+            continue;
+        }
+        const uint32_t pb = StatBlockElems(k, which), full = n / pb * pb;
+        const uint32_t from = uint32_t(c0 + full - (uint64_t(k.t.channels) - pb));  // the tail's first lane
+        const LocalTensor<float> dst = StatDst(k, i);
+        if (StatCast(k, which)) {
+            if constexpr (!IsSame<T, float>::value) {
+                const LocalTensor<T> land = dst[StatTailSpot(n)].template ReinterpretCast<T>();
+                const LocalTensor<T> staged = StatStaging(k, i);
+                for (uint32_t j = full; j < n; ++j) {
+                    staged.SetValue(j, land.GetValue(from + j - full));
+                }
+            }
+        } else {
+            const LocalTensor<float> land = dst[StatTailSpot(n)];
+            for (uint32_t j = full; j < n; ++j) {
+                dst.SetValue(j, land.GetValue(from + j - full));
+            }
+        }
+        wrote = true;
+    }
+    return wrote;
+}
+
+// After FixStatTails and its S_V: the deferred 16-bit statistics cast to float (FinishStatLoads left them).
+// Returns whether it cast any.
+template <typename T>
+__aicore__ inline bool CastStatTails(KernelState<T> &k, int64_t g)
+{
+    bool cast = false;
+    if constexpr (!IsSame<T, float>::value) {
+        const uint32_t n = GroupCount(k.t, g);
+        for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
+            uint32_t which = 0;
+            float absent = 0.0f;
+            StatParam(i, &which, &absent);
+            if (StatCast(k, which) && DeferredStatTail(k, g, which)) {
+                AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
+                cast = true;
+            }
+        }
+    } else {
+        (void)k;
+        (void)g;
+    }
+    return cast;
+}
+
+// Training, on the vector unit once IssueStatLoads' loads landed: the 16-bit statistics cast to float.
+// deferTails: as IssueStatLoads was; the deferred ones are cast by CastStatTails.
+template <typename T>
+__aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g, bool deferTails = false)
 {
     if constexpr (!IsSame<T, float>::value) {
         const uint32_t n = GroupCount(k.t, g);
@@ -135,7 +252,7 @@ __aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g)
             uint32_t which = 0;
             float absent = 0.0f;
             StatParam(i, &which, &absent);
-            if (StatCast(k, which)) {
+            if (StatCast(k, which) && !(deferTails && DeferredStatTail(k, g, which))) {
                 AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
             }
         }

@@ -51,6 +51,24 @@ __aicore__ inline float PackedSum(const LocalTensor<float> &row, const LocalTens
     return sum;
 }
 
+// PackedSum with the body's lane partials read where BlockTreeLevels left them (TreeLaneSum: `n` lanes from
+// `tree`, as if added onto a zeroed slot), so no slot is zeroed or added onto; the same bits.
+__aicore__ inline float PackedTreeSum(const LocalTensor<float> &row, const LocalTensor<float> &tree, uint32_t n,
+                                      const PackedSpan &p)
+{
+    float sum = 0.0f;
+    for (uint32_t e = p.lo; e < p.bodyLo; ++e) {
+        sum += row.GetValue(e);
+    }
+    if (p.bodyHi > p.bodyLo) {
+        sum += TreeLaneSum(tree, 0, n);
+    }
+    for (uint32_t e = p.bodyHi; e < p.hi; ++e) {
+        sum += row.GetValue(e);
+    }
+    return sum;
+}
+
 // Tiling spLaneSums (LaneRunRegular): the float slabs of a sub-group are runs of qf channels, runBlocks
 // blocks each (qf * m + 1); channel j of a run has its head in lanes [j * r, 8) of block j * m, its body in
 // blocks j * m + 1 .. j * m + m - 1 and its tail in lanes [0, (j + 1) * r) of block (j + 1) * m, so one
@@ -151,19 +169,6 @@ __aicore__ inline uint32_t BlockTreeLevels(const LocalTensor<float> &src, uint32
         n = h;
     }
     return n;
-}
-
-// The lanes left by BlockTreeLevels added onto `runs` zeroed blocks, dst[i * dstStride] += src[i * stride].
-__aicore__ inline void AddLanes(const LocalTensor<float> &dst, uint32_t dstStride, const LocalTensor<float> &src,
-                                uint32_t stride, uint32_t runs, uint32_t n)
-{
-    if (n == 0) {
-        return;
-    }
-    uint64_t mask[2] = {MaskBits(0, n), 0};
-    const uint8_t d = Narrow<uint8_t>(dstStride / SLOT_FLOATS, "repeat stride");
-    AscendC::Add(dst, dst, src, mask, Narrow<uint8_t>(runs, "repeat times"),
-                 AscendC::BinaryRepeatParams(1, 1, 1, d, d, Narrow<uint8_t>(stride / SLOT_FLOATS, "repeat stride")));
 }
 
 // Tiling spLaneSums: channel j's floats = v in `rows` rows of a slab (rowBlocks blocks apart), one masked

@@ -783,17 +783,23 @@ private:
             // The statistics' loads, then at once the first sub-group's, which need not wait for them to
             // land (Load: V takes them after their own MTE2_V event, set on the id of the sub-group's
             // last chunk before its rows are issued).
-            IssueStatLoads(k, g);
+            IssueStatLoads(k, g, true);
             const SubGroup s0 = Make(k, g, 0);
             AscendC::SetFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
             if (first) {
                 Load(k, s0, g);
             } else {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
-                FinishStatLoads(k, g);
+                FinishStatLoads(k, g, true);
             }
             AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
             AscendC::WaitFlag<HardEvent::V_S>(0);
+            if (FixStatTails(k, g)) {
+                SetWaitFlag<HardEvent::S_V>();  // the tails' scalar writes before the vector unit reads them
+                if (CastStatTails(k, g)) {
+                    SetWaitFlag<HardEvent::V_S>();  // the casts before the scalar unit reads them (Broadcast)
+                }
+            }
         } else {
             LoadStats(k, g);  // ends on a full barrier (once per group, outside the loop)
             if (first) {
@@ -942,7 +948,7 @@ private:
             }
             if (statsGroup >= 0 && c + 1 == chunks_) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
-                FinishStatLoads(k, statsGroup);
+                FinishStatLoads(k, statsGroup, true);
             }
             ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
             LoadRows(k, s, c, !dyFirst, reduce_);
@@ -1121,9 +1127,7 @@ private:
             return;
         }
         if (PairTreesOn(k, s)) {
-            // the slots PairTrees adds onto, both sums' (spChannels blocks apart) in one instruction
-            AscendC::Duplicate(b_.slotDy, 0.0f, Narrow<int32_t>((k.t.spChannels + s.cnt) * SLOT_FLOATS, "count"));
-            PairTrees(k, s);
+            PairTrees(k, s);  // the scalar unit reads each tree's lanes where it left them (SumsToLanes)
             return;
         }
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
@@ -1227,25 +1231,19 @@ private:
         }
     }
 
+    // Channel j's lanes are left at its body's start (Body) in the dy sums, PairDistance floats on in the
+    // dy * xhat sums (TreeLanes of its body's floats), where SumsToLanes reads them.
     __aicore__ inline void PairTrees(KernelState<T> &k, const SubGroup &s)
     {
-        const uint32_t d = PairDistance(k, s), slots = k.t.spChannels * SLOT_FLOATS;
+        const uint32_t d = PairDistance(k, s);
         const TreeRuns r = Runs(k, s);
         if (r.phases > 0) {
             const uint32_t per = s.cnt / r.phases;  // channels of a phase
             for (uint32_t ph = 0; ph < r.phases; ++ph) {
                 uint32_t from = 0, count = 0;
                 Body(k, ph, from, count);
-                if (count == 0) {
-                    continue;
-                }
-                const uint32_t n = BlockTreeLevels(b_.sumPair[from], r.stride, 2 * per, count);
-                const uint32_t step = r.phases * SLOT_FLOATS;  // channel ph + i * phases: slot ph + i * phases
-                if (s.cnt == k.t.spChannels) {  // the slots of both sums contiguous: one run of 2 * per
-                    AddLanes(b_.slotDy[ph * SLOT_FLOATS], step, b_.sumPair[from], r.stride, 2 * per, n);
-                } else {
-                    AddLanes(b_.slotDy[ph * SLOT_FLOATS], step, b_.sumPair[from], r.stride, per, n);
-                    AddLanes(b_.slotDyx[ph * SLOT_FLOATS], step, b_.sumPair[from + d], r.stride, per, n);
+                if (count > 0) {  // channel ph + i * phases: run i (dy), run per + i (dy * xhat)
+                    BlockTreeLevels(b_.sumPair[from], r.stride, 2 * per, count);
                 }
             }
         } else {
@@ -1253,9 +1251,7 @@ private:
                 uint32_t from = 0, count = 0;
                 Body(k, j, from, count);
                 if (count > 0) {
-                    // the channel's two sums, d apart: a repeat each; their lanes onto slots spChannels blocks apart
-                    const uint32_t n = BlockTreeLevels(b_.sumPair[from], d, 2, count);
-                    AddLanes(b_.slotDy[j * SLOT_FLOATS], slots, b_.sumPair[from], d, 2, n);
+                    BlockTreeLevels(b_.sumPair[from], d, 2, count);  // the channel's two sums, d apart: a repeat each
                 }
             }
         }
@@ -1268,9 +1264,23 @@ private:
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
         const bool lanes = !HasFloatReduceSum(k.t);  // BlockTreeSum's lane partials (Totals)
+        const bool trees = PairTreesOn(k, s);
+        const uint32_t d = trees ? PairDistance(k, s) : 0;
         for (uint32_t j = 0; j < s.cnt; ++j) {
             float dy = 0.0f, dyx = 0.0f;
-            if (k.t.spQuantum == 0) {
+            if (trees) {  // the lanes where PairTrees left them
+                uint32_t from = 0, count = 0;
+                Body(k, j, from, count);
+                const uint32_t n = TreeLanes(count);
+                if (k.t.spQuantum == 0) {
+                    dy = TreeLaneSum(b_.sumPair, from, n);
+                    dyx = TreeLaneSum(b_.sumPair, from + d, n);
+                } else {
+                    const PackedSpan p = SpanOf(k.t, j);
+                    dy = PackedTreeSum(b_.slab[SLAB_SUM_DY], b_.sumPair[from], n, p);
+                    dyx = PackedTreeSum(DyxSums(k, s), b_.sumPair[from + d], n, p);
+                }
+            } else if (k.t.spQuantum == 0) {
                 dy = LaneSum(b_.slotDy, j * SLOT_FLOATS, lanes);
                 dyx = LaneSum(b_.slotDyx, j * SLOT_FLOATS, lanes);
             } else if (k.t.spLaneSums != SP_LANES_NONE) {

@@ -64,6 +64,27 @@ __aicore__ inline float LaneSum(const LocalTensor<float> &v, uint32_t at, bool l
     return (s01 + s23) + (s45 + s67);
 }
 
+// LaneSum of a block that held the first n lanes at `at` of `v` added onto zeros (n <= SLOT_FLOATS): the
+// same additions, in the same order, so the same bits, without the zeroed block.
+__aicore__ inline float TreeLaneSum(const LocalTensor<float> &v, uint32_t at, uint32_t n)
+{
+    float l[SLOT_FLOATS];
+    for (uint32_t i = 0; i < SLOT_FLOATS; ++i) {
+        l[i] = i < n ? 0.0f + v.GetValue(at + i) : 0.0f;
+    }
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// The lanes BlockTreeSum / BlockTreeLevels leave of `count` floats.
+__aicore__ inline uint32_t TreeLanes(uint32_t count)
+{
+    uint32_t n = count;
+    while (n > SLOT_FLOATS) {
+        n = uint32_t(AlignUp((n + 1) / 2, SLOT_FLOATS));
+    }
+    return n;
+}
+
 // Tiling reduceSum, compiled out where the SoC has no float ReduceSum.
 __aicore__ inline bool HasFloatReduceSum(const BatchNormBackwardTilingData &t)
 {

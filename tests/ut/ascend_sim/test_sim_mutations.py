@@ -28,6 +28,9 @@ CASES = [
     dict(shape=(9, 7, 3), channel_last=False, dtype="bfloat16", soc="ascend910b", cores=2),
     dict(shape=(3, 130, 5), channel_last=False, dtype="float32", soc="ascend910", ub_bytes=20 * 1024, cores=8),
     dict(shape=(2, 5), channel_last=True, dtype="float32", soc="ascend910", cores=2, training=False),
+    # the single pass's deferred statistics tails (DeferredStatTail), float32 and 16-bit statistics
+    dict(shape=(8, 44, 14, 14), channel_last=False, dtype="float32", soc="ascend910", cores=2),
+    dict(shape=(8, 40, 14, 14), channel_last=False, dtype="float16", soc="ascend910", cores=1),
 ]
 
 # Most barriers of the kernel are doubled by a neighbour (the next function

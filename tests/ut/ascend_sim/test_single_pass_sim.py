@@ -336,3 +336,38 @@ def test_tree_sums_same_bits_any_cores(sim, shape, dtype):
     for other in outs[1:]:
         for x, y in zip(outs[0], other):
             assert np.array_equal(x, y)
+
+
+def test_wide_rows_same_bits_any_cores_and_rows(sim):
+    """ascend910 16-bit (no mul_add, vector-bound): the sums keep SP_WIDE_SLAB_ROWS accumulator rows, decided
+    from the shape and the SoC, and the instructions cover as many rows where they fit (else SP_SLAB_ROWS):
+    against the reference, and the same bits on 1, 2 and 5 cores and at either rows per instruction (N not
+    a multiple of them)."""
+    shape, dtype = (12, 6, 28, 28), "float16"
+    args = make_inputs(shape, False, dtype, seed=5)
+    outs = []
+    for cores, ub_kib, rows in ((1, 0, 8), (2, 0, 8), (5, 0, 8), (2, 150, 4), (5, 150, 4)):
+        check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, seed=5,
+              **({"ub_bytes": ub_kib * 1024} if ub_kib else {}))
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc="ascend910", cores=cores, ub_bytes=ub_kib * 1024)
+        assert info.strategy == SINGLE and info.sp_slab_rows == rows, (cores, ub_kib, info.sp_slab_rows)
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+    # float32 keeps SP_SLAB_ROWS
+    assert check(sim, shape, False, "float32", True, soc="ascend910", cores=2).sp_slab_rows == 4
+
+
+@pytest.mark.parametrize("shape,dtype,cores", [((16, 44, 14, 14), "float32", 2), ((8, 40, 14, 14), "float16", 1),
+                                               ((16, 24, 14, 14), "float16", 4), ((16, 24, 14, 14), "float32", 4)])
+def test_deferred_stat_tails(sim, shape, dtype, cores):
+    """ascend910 (no DataCopyPad): the last group's statistics whose last block would reach past the vector's
+    end in GM (DeferredStatTail: lands beside the group's lanes, moved by the scalar unit; 16-bit statistics
+    through their staging and cast after), with whole blocks before the tail or without, float32 and 16-bit
+    statistics, against the reference."""
+    info = check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, two_pass=False)
+    assert info.strategy == SINGLE
+    check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, two_pass=False,
+          param_float32=("weight", "save_invstd"))
