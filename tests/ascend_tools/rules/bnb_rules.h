@@ -124,6 +124,18 @@ inline int NpuArchOf(const std::string &name)
     std::fprintf(stderr, "bnb_rules: no __NPU_ARCH__ known for SoC line '%s'\n", name.c_str());
     std::abort();
 }
+// Event ids a TPipe hands out per HardEvent: QUE_MAX_EVENT (impl/basic_api/kernel_macros.h), 8 on the
+// cores with __NPU_ARCH__ 2002, 2201, 3002, 3102, 3510 and 5102, 4 on the others (dav-c100). A queue's
+// buffers draw from the same pool as the kernel's AllocEventID / FetchEventID (TQueBind::EnQue takes an
+// id of the enqueue event until DeQue, FreeTensor one of the free event until AllocTensor takes the
+// buffer again: impl/basic_api/kernel_tquebind_impl.h), and TPipe::AllocEventID asserts when none is left.
+inline int QueMaxEvent(int npuArch)
+{
+    switch (npuArch) {
+        case 2002: case 2201: case 3002: case 3102: case 3510: case 5102: return 8;
+        default: return 4;
+    }
+}
 inline const std::vector<Soc> &Socs()
 {
     static const std::vector<Soc> table = [] {

@@ -35,7 +35,14 @@ struct SimQueuePipes {
     static constexpr bool in = pos == TPosition::VECIN, out = pos == TPosition::VECOUT;
     static constexpr int producer = in ? bnb_hazards::MTE2 : bnb_hazards::V;
     static constexpr int consumer = in ? bnb_hazards::V : bnb_hazards::MTE3;
+    // The HardEvents whose ids EnQue and FreeTensor take from the pipe's pool (bnb_rules::QueMaxEvent).
+    static constexpr HardEvent enQueEvt = in ? HardEvent::MTE2_V : HardEvent::V_MTE3;
+    static constexpr HardEvent freeBufEvt = in ? HardEvent::V_MTE2 : HardEvent::MTE3_V;
 };
+
+// An event id from the current TPipe's pool for a queue buffer, and its return (defined after TPipe).
+inline int8_t SimQueueTakeEventID(HardEvent evt, const char *op, bnb_rules::Src at);
+inline void SimQueueReturnEventID(HardEvent evt, int8_t &id);
 
 template <TPosition pos, int32_t depth, auto mask = 0>
 class TQue : public SimBufOwner {
@@ -56,9 +63,10 @@ public:
                 cursor_ = (cursor_ + i + 1) % slots.size();
                 s->live = true;
                 if (kSync && s->gen > 0) {  // reused: wait for the consumer that freed it
-                    SimThisCore().pipes.WaitFlag(Pipes::consumer, Pipes::producer, Event(s.get()),
+                    SimThisCore().pipes.WaitFlag(Pipes::consumer, Pipes::producer, Event(s.get(), s->freeEvtId),
                                                  {"AllocTensor", at, Pipes::producer});
                 }
+                if (kSync) SimQueueReturnEventID(Pipes::freeBufEvt, s->freeEvtId);
                 perf::Alloc(s.get(), pos == TPosition::VECIN);
                 return LocalTensor<T>(s.get(), 0, s->bytes / sizeof(T));
             }
@@ -74,7 +82,9 @@ public:
                  "EnQue: queue depth " + std::to_string(depth) + " exceeded", at);
         queued_.push_back(tensor.SimSlotPtr());
         if (kSync) {
-            SimThisCore().pipes.SetFlag(Pipes::producer, Pipes::consumer, Event(tensor.SimSlotPtr()));
+            SimSlot *s = tensor.SimSlotPtr();
+            s->enQueEvtId = SimQueueTakeEventID(Pipes::enQueEvt, "EnQue", at);
+            SimThisCore().pipes.SetFlag(Pipes::producer, Pipes::consumer, Event(s, s->enQueEvtId));
         }
         perf::EnQue(tensor.SimSlotPtr(), pos == TPosition::VECIN);
         return true;
@@ -86,7 +96,9 @@ public:
         SimSlot *s = queued_.front();
         queued_.pop_front();
         if (kSync) {
-            SimThisCore().pipes.WaitFlag(Pipes::producer, Pipes::consumer, Event(s), {"DeQue", at, Pipes::consumer});
+            SimThisCore().pipes.WaitFlag(Pipes::producer, Pipes::consumer, Event(s, s->enQueEvtId),
+                                         {"DeQue", at, Pipes::consumer});
+            SimQueueReturnEventID(Pipes::enQueEvt, s->enQueEvtId);
         }
         perf::DeQue(s, pos == TPosition::VECIN);
         return LocalTensor<T>(s, 0, s->bytes / sizeof(T));
@@ -102,15 +114,21 @@ public:
         s->live = false;
         s->gen++;
         if (kSync) {
-            SimThisCore().pipes.SetFlag(Pipes::consumer, Pipes::producer, Event(s));
+            s->freeEvtId = SimQueueTakeEventID(Pipes::freeBufEvt, "FreeTensor", at);
+            SimThisCore().pipes.SetFlag(Pipes::consumer, Pipes::producer, Event(s, s->freeEvtId));
         }
         perf::Free(s, pos == TPosition::VECIN);
     }
 
 private:
     size_t cursor_ = 0;  // next buffer AllocTensor tries first
-    // A queue buffer's own event id (kept apart from the kernel's event ids, which are small).
-    static int64_t Event(const SimSlot *s) { return -int64_t(reinterpret_cast<uintptr_t>(s) >> 4); }
+    // The event id a hand-over of buffer s sets and waits on: the id it took from the pipe's pool, as the
+    // real TQue, so a kernel's SetFlag / WaitFlag on an id a queue holds meets the queue's pending set;
+    // without a pipe, an id of the buffer's own.
+    static int64_t Event(const SimSlot *s, int8_t id)
+    {
+        return id >= 0 ? int64_t(id) : -int64_t(reinterpret_cast<uintptr_t>(s) >> 4);
+    }
     template <typename T>
     void CheckOwned(const LocalTensor<T> &tensor, const char *op, bnb_rules::Src at)
     {
@@ -174,37 +192,61 @@ public:
         return true;
     }
     void Destroy() { SimThisCore().ubUsed = 0; }
-    // An id of the event no AllocEventID holds now (the sim's queues use events of their own).
-    int8_t FetchEventID(HardEvent evt)
-    {
-        const uint8_t used = eventsHeld_[static_cast<uint32_t>(evt)];
-        for (int8_t i = 0; i < 8; ++i) {
-            if (!(used >> i & 1)) return i;
-        }
-        throw SimError("FetchEventID: all 8 event ids of the event are held");
-    }
-    // Event ids held across other work (8 per event type, as the hardware has).
-    template <HardEvent evt>
-    TEventID AllocEventID()
+    // The pool of event ids of each HardEvent: QUE_MAX_EVENT of the core (bnb_rules::QueMaxEvent), shared
+    // by the kernel's AllocEventID / FetchEventID and the queues' EnQue / FreeTensor, as in the real TPipe.
+    // (The sim's queue hand-overs order the pipes with events of their own; only the ids are pooled.)
+    int SimMaxEventIds() const { return bnb_rules::QueMaxEvent(SimThisCore().soc.npuArch); }
+    int8_t SimTakeEventID(HardEvent evt, const char *op, bnb_rules::Src at)
     {
         uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
-        for (int8_t i = 0; i < 8; ++i) {
-            if (!(used >> i & 1)) {
-                used = static_cast<uint8_t>(used | 1u << i);
-                return i;
-            }
-        }
-        throw SimError("AllocEventID: all 8 event ids of the event are held");
+        const int8_t i = SimFirstFree(evt, used, op, at);
+        used = static_cast<uint8_t>(used | 1u << i);
+        return i;
+    }
+    void SimReturnEventID(HardEvent evt, TEventID id, const char *op)
+    {
+        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
+        SimCheck(id >= 0 && id < SimMaxEventIds() && (used >> id & 1), std::string(op) + ": event id not held");
+        used = static_cast<uint8_t>(used & ~(1u << id));
+    }
+    // An id of the event nothing holds now (TPipe::FetchEventID: the lowest free one).
+    int8_t FetchEventID(HardEvent evt, bnb_rules::Src at = bnb_rules::Here())
+    {
+        return SimFirstFree(evt, eventsHeld_[static_cast<uint32_t>(evt)], "FetchEventID", at);
+    }
+    // Event ids held across other work.
+    template <HardEvent evt>
+    TEventID AllocEventID(bnb_rules::Src at = bnb_rules::Here())
+    {
+        return SimTakeEventID(evt, "AllocEventID", at);
     }
     template <HardEvent evt>
     void ReleaseEventID(TEventID id)
     {
-        uint8_t &used = eventsHeld_[static_cast<uint32_t>(evt)];
-        SimCheck(id >= 0 && id < 8 && (used >> id & 1), "ReleaseEventID: event id not held");
-        used = static_cast<uint8_t>(used & ~(1u << id));
+        SimReturnEventID(evt, id, "ReleaseEventID");
     }
 
 private:
+    static std::string SimEventName(HardEvent evt)
+    {
+        static const char *names[] = {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "MTE2_V", "V_MTE2", "MTE3_V",
+                                      "V_MTE3", "M_V", "V_M", "V_V", "MTE3_MTE1", "MTE1_MTE3", "MTE1_V", "MTE2_M",
+                                      "M_MTE2", "V_MTE1", "M_FIX", "FIX_M", "MTE3_MTE2", "MTE2_MTE3", "S_V", "V_S",
+                                      "S_MTE2", "MTE2_S", "S_MTE3", "MTE3_S", "MTE2_FIX", "FIX_MTE2", "FIX_S", "M_S",
+                                      "FIX_MTE3"};
+        const auto i = static_cast<uint32_t>(evt);
+        return i < sizeof(names) / sizeof(names[0]) ? names[i] : "event " + std::to_string(i);
+    }
+    int8_t SimFirstFree(HardEvent evt, uint8_t used, const char *op, bnb_rules::Src at) const
+    {
+        const int max = SimMaxEventIds();
+        for (int8_t i = 0; i < max; ++i) {
+            if (!(used >> i & 1)) return i;
+        }
+        throw SimError(std::string(op) + ": all " + std::to_string(max) + " event ids of " + SimEventName(evt) + " are held on " +
+                       SimThisCore().soc.name + " (QUE_MAX_EVENT; enqueued and freed queue buffers hold theirs) at " +
+                       bnb_rules::Where(at));
+    }
     std::unique_ptr<SimSlot> Carve(uint32_t len, TPosition p, bnb_rules::Src at)
     {
         SimCore &core = SimThisCore();
@@ -220,6 +262,18 @@ private:
     }
     uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
 };
+
+inline int8_t SimQueueTakeEventID(HardEvent evt, const char *op, bnb_rules::Src at)
+{
+    TPipe *pipe = SimPipePtr();
+    return pipe ? pipe->SimTakeEventID(evt, op, at) : int8_t(-1);
+}
+inline void SimQueueReturnEventID(HardEvent evt, int8_t &id)
+{
+    TPipe *pipe = SimPipePtr();
+    if (pipe && id >= 0) pipe->SimReturnEventID(evt, id, "TQue");
+    id = -1;
+}
 
 }  // namespace AscendC
 

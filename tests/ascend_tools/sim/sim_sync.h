@@ -57,9 +57,20 @@ void PipeBarrier()
 
 // SetFlag<A_B>(id) on pipe A, WaitFlag<A_B>(id) on pipe B: B's later
 // instructions start after A's earlier ones end (SetFlag-WaitFlag(ISASI).md).
-template <HardEvent event>
-void SetFlag(int32_t eventId)
+// The id must be one of the core's QUE_MAX_EVENT (SetFlagImpl / WaitFlagImpl assert it:
+// impl/basic_api/kernel_event.h, kernel_macros.h; bnb_rules::QueMaxEvent).
+inline void SimCheckEventId(const char *op, int32_t eventId, bnb_rules::Src at)
 {
+    const int max = bnb_rules::QueMaxEvent(SimThisCore().soc.npuArch);
+    SimCheck(eventId >= 0 && eventId < max,
+             std::string(op) + ": event id " + std::to_string(eventId) + " outside [0, " + std::to_string(max) +
+                 ") on " + SimThisCore().soc.name + " (QUE_MAX_EVENT)",
+             at);
+}
+template <HardEvent event>
+void SetFlag(int32_t eventId, bnb_rules::Src at = bnb_rules::Here())
+{
+    SimCheckEventId("SetFlag", eventId, at);
     const auto pipes = sim::EventPipes(event);
     perf::SetFlag(event, eventId);
     if (pipes.first >= 0) {
@@ -69,6 +80,7 @@ void SetFlag(int32_t eventId)
 template <HardEvent event>
 void WaitFlag(int32_t eventId, bnb_rules::Src at = bnb_rules::Here())
 {
+    SimCheckEventId("WaitFlag", eventId, at);
     const auto pipes = sim::EventPipes(event);
     perf::WaitFlag(event, eventId);
     if (pipes.first >= 0) {

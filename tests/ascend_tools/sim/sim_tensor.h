@@ -17,6 +17,8 @@ struct SimSlot {
     TPosition pos = TPosition::VECCALC;
     uint32_t gen = 0;       // bumped by FreeTensor: older views become invalid
     bool live = false;      // allocated (TQue) or always (TBuf)
+    int8_t enQueEvtId = -1; // TQue: the pipe's event id EnQue took (held until DeQue)
+    int8_t freeEvtId = -1;  // TQue: the pipe's event id FreeTensor took (held until the next AllocTensor)
 };
 
 template <typename T>

@@ -39,6 +39,66 @@ const std::map<std::string, std::function<void()>> &Cases()
              Adds(b, b, 1.0f, 64);
              q.FreeTensor(b);
          }},
+        // Four VECIN buffers enqueued hold four MTE2_V event ids; one more for the kernel.
+        {"event_ids_enqueued", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 4> q;
+             pipe.InitBuffer(q, 4, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             for (int i = 0; i < 4; ++i) {
+                 LocalTensor<float> a = q.AllocTensor<float>();
+                 DataCopy(a, gm[i * 64], 64);
+                 q.EnQue(a);
+             }
+             const TEventID id = pipe.AllocEventID<HardEvent::MTE2_V>();
+             for (int i = 0; i < 4; ++i) {
+                 LocalTensor<float> b = q.DeQue<float>();
+                 q.FreeTensor(b);
+             }
+             pipe.ReleaseEventID<HardEvent::MTE2_V>(id);
+         }},
+        // Two VECOUT buffers freed after their stores hold two MTE3_V event ids; three more for the kernel.
+        {"event_ids_freed", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECOUT, 2> q;
+             pipe.InitBuffer(q, 2, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             for (int i = 0; i < 2; ++i) {
+                 LocalTensor<float> a = q.AllocTensor<float>();
+                 Duplicate(a, 1.0f, 64);
+                 q.EnQue(a);
+                 LocalTensor<float> b = q.DeQue<float>();
+                 DataCopy(gm[i * 64], b, 64);
+                 q.FreeTensor(b);
+             }
+             TEventID ids[3];
+             for (auto &id : ids) id = pipe.AllocEventID<HardEvent::MTE3_V>();
+             for (auto id : ids) pipe.ReleaseEventID<HardEvent::MTE3_V>(id);
+         }},
+        // The same, with the two buffers allocated again first: AllocTensor returned their ids.
+        {"event_ids_freed_then_allocated", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECOUT, 2> q;
+             pipe.InitBuffer(q, 2, 256);
+             GlobalTensor<float> gm;
+             gm.SetGlobalBuffer(g_gm, 1024);
+             LocalTensor<float> held[2];
+             for (int i = 0; i < 2; ++i) {
+                 LocalTensor<float> a = q.AllocTensor<float>();
+                 Duplicate(a, 1.0f, 64);
+                 q.EnQue(a);
+                 LocalTensor<float> b = q.DeQue<float>();
+                 DataCopy(gm[i * 64], b, 64);
+                 q.FreeTensor(b);
+             }
+             for (auto &t : held) t = q.AllocTensor<float>();
+             TEventID ids[4];
+             for (auto &id : ids) id = pipe.AllocEventID<HardEvent::MTE3_V>();
+             for (auto id : ids) pipe.ReleaseEventID<HardEvent::MTE3_V>(id);
+             for (auto &t : held) q.FreeTensor(t);
+         }},
         {"unaligned_datacopy", [] {
              TPipe pipe;
              TBuf<TPosition::VECCALC> buf;

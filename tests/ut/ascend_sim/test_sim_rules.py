@@ -56,6 +56,25 @@ def test_multiply_adds_only_where_they_exist(sim, case, soc, available):
         assert soc in msg
 
 
+@pytest.mark.parametrize("case", ["event_ids_enqueued", "event_ids_freed"])
+@pytest.mark.parametrize("soc,available", [("ascend910", False), ("ascend310p", True), ("ascend910b", True),
+                                           ("ascend910_93", True), ("ascend950", True)])
+def test_event_ids_are_one_pool_with_the_queues(sim, case, soc, available):
+    """A TPipe has QUE_MAX_EVENT event ids per HardEvent (asc-devkit impl/basic_api/kernel_macros.h: 8 for
+    __NPU_ARCH__ 2002 / 2201 / 3510, else 4, so 4 on dav-c100), and a queue's buffers take theirs from the
+    same pool as the kernel's AllocEventID: EnQue one of the enqueue event until DeQue, FreeTensor one of
+    the free event until AllocTensor takes the buffer again (impl/basic_api/kernel_tquebind_impl.h)."""
+    msg = simlib.misuse(sim, case, soc)
+    assert (msg is None) == available, msg
+    if not available:
+        assert "event ids of MTE" in msg and "are held on ascend910" in msg and "AllocEventID" in msg, msg
+
+
+@pytest.mark.parametrize("soc", ["ascend910", "ascend910b"])
+def test_allocating_a_freed_buffer_returns_its_event_id(sim, soc):
+    assert simlib.misuse(sim, "event_ids_freed_then_allocated", soc) is None
+
+
 def test_hardware_sync_all_needs_mix_kernel_type(sim):
     msg = simlib.misuse(sim, "sync_all_without_kernel_type")
     assert msg is not None and "KERNEL_TYPE_MIX_AIV_1_0" in msg
