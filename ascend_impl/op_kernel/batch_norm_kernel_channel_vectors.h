@@ -142,10 +142,7 @@ __aicore__ inline void IssueStatLoads(KernelState<T> &k, int64_t g, bool deferTa
 {
     const int64_t c0 = GroupStart(k.t, g);
     const uint32_t n = GroupCount(k.t, g);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
-    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
+    VectorAndScalarBeforeMte2();
     for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
         uint32_t which = 0;
         float absent = 0.0f;

@@ -437,8 +437,7 @@ __aicore__ inline bool PrefetchOwnPartials(KernelState<T> &k, int64_t g)
     } else if ((cb - ca) * perChannel > slots) {
         return false;
     }
-    SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
-    SetWaitFlag<AscendC::HardEvent::V_MTE2>();
+    VectorAndScalarBeforeMte2();  // the scalar and vector units are done with partUb
     AscendC::DataCopy(k.ub.partUb, k.part[ca * perChannel * UNIT_SLOT_FLOATS],
                       uint32_t((cb - ca) * perChannel * UNIT_SLOT_FLOATS));
     k.cachedLo = ca * perChannel;
@@ -599,8 +598,7 @@ __aicore__ inline bool LoadSharePartials(KernelState<T> &k, uint64_t cb, uint64_
     if (!OwnTotals<MODE>(k) || b >= e || e - b > k.t.vecElems || (e - b) * pc > PartSlots(k.t)) {
         return false;
     }
-    SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // the scalar and vector units are done with partUb
-    SetWaitFlag<AscendC::HardEvent::V_MTE2>();
+    VectorAndScalarBeforeMte2();  // the scalar and vector units are done with partUb
     AscendC::DataCopy(k.ub.partUb, k.part[b * pc * UNIT_SLOT_FLOATS], uint32_t((e - b) * pc * UNIT_SLOT_FLOATS));
     k.cachedLo = b * pc;
     k.cachedHi = e * pc;

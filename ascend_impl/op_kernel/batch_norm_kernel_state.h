@@ -190,6 +190,15 @@ __aicore__ inline void SetWaitFlag()
     AscendC::WaitFlag<E>(id);
 }
 
+// The vector and scalar units' earlier work ends before MTE2 goes on: V -> S, then S -> MTE2. Not a
+// V_MTE2 event: the input queues' freed buffers each hold a V_MTE2 id until they are allocated again,
+// and with QUE_MAX_EVENT ids per event (4 on some cores) they can hold them all.
+__aicore__ inline void VectorAndScalarBeforeMte2()
+{
+    SetWaitFlag<AscendC::HardEvent::V_S>();
+    SetWaitFlag<AscendC::HardEvent::S_MTE2>();
+}
+
 template <typename T>
 struct KernelState {
     BatchNormBackwardTilingData t;
@@ -345,8 +354,7 @@ struct KernelState {
             partFill = 0;  // combined from UB (GroupTotals); the next group refills the same batch
             return;
         }
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);  // set and waited for at once
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        SetWaitFlag<AscendC::HardEvent::V_MTE3>();  // not a fixed id: an enqueued output buffer may hold it
         if (!HasFloatReduceSum(t)) {
             FoldBatchLanes();
         }
