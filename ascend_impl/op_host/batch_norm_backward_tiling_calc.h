@@ -363,6 +363,37 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
            in.ubBytes;
 }
 
+// Single pass, one resident buffer of 16-bit types, packed (no DataCopyPad) on a SoC that fuses the
+// multiply-adds (tiling spSpare): the buffer becomes a ring of chunk slots with up to SP_RING_SPARE spare
+// ones, so the next sub-group's first chunks load while this one finishes its reduce (the last loads'
+// latency), its combine and its first apply, where MTE2 otherwise waits for the apply to release a chunk.
+// The chunks are then larger (their slots are event ids: chunks + spare <= SP_MAX_CHUNKS), which changes
+// when rows are loaded, never which rows an instruction sums (the accumulator rows do not depend on the
+// chunks), so the bits do not change. Where the spare slots fit beside the rest (the fixed buffers of this
+// launch); the most spare slots that fit.
+inline void SinglePassRing(const TilingInput &in, BatchNormBackwardTilingData &t, uint64_t fixed, uint32_t eb)
+{
+    const uint64_t outer = uint64_t(t.outer);
+    if (t.spBuffers != 1 || t.spWhole || in.hasDataCopyPad || !in.hasMulAdd || eb != 2 || !in.training) {
+        return;
+    }
+    const SinglePassPlan p = MakeSinglePassPlan(outer, t.spChannels, t.spRowStride, in.dtype, 1, t.spSlabRows,
+                                                t.spSegSum, t.vecElems, 1, t.spAccRows);
+    for (uint32_t spare = SP_RING_SPARE; spare >= 1; --spare) {
+        const uint64_t rows = AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS - spare, outer)), t.spSlabRows);
+        const uint64_t chunks = CeilDiv(outer, rows);
+        const uint64_t ring = (chunks + spare) * rows * t.spChannels * t.spRowStride * eb;
+        if (chunks < 2 || chunks + spare > SP_MAX_CHUNKS || ring >= (1ull << 31)) {
+            continue;
+        }
+        if (fixed + p.Total() - 2ull * p.residentBytes + 2ull * ring <= in.ubBytes) {
+            t.spChunkRows = uint32_t(rows);
+            t.spSpare = spare;
+            return;
+        }
+    }
+}
+
 // The single pass's tiling fields: groups, `resident` channels per sub-group in `buffers` buffers, `slabRows`
 // rows per vector instruction, the rows in up to `chunks` chunks (each starting on a multiple of slabRows:
 // the accumulator rows do not depend on the chunks).
@@ -541,6 +572,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // the cores.
     t.spLaneSums = q > 1 && LaneRunRegular(inner) ? (in.hasReduceRepeat ? SP_LANES_REDUCE : SP_LANES_SCALAR)
                                                   : SP_LANES_NONE;
+    SinglePassRing(in, t, fixed, eb);
     return true;
 }
 
