@@ -355,6 +355,10 @@ def test_ring_of_chunk_slots_16_bit(sim, shape, cores, ub, spare):
     assert per_group > info.sp_channels  # several sub-groups per group
     check(sim, shape, False, "float16", True, (True, False, True), soc="ascend310p", ub_bytes=ub, cores=cores,
           two_pass=False, param_float32=("save_invstd",), seed=7)
+    if shape == (12, 64, 7, 7):
+        for mask in ALL_MASKS:
+            assert check(sim, shape, False, "float16", True, mask, soc="ascend310p", ub_bytes=ub, cores=cores,
+                         two_pass=False, seed=2).sp_spare == spare
     if shape == (8, 48, 14, 14):
         args = make_inputs(shape, False, "float16", seed=3)
         runs = []
