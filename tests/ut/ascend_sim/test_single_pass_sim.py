@@ -369,3 +369,26 @@ def test_ring_of_chunk_slots_16_bit(sim, shape, cores, ub, spare):
         assert [r[1:] for r in runs] == [(1, 1, 4), (0, 2, 4)]
         for x, y in zip(runs[0][0], runs[1][0]):
             assert np.array_equal(x, y)
+
+
+def test_ring_instead_of_half_rows(sim):
+    """Where a spare chunk slot fits beside one buffer at the full rows (decided, as the half rows are, with
+    a one-core launch's plan), the ring of chunk slots is taken instead of double buffering at half the
+    rows (here 4 rows per instruction, not 2; 132 KiB of UB still halves them): values against the
+    reference, and the same bits whatever the cores."""
+    shape, dtype = (8, 128, 28, 28), "float16"
+    args = make_inputs(shape, False, dtype, seed=5)
+    runs = []
+    for cores in (1, 3, 8):
+        info = check(sim, shape, False, dtype, True, soc="ascend310p", ub_bytes=136 * 1024, cores=cores, seed=5,
+                     two_pass=False)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_slab_rows, info.sp_spare) == (1, 4, 1)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, ub_bytes=136 * 1024, cores=cores, soc="ascend310p")
+        runs.append(got)
+    info = check(sim, shape, False, dtype, True, soc="ascend310p", ub_bytes=132 * 1024, cores=3, seed=5,
+                 two_pass=False)
+    assert (info.sp_buffers, info.sp_slab_rows, info.sp_spare) == (2, 2, 0)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
