@@ -302,6 +302,31 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
     TryL2Rounds(in, t);
 }
 
+// Tiling spSpare (SinglePassRing): the rows of a chunk where one resident buffer of `channels` as a ring of chunk
+// slots with `spare` spare ones fits UB beside `fixed` bytes; 0 where it does not.
+inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t outer, uint64_t channels,
+                              uint64_t rowStride, uint32_t slabRows, uint32_t segSum, uint32_t vecElems,
+                              uint32_t accRows, uint32_t spare)
+{
+    const uint64_t eb = DtypeBytes(in.dtype);
+    const SinglePassPlan p = MakeSinglePassPlan(outer, uint32_t(channels), uint32_t(rowStride), in.dtype, 1, slabRows,
+                                                segSum, vecElems, 1, accRows);
+    const uint64_t rows = AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS - spare, outer)), slabRows);
+    const uint64_t chunks = CeilDiv(outer, rows);
+    const uint64_t ring = (chunks + spare) * rows * channels * rowStride * eb;
+    if (chunks < 2 || chunks + spare > SP_MAX_CHUNKS || ring >= (1ull << 31)) {
+        return 0;
+    }
+    return fixed + p.Total() - 2ull * p.residentBytes + 2ull * ring <= in.ubBytes ? rows : 0;
+}
+
+// The SoC and dtype take the ring of chunk slots (SinglePassRing): 16-bit types in training, packed copies (no
+// DataCopyPad), the multiply-adds fused (the vector unit is not the bound).
+inline bool RingSoc(const TilingInput &in)
+{
+    return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad && in.hasMulAdd;
+}
+
 // Single pass: a tensor of many sub-groups that one buffer holds one at a time (16-bit types: a 28x28
 // channel, a run of 14x14 ones) is double-buffered with half the rows per vector instruction (smaller
 // slabs) where two buffers of as many channels fit so, so a sub-group's loads overlap the previous one's
@@ -311,7 +336,9 @@ inline void TrySoftSync(const TilingInput &in, BatchNormBackwardTilingData &t)
 // the multiply-adds (mul_add): without, the vector unit is the bound and the shorter instructions' issue
 // cost outweighs the overlap; and only with at least SP_HALF_ROWS_SUB_GROUPS sub-groups, below which the
 // pipeline's fill and drain outweigh it (the model's numbers: docs/ascend_kernel.md, "Double buffering at
-// half the rows").
+// half the rows"). Not where the SoC takes the ring of chunk slots (RingSoc) and one spare slot fits beside
+// one buffer at the full rows (decided with the same one-core plan): the ring overlaps the loads as well
+// without halving the instructions.
 inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64_t channels, uint64_t q,
                                    uint64_t rowStride, uint32_t segSum, uint32_t slabRows)
 {
@@ -333,6 +360,10 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
         return 0;
     };
     const uint64_t one = most(1, slabRows), two = most(SP_MAX_BUFFERS, slabRows / 2);
+    if (one > 0 && RingSoc(in) &&
+        RingChunkRows(in, fixed, outer, one, rowStride, slabRows, segSum, vecAll, slabRows, 1) > 0) {
+        return false;  // the ring of chunk slots at the full rows instead (SinglePassRing)
+    }
     return one > 0 && CeilDiv(channels, one) >= SP_HALF_ROWS_SUB_GROUPS && two >= one &&
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
@@ -385,6 +416,30 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
     return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows, 1)
                            .Total() <=
            in.ubBytes;
+}
+
+// Single pass, one resident buffer of 16-bit types, packed (no DataCopyPad) on a SoC that fuses the
+// multiply-adds (tiling spSpare): the buffer becomes a ring of chunk slots with up to SP_RING_SPARE spare
+// ones, so the next sub-group's first chunks load while this one finishes its reduce (the last loads'
+// latency), its combine and its first apply, where MTE2 otherwise waits for the apply to release a chunk.
+// The chunks are then larger (their slots are event ids: chunks + spare <= SP_MAX_CHUNKS), which changes
+// when rows are loaded, never which rows an instruction sums (the accumulator rows do not depend on the
+// chunks), so the bits do not change. Where the spare slots fit beside the rest (the fixed buffers of this
+// launch); the most spare slots that fit.
+inline void SinglePassRing(const TilingInput &in, BatchNormBackwardTilingData &t, uint64_t fixed)
+{
+    if (t.spBuffers != 1 || t.spWhole || !RingSoc(in)) {
+        return;
+    }
+    for (uint32_t spare = SP_RING_SPARE; spare >= 1; --spare) {
+        const uint64_t rows = RingChunkRows(in, fixed, uint64_t(t.outer), t.spChannels, t.spRowStride, t.spSlabRows,
+                                            t.spSegSum, t.vecElems, t.spAccRows, spare);
+        if (rows > 0) {
+            t.spChunkRows = uint32_t(rows);
+            t.spSpare = spare;
+            return;
+        }
+    }
 }
 
 // The single pass's tiling fields: groups, `resident` channels per sub-group in `buffers` buffers, `slabRows`
@@ -570,6 +625,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     // the cores.
     t.spLaneSums = q > 1 && LaneRunRegular(inner) ? (in.hasReduceRepeat ? SP_LANES_REDUCE : SP_LANES_SCALAR)
                                                   : SP_LANES_NONE;
+    SinglePassRing(in, t, fixed);
     return true;
 }
 

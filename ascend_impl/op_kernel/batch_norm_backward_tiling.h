@@ -122,6 +122,11 @@ struct BatchNormBackwardTilingData {
                            // per-channel values broadcast by one masked Duplicate per channel; the partials'
                            // lanes summed by ReduceRepeat straight into the group's lanes (SP_LANES_REDUCE: SoCs
                            // with reduce_repeat) or by the scalar unit (SP_LANES_SCALAR); 0: neither
+    uint32_t spSpare;      // single pass, one resident buffer: > 0 = that many spare chunks of spChunkRows rows; the
+                           // buffer is a ring of Chunks + spSpare chunk slots and sub-group i's chunk c lies in slot
+                           // (i x Chunks + c) mod the slots (SpRing), so the next sub-group's first spSpare chunks
+                           // load into slots the current one does not use, while it finishes its reduce and its
+                           // combine (one event id per slot); 0: chunk c of every sub-group at rows c x spChunkRows
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
@@ -200,6 +205,7 @@ constexpr uint32_t SP_SLABS = 5;           // float slabs of the sub-group's row
                                            // (SinglePassPlan: a and the product not always in slabs of their own)
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
 constexpr uint32_t SP_MAX_CHUNKS = 8;      // pipelined chunks of rows over all resident buffers (one event id each)
+constexpr uint32_t SP_RING_SPARE = 2;      // spSpare: spare chunk slots of the resident ring, at most
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
 constexpr uint32_t SP_WIDE_SLAB_ROWS = 8;  // ... 16-bit types without mul_add where as many channels fit (WideRows)
@@ -305,6 +311,18 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     p.aSlab = whole || segSum || !mulAdd ? 0 : 1;
     p.prodSlab = segSum && mulAdd ? 0 : 1;
     return p;
+}
+
+// Tiling spSpare: chunk slots of the single pass's resident ring, and the elements of one (spChunkRows rows of
+// spChannels slices, spRowStride apart); 0 slots without the ring.
+BNB_FN uint32_t SpRingSlots(const BatchNormBackwardTilingData &t)
+{
+    return t.spSpare == 0 ? 0u : uint32_t(CeilDiv(uint64_t(t.outer), t.spChunkRows)) + t.spSpare;
+}
+
+BNB_FN uint64_t SpRingSlotElems(const BatchNormBackwardTilingData &t)
+{
+    return uint64_t(t.spChunkRows) * t.spChannels * t.spRowStride;
 }
 
 // Workspace: `units * partFloats` partial sums, then (cross-core) the

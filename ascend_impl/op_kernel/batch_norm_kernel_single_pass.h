@@ -81,6 +81,9 @@ struct Buffers {
     LocalTensor<float> slotDy, slotDyx;  // one 32-byte slot per channel: ReduceSum results
     LocalTensor<float> scratch;          // spSegSum: the slot buffer as BlockBroadcast's Brcb blocks
     uint32_t residentElems = 0;
+    // Tiling spSpare: row n of the chunk being reduced, applied or stored is at n x len + shift of dy / x (the
+    // ring's slot of the chunk less the chunk's first row); 0 without the ring.
+    int64_t shift = 0;
     // A sub-group of one channel takes its per-channel values as scalar operands, not slabs (no
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
     bool scalar = false;
@@ -91,8 +94,9 @@ struct Buffers {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
                                t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole);
-        pipe.InitBuffer(dyBuf, p.residentBytes * p.buffers);
-        pipe.InitBuffer(xBuf, p.residentBytes * p.buffers);
+        const uint32_t ringBytes = uint32_t(SpRingSlots(t) * SpRingSlotElems(t) * sizeof(T));
+        pipe.InitBuffer(dyBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
+        pipe.InitBuffer(xBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         accElems = p.accBytes / uint32_t(sizeof(float));
         for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
@@ -140,6 +144,7 @@ struct SubGroup {
     uint32_t lane0;
     uint32_t len;  // elements of one row of the sub-group in UB: cnt * spRowStride
     uint32_t buf;  // its resident buffer (Buffers::Use)
+    uint32_t ring0;  // tiling spSpare: the ring's slot of its chunk 0
 };
 
 // Row n of the sub-group between GM and UB: cnt slices of `inner` elements,
@@ -518,7 +523,7 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
 {
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
-        const uint64_t off = n * len;
+        const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
         const uint32_t acc = uint32_t(n % k.t.spAccRows) * len;
         const LocalTensor<float> sumDy = b.slab[SLAB_SUM_DY][acc], sumDyx = b.slab[SLAB_SUM_DYX][acc];
         const LocalTensor<float> xh = CenteredRow(k, b, off, elems);
@@ -600,7 +605,7 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
     const LocalTensor<T> &out = toX ? b.x : b.dy;
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
-        const uint64_t off = n * len;
+        const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
         LocalTensor<float> dr;  // dy's float row, and grad_input's but for float32 into x
         if constexpr (IsSame<T, float>::value) {
             dr = b.dy[off];
@@ -732,6 +737,8 @@ public:
     {
         b_.Init(k.pipe, k.t);
         chunks_ = Chunks(k.t);
+        slots_ = SpRingSlots(k.t);
+        slotElems_ = SpRingSlotElems(k.t);
         const uint32_t mask = k.t.outputMask;
         want_ = mask >> GRAD_INPUT & 1;
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
@@ -769,6 +776,7 @@ private:
         s.lane0 = s0;
         s.len = s.cnt * k.t.spRowStride;
         s.buf = i % k.t.spBuffers;
+        s.ring0 = slots_ > 0 ? uint32_t(uint64_t(i) * chunks_ % slots_) : 0u;  // each group starts on slot 0
         return s;
     }
 
@@ -785,11 +793,11 @@ private:
             // last chunk before its rows are issued).
             IssueStatLoads(k, g, true);
             const SubGroup s0 = Make(k, g, 0);
-            AscendC::SetFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
+            AscendC::SetFlag<HardEvent::MTE2_V>(IdOf(s0, chunks_ - 1));
             if (first) {
                 Load(k, s0, g);
             } else {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s0.buf, chunks_ - 1));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s0, chunks_ - 1));
                 FinishStatLoads(k, g, true);
             }
             AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
@@ -833,9 +841,19 @@ private:
             if (twoBuffers && i + 1 < subs) {
                 Load(k, Make(k, g, i + 1));  // into the other buffer
             }
+            // spSpare: the next sub-group's first chunks into the slots this one does not use, before its
+            // combine and apply
+            const uint32_t spare = slots_ > 0 && i + 1 < subs ? uint32_t(Min(k.t.spSpare, chunks_)) : 0u;
+            if (spare > 0) {
+                LoadRing(k, Make(k, g, i + 1), 0, spare);
+            }
             Finish(k, s);
             if (!twoBuffers && i + 1 < subs) {
-                Load(k, Make(k, g, i + 1));  // into the same buffer, chunk by chunk as it is released
+                if (slots_ > 0) {
+                    LoadRing(k, Make(k, g, i + 1), spare, chunks_);  // into the slots of this one, as released
+                } else {
+                    Load(k, Make(k, g, i + 1));  // into the same buffer, chunk by chunk as it is released
+                }
             }
         }
         Release();
@@ -913,6 +931,64 @@ private:
 
     // Event id of chunk c of buffer buf.
     __aicore__ inline int32_t Id(uint32_t buf, uint32_t c) const { return int32_t(buf * chunks_ + c); }
+    // Tiling spSpare: the ring's slot of chunk c of sub-group s.
+    __aicore__ inline uint32_t SlotOf(const SubGroup &s, uint32_t c) const { return (s.ring0 + c) % slots_; }
+    // Event id of chunk c of sub-group s: its ring slot (spSpare), else that of its buffer's chunk c.
+    __aicore__ inline int32_t IdOf(const SubGroup &s, uint32_t c) const
+    {
+        return slots_ > 0 ? int32_t(SlotOf(s, c)) : Id(s.buf, c);
+    }
+    // Buffers::shift of chunk c of sub-group s: its slot's first element less its first row's (0 without the ring).
+    __aicore__ inline int64_t Shift(const KernelState<T> &k, const SubGroup &s, uint32_t c) const
+    {
+        return slots_ > 0 ? int64_t(SlotOf(s, c) * slotElems_) - int64_t(ChunkBegin(k.t, c) * s.len) : 0;
+    }
+
+    // Tiling spSpare: chunks [from, to) of sub-group s into their ring slots, each once its slot's last
+    // chunk is applied (V) and stored (MTE3); where grad_input goes to x's rows (OutIsX) and the slots are
+    // this sub-group's predecessor's (from > 0: after its apply), the dy rows half the chunks ahead of the
+    // x rows, as Load does.
+    __aicore__ inline void LoadRing(KernelState<T> &k, const SubGroup &s, uint32_t from, uint32_t to,
+                                    int64_t statsGroup = -1)
+    {
+        if (!loads_ || from >= to) {
+            return;
+        }
+        b_.Use(s.buf);
+        const bool dyFirst = OutIsX() && from > 0;
+        const uint32_t lead = dyFirst ? (to - from + 1) / 2 : 0;
+        for (uint32_t c = from; c < from + lead; ++c) {
+            ReleaseSlot(SlotOf(s, c), true, false);
+            LoadRows(k, s, c, true, false);
+        }
+        for (uint32_t c = from; c < to; ++c) {
+            if (dyFirst && c + lead < to) {
+                ReleaseSlot(SlotOf(s, c + lead), true, false);
+                LoadRows(k, s, c + lead, true, false);
+            }
+            if (statsGroup >= 0 && c + 1 == chunks_) {
+                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
+                FinishStatLoads(k, statsGroup);
+            }
+            ReleaseSlot(SlotOf(s, c), true, true);
+            LoadRows(k, s, c, !dyFirst, reduce_);
+            AscendC::SetFlag<HardEvent::MTE2_V>(IdOf(s, c));
+        }
+    }
+
+    // Tiling spSpare: a ring slot is free once its last chunk's compute (V, `v`) and stores (MTE3, `mte3`)
+    // are done; each wait once per use of the slot.
+    __aicore__ inline void ReleaseSlot(uint32_t slot, bool v, bool mte3)
+    {
+        if (v && pendV_[slot]) {
+            AscendC::WaitFlag<HardEvent::V_MTE2>(int32_t(slot));
+            pendV_[slot] = false;
+        }
+        if (mte3 && pendM_[slot]) {
+            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(int32_t(slot));
+            pendM_[slot] = false;
+        }
+    }
 
     // MTE2: the sub-group's rows into its buffer, chunk by chunk, each chunk signalled to V.
     // statsGroup >= 0: the group's statistics' loads are in flight, their MTE2_V event set on the last
@@ -920,6 +996,10 @@ private:
     __aicore__ inline void Load(KernelState<T> &k, const SubGroup &s, int64_t statsGroup = -1)
     {
         if (!loads_) {
+            return;
+        }
+        if (slots_ > 0) {
+            LoadRing(k, s, 0, chunks_, statsGroup);
             return;
         }
         b_.Use(s.buf);
@@ -958,12 +1038,14 @@ private:
 
     __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x)
     {
+        const int64_t shift = Shift(k, s, c);
         for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+            const uint64_t at = uint64_t(int64_t(n * s.len) + shift);
             if (dy) {
-                LoadRow(k, b_.dy[n * s.len], k.dy, s, n);
+                LoadRow(k, b_.dy[at], k.dy, s, n);
             }
             if (x) {
-                LoadRow(k, b_.x[n * s.len], k.x, s, n);
+                LoadRow(k, b_.x[at], k.x, s, n);
             }
         }
     }
@@ -983,7 +1065,8 @@ private:
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         for (uint32_t c = 0; c < chunks_; ++c) {
-            AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+            AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
+            b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
                     ReduceWholeRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
@@ -992,6 +1075,7 @@ private:
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
+        b_.shift = 0;
         FoldSums(k, b_, s.len, PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
     }
 
@@ -1025,7 +1109,7 @@ private:
             }
         } else if (want_) {
             for (uint32_t c = 0; c < chunks_; ++c) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
             }
         }
         Coefs(k, s);
@@ -1035,30 +1119,35 @@ private:
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         for (uint32_t c = 0; c < chunks_; ++c) {
+            b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
                     ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_, reduce_,
-                                   scaled, dyFreeEarly ? Id(s.buf, c) : -1);
+                                   scaled, dyFreeEarly ? IdOf(s, c) : -1);
                 }
             }
             if (!Whole(k)) {
                 ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
-                          dyFreeEarly ? Id(s.buf, c) : -1);
+                          dyFreeEarly ? IdOf(s, c) : -1);
             }
-            AscendC::SetFlag<HardEvent::V_MTE3>(Id(s.buf, c));
-            AscendC::WaitFlag<HardEvent::V_MTE3>(Id(s.buf, c));
+            AscendC::SetFlag<HardEvent::V_MTE3>(IdOf(s, c));
+            AscendC::WaitFlag<HardEvent::V_MTE3>(IdOf(s, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                StoreRow(k, k.gi, Out()[n * s.len], s, n);
+                StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
             }
             if (loads_) {
                 if (!dyFreeEarly) {
-                    AscendC::SetFlag<HardEvent::V_MTE2>(Id(s.buf, c));  // the next loads into this chunk wait for
+                    AscendC::SetFlag<HardEvent::V_MTE2>(IdOf(s, c));  // the next loads into this chunk wait for
                 }
-                AscendC::SetFlag<HardEvent::MTE3_MTE2>(Id(s.buf, c));  // its compute and its stores
+                AscendC::SetFlag<HardEvent::MTE3_MTE2>(IdOf(s, c));  // its compute and its stores
+                if (slots_ > 0) {
+                    pendV_[SlotOf(s, c)] = pendM_[SlotOf(s, c)] = true;
+                }
             }
         }
+        b_.shift = 0;
         if (loads_) {
-            pending_[s.buf] = true;
+            pending_[s.buf] = slots_ == 0;  // the ring's slots: pendV_ / pendM_
         } else {
             // Nothing loaded (all outputs masked): the next zeros wait for these stores.
             AscendC::SetFlag<HardEvent::MTE3_V>(0);
@@ -1427,6 +1516,9 @@ private:
     // All of the previous sub-groups' UB (the end of a group or of the launch).
     __aicore__ inline void Release()
     {
+        for (uint32_t slot = 0; slot < slots_; ++slot) {
+            ReleaseSlot(slot, true, true);
+        }
         for (uint32_t buf = 0; buf < SP_WHOLE_BUFFERS; ++buf) {
             for (uint32_t c = 0; pending_[buf] && c < chunks_; ++c) {
                 ReleaseChunk(buf, c);
@@ -1439,6 +1531,9 @@ private:
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
+    uint32_t slots_ = 0;   // tiling spSpare: chunk slots of the ring (SpRingSlots), 0 without
+    uint64_t slotElems_ = 0;
+    bool pendV_[SP_MAX_CHUNKS] = {}, pendM_[SP_MAX_CHUNKS] = {};  // a ring slot's V_MTE2 / MTE3_MTE2 event is set
 };
 
 }  // namespace single_pass

@@ -371,3 +371,57 @@ def test_deferred_stat_tails(sim, shape, dtype, cores):
     assert info.strategy == SINGLE
     check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, two_pass=False,
           param_float32=("weight", "save_invstd"))
+# Tiling spSpare (ascend310p, 16-bit types, one resident buffer): the buffer is a ring of chunk slots with
+# spare ones, the next sub-group's first chunks loading into slots the current one does not use. (cores, UB)
+# where the ring is taken with several sub-groups per group.
+RING = [((8, 48, 14, 14), 3, 128 * 1024, 1), ((6, 96, 7, 7), 2, 64 * 1024, 2), ((12, 64, 7, 7), 3, 128 * 1024, 2)]
+
+
+@pytest.mark.parametrize("shape,cores,ub,spare", RING, ids=[str(r[0]) for r in RING])
+def test_ring_of_chunk_slots_16_bit(sim, shape, cores, ub, spare):
+    """Values against the reference (and the hazard checks) with the ring, with a mask and a float32
+    statistic too; the same bits as double buffering where the rows per instruction are the same."""
+    info = check(sim, shape, False, "float16", True, soc="ascend310p", ub_bytes=ub, cores=cores, two_pass=False,
+                 seed=6)
+    per_group = -(-shape[1] // info.groups)
+    assert info.strategy == SINGLE and info.sp_buffers == 1 and info.sp_spare == spare
+    assert per_group > info.sp_channels  # several sub-groups per group
+    check(sim, shape, False, "float16", True, (True, False, True), soc="ascend310p", ub_bytes=ub, cores=cores,
+          two_pass=False, param_float32=("save_invstd",), seed=7)
+    if shape == (12, 64, 7, 7):
+        for mask in ALL_MASKS:
+            assert check(sim, shape, False, "float16", True, mask, soc="ascend310p", ub_bytes=ub, cores=cores,
+                         two_pass=False, seed=2).sp_spare == spare
+    if shape == (8, 48, 14, 14):
+        args = make_inputs(shape, False, "float16", seed=3)
+        runs = []
+        for c, u in ((cores, ub), (1, 0)):
+            got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                                   args["save_invstd"], dtype="float16", ub_bytes=u, cores=c, soc="ascend310p")
+            runs.append((got, info.sp_spare, info.sp_buffers, info.sp_slab_rows))
+        assert [r[1:] for r in runs] == [(1, 1, 4), (0, 2, 4)]
+        for x, y in zip(runs[0][0], runs[1][0]):
+            assert np.array_equal(x, y)
+
+
+def test_ring_instead_of_half_rows(sim):
+    """Where a spare chunk slot fits beside one buffer at the full rows (decided, as the half rows are, with
+    a one-core launch's plan), the ring of chunk slots is taken instead of double buffering at half the
+    rows (here 4 rows per instruction, not 2; 132 KiB of UB still halves them): values against the
+    reference, and the same bits whatever the cores."""
+    shape, dtype = (8, 128, 28, 28), "float16"
+    args = make_inputs(shape, False, dtype, seed=5)
+    runs = []
+    for cores in (1, 3, 8):
+        info = check(sim, shape, False, dtype, True, soc="ascend310p", ub_bytes=136 * 1024, cores=cores, seed=5,
+                     two_pass=False)
+        assert info.strategy == SINGLE and (info.sp_buffers, info.sp_slab_rows, info.sp_spare) == (1, 4, 1)
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, ub_bytes=136 * 1024, cores=cores, soc="ascend310p")
+        runs.append(got)
+    info = check(sim, shape, False, dtype, True, soc="ascend310p", ub_bytes=132 * 1024, cores=3, seed=5,
+                 two_pass=False)
+    assert (info.sp_buffers, info.sp_slab_rows, info.sp_spare) == (2, 2, 0)
+    for got in runs[1:]:
+        for x, y in zip(runs[0], got):
+            assert np.array_equal(x, y)
