@@ -252,6 +252,10 @@ private:
         SimCore &core = SimThisCore();
         uint32_t aligned = (len + ONE_BLK_SIZE - 1) / ONE_BLK_SIZE * ONE_BLK_SIZE;
         SimCheck(len > 0, "InitBuffer: zero-length buffer", at);
+        // The real TPipe manages at most QBUF_MAX_LEN buffers, TQue and TBuf ones together
+        // (impl/basic_api/kernel_macros.h; TPipe::InitBuffer asserts it, kernel_tpipe_impl.h).
+        SimCheck(++buffers_ <= kMaxBuffers, "InitBuffer: more than " + std::to_string(kMaxBuffers) +
+                                                " buffers in one TPipe (QBUF_MAX_LEN)", at);
         bnb_rules::UbCapacity(core.soc.name, core.ubUsed, aligned, core.ubBytes, at, core.soc.ubBytes);
         auto slot = std::make_unique<SimSlot>();
         slot->addr = core.ub + core.ubUsed;
@@ -261,6 +265,8 @@ private:
         return slot;
     }
     uint8_t eventsHeld_[static_cast<uint32_t>(HardEvent::MAX)] = {};
+    static constexpr int kMaxBuffers = 64;
+    int buffers_ = 0;
 };
 
 inline int8_t SimQueueTakeEventID(HardEvent evt, const char *op, bnb_rules::Src at)

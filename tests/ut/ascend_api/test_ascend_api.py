@@ -178,6 +178,16 @@ def test_soft_sync_all_splits_channels(launcher, soc):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("soc", LEGACY)
+def test_single_pass_event_ids_within_the_pool(launcher, soc):
+    """Single passes with several sub-groups and chunks per buffer, values against the reference: every
+    event id the kernel sets or waits on is below the core's QUE_MAX_EVENT (4 on ascend910, where the
+    headers' SetFlagImpl aborted on the first shape's chunk events before the tiling kept them in range)."""
+    for shape, dtype, cores in (((16, 44, 14, 14), "float32", 2), ((16, 24, 14, 14), "float16", 4),
+                                ((8, 96, 7, 7), "float16", 2)):
+        check(launcher, soc, shape, False, dtype, True, cores=cores)
+
+
 def test_deterministic_for_any_core_count(launcher):
     args = make_inputs((4, 3, 999), False, "float32")
     got = [apilib.run(launcher("ascend910b"), "full", args["grad_out"], args["x"], args["params"],

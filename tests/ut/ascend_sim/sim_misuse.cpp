@@ -99,6 +99,21 @@ const std::map<std::string, std::function<void()>> &Cases()
              for (auto id : ids) pipe.ReleaseEventID<HardEvent::MTE3_V>(id);
              for (auto &t : held) q.FreeTensor(t);
          }},
+        // 65 buffers in one TPipe (QBUF_MAX_LEN is 64, TQue and TBuf buffers together).
+        {"too_many_buffers", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 2> q;
+             pipe.InitBuffer(q, 2, 32);
+             TBuf<TPosition::VECCALC> bufs[63];
+             for (auto &b : bufs) pipe.InitBuffer(b, 32);
+         }},
+        {"max_buffers", [] {
+             TPipe pipe;
+             TQue<QuePosition::VECIN, 2> q;
+             pipe.InitBuffer(q, 2, 32);
+             TBuf<TPosition::VECCALC> bufs[62];
+             for (auto &b : bufs) pipe.InitBuffer(b, 32);
+         }},
         {"unaligned_datacopy", [] {
              TPipe pipe;
              TBuf<TPosition::VECCALC> buf;

@@ -10,6 +10,7 @@ pytestmark = pytest.mark.ascend_sim
 
 def test_legal_program_runs_clean(sim):
     assert simlib.misuse(sim, "ok") is None
+    assert simlib.misuse(sim, "max_buffers") is None  # 64 buffers: QBUF_MAX_LEN (kernel_macros.h)
 
 
 @pytest.mark.parametrize("case,words", [
@@ -20,6 +21,7 @@ def test_legal_program_runs_clean(sim):
     ("queue_depth", "depth"),
     ("alloc_beyond_buffers", "in use"),
     ("gm_out_of_bounds", "beyond the buffer"),
+    ("too_many_buffers", "more than 64 buffers in one TPipe (QBUF_MAX_LEN)"),
 ])
 def test_misuse_is_refused(sim, case, words):
     msg = simlib.misuse(sim, case)
