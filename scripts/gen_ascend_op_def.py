@@ -67,7 +67,7 @@ CAPS_FIELDS = (("ub_bytes", "ubBytes", "uint32_t"), ("vector_cores", "vectorCore
                ("sync_all_ns", "syncAllNs", "uint32_t"), ("data_copy_pad", "dataCopyPad", "bool"),
                ("sync_all", "syncAll", "bool"), ("soft_sync_all", "softSyncAll", "bool"), ("dcci", "dcci", "bool"), ("bf16", "bf16", "bool"),
                ("mul_add", "mulAdd", "bool"), ("reduce_repeat", "reduceRepeat", "bool"),
-               ("block_copy", "blockCopy", "bool"))
+               ("block_copy", "blockCopy", "bool"), ("event_ids", "eventIds", "uint32_t"))
 
 # GE names of the dtypes and ACLNN formats (the spellings of the CANN API, not facts of the op).
 GE_DTYPE = {"float16": "ge::DT_FLOAT16", "bfloat16": "ge::DT_BF16", "float32": "ge::DT_FLOAT",

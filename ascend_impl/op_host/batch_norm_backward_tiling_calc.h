@@ -31,6 +31,8 @@ struct TilingInput {
     bool hasMulAdd = false;       // MulAddDst / FusedMulAdd (not on Atlas training, ascend910)
     bool hasReduceRepeat = false; // ReduceRepeat<SUM> and ReduceSum on float (not on Atlas training, ascend910)
     bool hasBlockCopy = false;    // Brcb and the masked UB -> UB Copy (not on Atlas training / inference)
+    uint32_t eventIds = 4;        // event ids per HardEvent (QUE_MAX_EVENT: 4 on dav-c100, 8 on the others; the
+                                  // SoC table's event_ids): the single pass's chunks x buffers stay below it
     bool allowSinglePass = true;  // BatchNormBackward; the SyncBatchNorm steps read each tensor once anyway
     uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };

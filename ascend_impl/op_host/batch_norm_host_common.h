@@ -112,6 +112,9 @@ inline uint64_t FillPlatform(gert::TilingContext *context, bnb::TilingInput &in)
     in.hasMulAdd = soc != platform_ascendc::SocVersion::ASCEND910;  // dav-c100 has no MulAddDst / FusedMulAdd
     in.hasReduceRepeat = soc != platform_ascendc::SocVersion::ASCEND910;  // Atlas training: half only
     in.hasBlockCopy = !legacy;  // Brcb / masked Copy: not on Atlas training / inference
+    // QUE_MAX_EVENT (asc-devkit kernel_macros.h): 4 event ids per HardEvent on dav-c100, 8 on the others
+    constexpr uint32_t EVENT_IDS_DAV_C100 = 4, EVENT_IDS = 8;
+    in.eventIds = soc == platform_ascendc::SocVersion::ASCEND910 ? EVENT_IDS_DAV_C100 : EVENT_IDS;
     return platform.GetLibApiWorkSpaceSize();
 }
 

@@ -32,6 +32,7 @@ struct SocCaps {
     bool mulAdd;
     bool reduceRepeat;
     bool blockCopy;
+    uint32_t eventIds;
 };
 
 constexpr SocCaps SOC_CAPS[] = {
@@ -57,6 +58,7 @@ constexpr SocCaps SOC_CAPS[] = {
      false,  // mulAdd
      false,  // reduceRepeat
      false,  // blockCopy
+     4u,  // eventIds
     },
     {"ascend310p",
      262144u,  // ubBytes
@@ -80,6 +82,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // mulAdd
      true,  // reduceRepeat
      false,  // blockCopy
+     8u,  // eventIds
     },
     {"ascend910b",
      196608u,  // ubBytes
@@ -103,6 +106,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // mulAdd
      true,  // reduceRepeat
      true,  // blockCopy
+     8u,  // eventIds
     },
     {"ascend910_93",
      196608u,  // ubBytes
@@ -126,6 +130,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // mulAdd
      true,  // reduceRepeat
      true,  // blockCopy
+     8u,  // eventIds
     },
     {"ascend950",
      253952u,  // ubBytes
@@ -149,6 +154,7 @@ constexpr SocCaps SOC_CAPS[] = {
      true,  // mulAdd
      true,  // reduceRepeat
      true,  // blockCopy
+     8u,  // eventIds
     },
 };
 constexpr uint32_t SOC_CAPS_COUNT = sizeof(SOC_CAPS) / sizeof(SOC_CAPS[0]);

@@ -110,6 +110,7 @@ extern "C" int bnb_perf_run(const char *soc, const int64_t *shape, int rank, int
         in.hasMulAdd = caps->mulAdd;
         in.hasReduceRepeat = caps->reduceRepeat;
         in.hasBlockCopy = caps->blockCopy;
+        in.eventIds = caps->eventIds;
         in.allowSinglePass = forceTwoPass == 0;
         bnb::BatchNormBackwardTilingData t;
         const std::string why = bnb::ComputeTiling(in, t);

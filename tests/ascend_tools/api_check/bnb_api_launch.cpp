@@ -115,6 +115,7 @@ int main(int argc, char **argv)
     ti.hasMulAdd = BNB_SOC_HAS_MUL_ADD;
     ti.hasReduceRepeat = BNB_SOC_HAS_REDUCE_REPEAT;
     ti.hasBlockCopy = BNB_SOC_HAS_BLOCK_COPY;
+    ti.eventIds = uint32_t(AscendC::QUE_MAX_EVENT);  // the headers' own
 
     bnb::BatchNormBackwardTilingData full{};
     bnb::BatchNormSyncTilingData sync{};

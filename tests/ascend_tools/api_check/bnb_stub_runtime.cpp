@@ -26,6 +26,17 @@ const bool g_ubAgrees = [] {
     }
     return true;
 }();
+// ... and so are its event ids per HardEvent (kernel_macros.h QUE_MAX_EVENT), as the rules' QueMaxEvent.
+const bool g_eventIdsAgree = [] {
+    const bnb_rules::Soc *soc = bnb_rules::SocOfArch(__NPU_ARCH__);
+    const int rules = bnb_rules::QueMaxEvent(__NPU_ARCH__);
+    if ((soc != nullptr && soc->eventIds != uint32_t(AscendC::QUE_MAX_EVENT)) || rules != AscendC::QUE_MAX_EVENT) {
+        std::fprintf(stderr, "[bnb-check] event ids: table %d, rules %d, the headers' QUE_MAX_EVENT %d\n",
+                     soc != nullptr ? int(soc->eventIds) : -1, rules, int(AscendC::QUE_MAX_EVENT));
+        std::_Exit(bnb_rules::VIOLATION_EXIT);
+    }
+    return true;
+}();
 }  // namespace
 
 // ---- globals the public headers declare extern in CPU-debug mode ----

@@ -107,6 +107,7 @@ struct Soc {
     bool hasMulAdd;         // MulAddDst / FusedMulAdd: not on dav-c100 (ascend910)
     bool hasReduceRepeat;   // ReduceRepeat<SUM> and ReduceSum on float: not on Atlas training (ascend910, half only)
     bool hasBlockCopy;      // Brcb and the masked UB -> UB Copy: not on Atlas training / inference
+    uint32_t eventIds;      // event ids per HardEvent (the table's event_ids; QueMaxEvent of npuArch, checked)
 };
 // __NPU_ARCH__ of each line's vector core, as the headers define it: the one per-SoC fact here that
 // is not a chip capability. Everything else comes from op_def/ascend_soc_capabilities.yaml through
@@ -142,7 +143,7 @@ inline const std::vector<Soc> &Socs()
         std::vector<Soc> t;
         for (const auto &c : bnb::SOC_CAPS) {
             t.push_back({c.name, NpuArchOf(c.name), c.ubBytes, c.vectorCores, c.dataCopyPad, c.bf16, c.syncAll,
-                         c.softSyncAll, c.dcci, c.mulAdd, c.reduceRepeat, c.blockCopy});
+                         c.softSyncAll, c.dcci, c.mulAdd, c.reduceRepeat, c.blockCopy, c.eventIds});
         }
         return t;
     }();

@@ -20,7 +20,8 @@ void CopyError(const std::string &msg, char *err, int errLen)
 // Tiling summary handed back to the tests.
 struct SimTilingInfo {
     int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast,
-        strategy, spChannels, l2Rounds, spQuantum, l2Channels, spSegSum, softSync, spBuffers, spSlabRows, spWhole, spLaneSums, plTail, plAhead, spSpare;
+        strategy, spChannels, l2Rounds, spQuantum, l2Channels, spSegSum, softSync, spBuffers, spSlabRows, spWhole, spLaneSums, plTail, plAhead, spSpare,
+        spChunkRows;
 };
 
 namespace {
@@ -33,6 +34,14 @@ extern "C" void bnb_sim_set_l2_bytes(uint64_t bytes) { g_l2Bytes = bytes; }
 
 // 1: the next runs use the two-pass strategy even where a channel group fits UB (tests of both strategies).
 extern "C" void bnb_sim_force_two_pass(int on) { g_forceTwoPass = on; }
+// A SoC line's event ids per HardEvent: the table's (op_def event_ids) and the rules' QueMaxEvent of its
+// __NPU_ARCH__ (what the stand-in TPipe and SetFlag / WaitFlag enforce); -1 for an unknown line.
+extern "C" void bnb_sim_event_ids(const char *soc, int *table, int *rules)
+{
+    const bnb_rules::Soc *s = bnb_rules::FindSoc(soc);
+    *table = s ? int(s->eventIds) : -1;
+    *rules = s ? bnb_rules::QueMaxEvent(s->npuArch) : -1;
+}
 
 extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, const int64_t *shape, int rank,
                            int channelLast, int dtype, int training, float eps, int outputMask, void *gradOut,
@@ -63,6 +72,7 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         in.hasMulAdd = s.hasMulAdd;
         in.hasReduceRepeat = s.hasReduceRepeat;
         in.hasBlockCopy = s.hasBlockCopy;
+        in.eventIds = s.eventIds;
         in.allowSinglePass = !g_forceTwoPass;
         in.l2Bytes = g_l2Bytes;
         bnb::BatchNormBackwardTilingData t;
@@ -73,7 +83,8 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         }
         *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad,
                  t.crossCore, t.flat, t.shiftLast, t.strategy, t.spChannels, t.l2Rounds, t.spQuantum, t.l2Channels,
-                 t.spSegSum, t.softSync, t.spBuffers, t.spSlabRows, t.spWhole, t.spLaneSums, t.plTail, t.plAhead, t.spSpare};
+                 t.spSegSum, t.softSync, t.spBuffers, t.spSlabRows, t.spWhole, t.spLaneSums, t.plTail, t.plAhead, t.spSpare,
+                 t.spChunkRows};
         // Garbage, as the framework's workspace holds (the software SyncAll's flags must be zeroed by the kernel).
         std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0xA5);
         std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));

@@ -46,7 +46,8 @@ class TilingInfo(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in (
         "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
         "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels",
-        "sp_seg_sum", "soft_sync", "sp_buffers", "sp_slab_rows", "sp_whole", "sp_lane_sums", "pl_tail", "pl_ahead", "sp_spare")]
+        "sp_seg_sum", "soft_sync", "sp_buffers", "sp_slab_rows", "sp_whole", "sp_lane_sums", "pl_tail", "pl_ahead", "sp_spare",
+        "sp_chunk_rows")]
 
 
 def _sources(includes=None, units=None):

@@ -142,3 +142,20 @@ def test_op_host_caps_the_950_ub_at_the_kernels_share():
     common = (simlib.ROOT / "ascend_impl" / "op_host" / "batch_norm_host_common.h").read_text()
     assert "SocVersion::ASCEND950 && ubBytes > UB_KERNEL_BYTES_950" in common
     assert "UB_KERNEL_BYTES_950 = 248 * 1024" in common
+
+
+def test_event_ids_of_the_soc_table_are_the_rules_que_max_event(sim):
+    """op_def's event_ids (what the host tiling caps the single pass's chunk ids at) is, for every SoC
+    line, the rules' QueMaxEvent of its __NPU_ARCH__ (what the stand-in TPipe and SetFlag / WaitFlag
+    enforce; kernel_macros.h QUE_MAX_EVENT; the API check compares both with the headers' own)."""
+    import ctypes
+
+    import yaml
+
+    caps = yaml.safe_load((simlib.ROOT / "op_def" / "ascend_soc_capabilities.yaml").read_text(encoding="utf-8"))
+    caps = caps["ascend_soc_capabilities"]
+    assert caps["ascend910"]["event_ids"] == 4  # dav-c100
+    for soc, c in caps.items():
+        table, rules = ctypes.c_int(), ctypes.c_int()
+        sim.bnb_sim_event_ids(soc.encode(), ctypes.byref(table), ctypes.byref(rules))
+        assert (c["event_ids"], table.value) == (rules.value, rules.value), soc
