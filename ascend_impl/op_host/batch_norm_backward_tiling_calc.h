@@ -546,16 +546,27 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
                                           accRows ? accRows : std::max(slabRows, accWide))
                                .Total() <= in.ubBytes;
     };
+    // Chunks of rows per buffer: each chunk of each resident buffer has event ids of its own (MTE2_V, V_MTE2,
+    // V_MTE3, MTE3_MTE2: buffer x chunks + chunk), which must stay below the SoC's ids per HardEvent
+    // (QUE_MAX_EVENT: SetFlag / WaitFlag assert it), so buffers x chunks is at most in.eventIds. Where the
+    // chunks start changes when copies overlap, not what is computed (each starts on a multiple of the rows
+    // per instruction, the accumulator rows are the rows'), so the results keep their bits.
+    const uint32_t chunkIds = std::max<uint32_t>(1, std::min(SP_MAX_CHUNKS, in.eventIds));
+    const auto chunksOf = [&](uint32_t buffers, uint32_t most) {
+        return std::max<uint32_t>(1, std::min(most, chunkIds / buffers));
+    };
     if (SinglePassWhole(in, outer, channels, q, rowStride, segSum)) {
         // as many buffers as fit beside this launch's channel vectors (one at least: SinglePassWhole); they
         // change when loads and stores overlap, not what is computed
         const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
         uint32_t buffers = SP_WHOLE_BUFFERS;
-        while (buffers > 1 && fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows, segSum,
-                                                         vecElems, 1, rows, 1).Total() > in.ubBytes) {
+        while (buffers > 1 && (buffers > chunkIds ||
+                               fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows,
+                                                          segSum, vecElems, 1, rows, 1).Total() > in.ubBytes)) {
             --buffers;
         }
-        SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows, SP_WHOLE_CHUNKS, soft);
+        SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows,
+                         chunksOf(buffers, SP_WHOLE_CHUNKS), soft);
         t.spWhole = 1;
         return true;
     }
@@ -619,7 +630,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         }
     }
     SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
-                     SP_MAX_CHUNKS / buffers, soft);
+                     chunksOf(buffers, SP_MAX_CHUNKS), soft);
     t.spAccRows = std::max(accRows, slabRows);
     // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
     // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.

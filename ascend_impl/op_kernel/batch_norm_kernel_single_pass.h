@@ -10,7 +10,8 @@
 // row of the sub-group is one contiguous burst in GM (cnt * inner elements;
 // packed slices, spQuantum: spRowStride = inner, see PackedSpan):
 //   load     MTE2, row by row, in up to SP_MAX_CHUNKS chunks of rows, each
-//            chunk signalled to V with its own MTE2_V event;
+//            chunk signalled to V with its own MTE2_V event (buffers x chunks
+//            ids, within the SoC's event ids: the tiling);
 //   reduce   V, chunk by chunk as it lands: xc = x - mean (float32: in
 //            place over x), sum dy and dy * xc over the rows into two float
 //            slabs, then one ReduceSum per channel (invstd is applied per
