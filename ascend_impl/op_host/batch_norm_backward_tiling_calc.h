@@ -313,10 +313,14 @@ inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t ou
     const uint64_t eb = DtypeBytes(in.dtype);
     const SinglePassPlan p = MakeSinglePassPlan(outer, uint32_t(channels), uint32_t(rowStride), in.dtype, 1, slabRows,
                                                 segSum, vecElems, 1, accRows);
-    const uint64_t rows = AlignUp(CeilDiv(outer, std::min<uint64_t>(SP_MAX_CHUNKS - spare, outer)), slabRows);
+    const uint64_t ids = std::min(SP_MAX_CHUNKS, in.eventIds);  // a slot is an event id (below QUE_MAX_EVENT)
+    if (ids <= spare) {
+        return 0;
+    }
+    const uint64_t rows = AlignUp(CeilDiv(outer, std::min<uint64_t>(ids - spare, outer)), slabRows);
     const uint64_t chunks = CeilDiv(outer, rows);
     const uint64_t ring = (chunks + spare) * rows * channels * rowStride * eb;
-    if (chunks < 2 || chunks + spare > SP_MAX_CHUNKS || ring >= (1ull << 31)) {
+    if (chunks < 2 || chunks + spare > ids || ring >= (1ull << 31)) {
         return 0;
     }
     return fixed + p.Total() - 2ull * p.residentBytes + 2ull * ring <= in.ubBytes ? rows : 0;
@@ -424,7 +428,7 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
 // multiply-adds (tiling spSpare): the buffer becomes a ring of chunk slots with up to SP_RING_SPARE spare
 // ones, so the next sub-group's first chunks load while this one finishes its reduce (the last loads'
 // latency), its combine and its first apply, where MTE2 otherwise waits for the apply to release a chunk.
-// The chunks are then larger (their slots are event ids: chunks + spare <= SP_MAX_CHUNKS), which changes
+// The chunks are then larger (their slots are event ids: chunks + spare <= SP_MAX_CHUNKS and the SoC's), which changes
 // when rows are loaded, never which rows an instruction sums (the accumulator rows do not depend on the
 // chunks), so the bits do not change. Where the spare slots fit beside the rest (the fixed buffers of this
 // launch); the most spare slots that fit.
