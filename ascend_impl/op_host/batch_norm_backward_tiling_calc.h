@@ -448,6 +448,15 @@ inline void SinglePassRing(const TilingInput &in, BatchNormBackwardTilingData &t
     }
 }
 
+// The single pass's sets of fixed event ids, one id a chunk each (batch_norm_kernel_single_pass.h, LoadId /
+// ReleaseId): MTE2_V one where the loads are reduced (all waited for before the next sub-group's loads),
+// else one a buffer (waited for after them); V_MTE2 / MTE3_MTE2 (a chunk released) one with up to two
+// buffers (waited for by the next loads into the buffer, before the next apply), else two, alternating.
+inline uint32_t SpEventSets(uint32_t buffers, bool reduces)
+{
+    return std::max<uint32_t>(reduces ? 1 : buffers, buffers > SP_MAX_BUFFERS ? 2 : 1);
+}
+
 // The single pass's tiling fields: groups, `resident` channels per sub-group in `buffers` buffers, `slabRows`
 // rows per vector instruction, the rows in up to `chunks` chunks (each starting on a multiple of slabRows:
 // the accumulator rows do not depend on the chunks).
@@ -550,21 +559,22 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
                                           accRows ? accRows : std::max(slabRows, accWide))
                                .Total() <= in.ubBytes;
     };
-    // Chunks of rows per buffer: each chunk of each resident buffer has event ids of its own (MTE2_V, V_MTE2,
-    // V_MTE3, MTE3_MTE2: buffer x chunks + chunk), which must stay below the SoC's ids per HardEvent
-    // (QUE_MAX_EVENT: SetFlag / WaitFlag assert it), so buffers x chunks is at most in.eventIds. Where the
-    // chunks start changes when copies overlap, not what is computed (each starts on a multiple of the rows
-    // per instruction, the accumulator rows are the rows'), so the results keep their bits.
-    const uint32_t chunkIds = std::max<uint32_t>(1, std::min(SP_MAX_CHUNKS, in.eventIds));
+    // Chunks of rows per buffer: the kernel's fixed event ids are sets of one id a chunk (SpEventSets), which
+    // must stay below the SoC's ids per HardEvent (QUE_MAX_EVENT: SetFlag / WaitFlag assert it), so chunks
+    // x sets is at most in.eventIds. Where the chunks start changes when copies overlap, not what is
+    // computed (each starts on a multiple of the rows per instruction, the accumulator rows are the rows'),
+    // so the results keep their bits.
+    const bool reduces = (in.outputMask >> GRAD_WEIGHT & 1) || (in.outputMask >> GRAD_BIAS & 1) ||
+                         (in.training && (in.outputMask >> GRAD_INPUT & 1));
     const auto chunksOf = [&](uint32_t buffers, uint32_t most) {
-        return std::max<uint32_t>(1, std::min(most, chunkIds / buffers));
+        return std::max<uint32_t>(1, std::min(most, in.eventIds / SpEventSets(buffers, reduces)));
     };
     if (SinglePassWhole(in, outer, channels, q, rowStride, segSum)) {
         // as many buffers as fit beside this launch's channel vectors (one at least: SinglePassWhole); they
         // change when loads and stores overlap, not what is computed
         const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
         uint32_t buffers = SP_WHOLE_BUFFERS;
-        while (buffers > 1 && (buffers > chunkIds ||
+        while (buffers > 1 && (SpEventSets(buffers, reduces) > in.eventIds ||
                                fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows,
                                                           segSum, vecElems, 1, rows, 1).Total() > in.ubBytes)) {
             --buffers;

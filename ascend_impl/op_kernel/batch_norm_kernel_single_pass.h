@@ -794,11 +794,11 @@ private:
             // last chunk before its rows are issued).
             IssueStatLoads(k, g, true);
             const SubGroup s0 = Make(k, g, 0);
-            AscendC::SetFlag<HardEvent::MTE2_V>(IdOf(s0, chunks_ - 1));
+            AscendC::SetFlag<HardEvent::MTE2_V>(LoadIdOf(s0, chunks_ - 1));
             if (first) {
                 Load(k, s0, g);
             } else {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s0, chunks_ - 1));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s0, chunks_ - 1));
                 FinishStatLoads(k, g, true);
             }
             AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
@@ -930,14 +930,32 @@ private:
         }
     }
 
-    // Event id of chunk c of buffer buf.
-    __aicore__ inline int32_t Id(uint32_t buf, uint32_t c) const { return int32_t(buf * chunks_ + c); }
+    // Event ids of chunk c of buffer buf, fixed (the tiling keeps them below the SoC's QUE_MAX_EVENT:
+    // SpEventSets). MTE2_V: a sub-group's loads are all waited for (Reduce) before the next sub-group's are
+    // issued, so one set of ids, but where nothing is reduced (Finish waits for them after the next
+    // sub-group's loads) one a buffer.
+    __aicore__ inline int32_t LoadId(uint32_t buf, uint32_t c) const
+    {
+        return int32_t((reduce_ ? 0 : buf) * chunks_ + c);
+    }
+    // V_MTE2 / MTE3_MTE2, a chunk released (set by an apply, waited for by the next loads into its buffer,
+    // ReleaseChunk): with up to two buffers those loads come before the next apply, so one set of ids; with
+    // more, the previous sub-group's are still pending there: two sets, alternating, each buffer's kept.
+    __aicore__ inline int32_t ReleaseId(uint32_t buf, uint32_t c) const
+    {
+        return int32_t(relSet_[buf] * chunks_ + c);
+    }
     // Tiling spSpare: the ring's slot of chunk c of sub-group s.
     __aicore__ inline uint32_t SlotOf(const SubGroup &s, uint32_t c) const { return (s.ring0 + c) % slots_; }
-    // Event id of chunk c of sub-group s: its ring slot (spSpare), else that of its buffer's chunk c.
-    __aicore__ inline int32_t IdOf(const SubGroup &s, uint32_t c) const
+    // Event ids of chunk c of sub-group s: its ring slot (spSpare) for every event, else LoadId (MTE2_V) and
+    // ReleaseId (V_MTE2, MTE3_MTE2, and V_MTE3, set and waited for at once).
+    __aicore__ inline int32_t LoadIdOf(const SubGroup &s, uint32_t c) const
     {
-        return slots_ > 0 ? int32_t(SlotOf(s, c)) : Id(s.buf, c);
+        return slots_ > 0 ? int32_t(SlotOf(s, c)) : LoadId(s.buf, c);
+    }
+    __aicore__ inline int32_t ReleaseIdOf(const SubGroup &s, uint32_t c) const
+    {
+        return slots_ > 0 ? int32_t(SlotOf(s, c)) : ReleaseId(s.buf, c);
     }
     // Buffers::shift of chunk c of sub-group s: its slot's first element less its first row's (0 without the ring).
     __aicore__ inline int64_t Shift(const KernelState<T> &k, const SubGroup &s, uint32_t c) const
@@ -968,12 +986,12 @@ private:
                 LoadRows(k, s, c + lead, true, false);
             }
             if (statsGroup >= 0 && c + 1 == chunks_) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
                 FinishStatLoads(k, statsGroup);
             }
             ReleaseSlot(SlotOf(s, c), true, true);
             LoadRows(k, s, c, !dyFirst, reduce_);
-            AscendC::SetFlag<HardEvent::MTE2_V>(IdOf(s, c));
+            AscendC::SetFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
         }
     }
 
@@ -1028,12 +1046,12 @@ private:
                 LoadRows(k, s, c + lead, true, false);
             }
             if (statsGroup >= 0 && c + 1 == chunks_) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
                 FinishStatLoads(k, statsGroup, true);
             }
             ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
             LoadRows(k, s, c, !dyFirst, reduce_);
-            AscendC::SetFlag<HardEvent::MTE2_V>(Id(s.buf, c));
+            AscendC::SetFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
         }
     }
 
@@ -1066,7 +1084,7 @@ private:
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         for (uint32_t c = 0; c < chunks_; ++c) {
-            AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
+            AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
@@ -1110,12 +1128,23 @@ private:
             }
         } else if (want_) {
             for (uint32_t c = 0; c < chunks_; ++c) {
-                AscendC::WaitFlag<HardEvent::MTE2_V>(IdOf(s, c));
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             }
         }
         Coefs(k, s);
         if (reduce_) {
             BNB_PERF_COMBINE_END();
+        }
+        if (loads_ && slots_ == 0) {
+            relSet_[s.buf] = k.t.spBuffers > SP_MAX_BUFFERS ? releases_++ % 2 : 0u;  // ReleaseId
+            // Another buffer's release on the same ids not yet waited for (no next loads into it: the group's
+            // last sub-groups) is waited for first, so no id is set twice before its wait (MTE2 has no more
+            // loads of the group to go on with).
+            for (uint32_t b = 0; b < SP_WHOLE_BUFFERS; ++b) {
+                for (uint32_t c = 0; b != s.buf && relSet_[b] == relSet_[s.buf] && pending_[b] && c < chunks_; ++c) {
+                    ReleaseChunk(b, c);
+                }
+            }
         }
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
@@ -1124,23 +1153,23 @@ private:
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
                     ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_, reduce_,
-                                   scaled, dyFreeEarly ? IdOf(s, c) : -1);
+                                   scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
                 }
             }
             if (!Whole(k)) {
                 ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
-                          dyFreeEarly ? IdOf(s, c) : -1);
+                          dyFreeEarly ? ReleaseIdOf(s, c) : -1);
             }
-            AscendC::SetFlag<HardEvent::V_MTE3>(IdOf(s, c));
-            AscendC::WaitFlag<HardEvent::V_MTE3>(IdOf(s, c));
+            AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
+            AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
             for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
                 StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
             }
             if (loads_) {
                 if (!dyFreeEarly) {
-                    AscendC::SetFlag<HardEvent::V_MTE2>(IdOf(s, c));  // the next loads into this chunk wait for
+                    AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // the next loads into this chunk wait for
                 }
-                AscendC::SetFlag<HardEvent::MTE3_MTE2>(IdOf(s, c));  // its compute and its stores
+                AscendC::SetFlag<HardEvent::MTE3_MTE2>(ReleaseIdOf(s, c));  // its compute and its stores
                 if (slots_ > 0) {
                     pendV_[SlotOf(s, c)] = pendM_[SlotOf(s, c)] = true;
                 }
@@ -1504,10 +1533,10 @@ private:
     __aicore__ inline void ReleaseChunk(uint32_t buf, uint32_t c, bool v = true, bool mte3 = true)
     {
         if (pending_[buf] && v) {
-            AscendC::WaitFlag<HardEvent::V_MTE2>(Id(buf, c));
+            AscendC::WaitFlag<HardEvent::V_MTE2>(ReleaseId(buf, c));
         }
         if (pending_[buf] && mte3) {
-            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(Id(buf, c));
+            AscendC::WaitFlag<HardEvent::MTE3_MTE2>(ReleaseId(buf, c));
         }
         if (mte3 && c + 1 == chunks_) {
             pending_[buf] = false;
@@ -1532,6 +1561,8 @@ private:
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
+    uint32_t relSet_[SP_WHOLE_BUFFERS] = {};  // each buffer's set of release ids (ReleaseId)
+    uint32_t releases_ = 0;  // sub-groups applied with loads, without the ring (the sets alternate)
     uint32_t slots_ = 0;   // tiling spSpare: chunk slots of the ring (SpRingSlots), 0 without
     uint64_t slotElems_ = 0;
     bool pendV_[SP_MAX_CHUNKS] = {}, pendM_[SP_MAX_CHUNKS] = {};  // a ring slot's V_MTE2 / MTE3_MTE2 event is set

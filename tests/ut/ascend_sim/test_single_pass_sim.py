@@ -427,23 +427,30 @@ def test_ring_instead_of_half_rows(sim):
             assert np.array_equal(x, y)
 
 
+
 def _chunks(outer, chunk_rows):
     return -(-outer // chunk_rows)
 
 
-@pytest.mark.parametrize("shape,dtype,buffers", [
-    ((32, 16, 8, 8), "float32", 2), ((64, 8, 8, 8), "float16", 1), ((32, 2, 28, 28), "float32", 1),
-    ((32, 32, 7, 7), "float32", 2),
+@pytest.mark.parametrize("shape,dtype,buffers,training,mask", [
+    ((32, 16, 8, 8), "float32", 2, True, 7), ((64, 8, 8, 8), "float16", 1, True, 7),
+    ((32, 2, 28, 28), "float32", 1, True, 7), ((32, 32, 7, 7), "float32", 2, True, 7),
+    ((32, 16, 8, 8), "float32", 2, False, 1), ((32, 2, 28, 28), "float32", 1, True, 6),
 ])
-def test_ascend910_single_pass_event_ids_within_que_max_event(sim, shape, dtype, buffers):
-    """dav-c100's TPipe has 4 event ids per HardEvent (kernel_macros.h QUE_MAX_EVENT; op_def event_ids), and
-    the single pass gives chunk c of buffer b the ids b x chunks + c (MTE2_V, V_MTE2, V_MTE3, MTE3_MTE2). The
-    tiling used to take 8 / buffers chunks whatever the SoC (ids up to 7: SetFlag refused, e.g. at the loads'
-    MTE2_V); now buffers x chunks stays within the SoC's ids, and the results are the reference's."""
-    info = check(sim, shape, False, dtype, True, soc="ascend910", cores=2)
-    assert info.strategy == SINGLE and info.sp_buffers == buffers
+def test_ascend910_single_pass_event_ids_within_que_max_event(sim, shape, dtype, buffers, training, mask):
+    """dav-c100's TPipe has 4 event ids per HardEvent (kernel_macros.h QUE_MAX_EVENT; op_def event_ids). The
+    single pass used to give chunk c of buffer b the ids b x chunks + c (MTE2_V, V_MTE2, V_MTE3, MTE3_MTE2)
+    and take 8 / buffers chunks whatever the SoC: ids up to 7 here, which SetFlag refuses. Now its ids are
+    sets of one id a chunk (MTE2_V: one set where the loads are reduced, else one a buffer; the releases one
+    set up to two buffers) and the tiling keeps chunks x sets within the SoC's ids; the results are the
+    reference's (also with nothing reduced: grad_input alone, in inference)."""
+    info = check(sim, shape, False, dtype, training, tuple(bool(mask >> i & 1) for i in range(3)), soc="ascend910",
+                 cores=2)
+    assert info.strategy == SINGLE and info.sp_buffers == buffers and info.sp_spare == 0
     outer, slab_rows = shape[0], info.sp_slab_rows
     old_rows = -(-(-(-outer // min(8 // buffers, outer))) // slab_rows) * slab_rows  # the old tiling's chunk rows
-    assert buffers * _chunks(outer, old_rows) > 4  # the case the old tiling took past the ids
-    assert buffers * _chunks(outer, info.sp_chunk_rows) <= 4
+    assert buffers * _chunks(outer, old_rows) > 4  # the old ids reached past the 4
+    reduces = bool(mask & 6) or (training and mask & 1)
+    sets = 1 if reduces else buffers
+    assert 0 < sets * _chunks(outer, info.sp_chunk_rows) <= 4
     assert info.sp_chunk_rows % slab_rows == 0  # chunks start on whole instructions (the sums keep their order)
