@@ -644,7 +644,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         }
     }
     SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
-                     chunksOf(buffers, SP_MAX_CHUNKS), soft);
+                     chunksOf(buffers, SP_MAX_CHUNKS / buffers), soft);
     t.spAccRows = std::max(accRows, slabRows);
     // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
     // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.
