@@ -89,7 +89,7 @@ void PipeSetFlag(pipe_t from, pipe_t to, int64_t id)
 {
     const int a = PipeOf(from), b = PipeOf(to);
     if (a >= 0 && b >= 0 && a != H::NPIPE && b != H::NPIPE) {
-        Tracker().SetFlag(a, b, id);
+        Tracker().SetFlag(a, b, id, {"SetFlag", {nullptr, 0, CaptureTrace()}, a});
     }
 }
 

@@ -98,11 +98,19 @@ public:
         }
     }
     // SetFlag<from_to>(id) / WaitFlag<from_to>(id).
-    void SetFlag(int from, int to, int64_t id)
+    // A second SetFlag on the same pipes and id before its WaitFlag is undefined behaviour (a
+    // PipeBarrier<PIPE_ALL> after it hangs): SetFlag-WaitFlag(ISASI).md, 约束说明. The queues' own
+    // hand-overs take their ids from the TPipe's pool, so a kernel id one of them holds set meets it.
+    void SetFlag(int from, int to, int64_t id, const Instr &in)
     {
+        auto &q = flags_[std::make_tuple(from, to, id)];
+        bnb_rules::Require(q.empty(), in.what,
+                           "SetFlag on an event id already set and not yet waited for (undefined behaviour)",
+                           std::string(PipeName(from)) + " -> " + PipeName(to) + ", event " + std::to_string(id),
+                           in.src);
         Clock token = known_[from];
         token[from] = issued_[from];
-        flags_[std::make_tuple(from, to, id)].push_back(token);
+        q.push_back(token);
     }
     void WaitFlag(int from, int to, int64_t id, const Instr &in)
     {

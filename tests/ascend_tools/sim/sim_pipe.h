@@ -84,7 +84,8 @@ public:
         if (kSync) {
             SimSlot *s = tensor.SimSlotPtr();
             s->enQueEvtId = SimQueueTakeEventID(Pipes::enQueEvt, "EnQue", at);
-            SimThisCore().pipes.SetFlag(Pipes::producer, Pipes::consumer, Event(s, s->enQueEvtId));
+            SimThisCore().pipes.SetFlag(Pipes::producer, Pipes::consumer, Event(s, s->enQueEvtId),
+                                        {"EnQue", at, Pipes::producer});
         }
         perf::EnQue(tensor.SimSlotPtr(), pos == TPosition::VECIN);
         return true;
@@ -115,7 +116,8 @@ public:
         s->gen++;
         if (kSync) {
             s->freeEvtId = SimQueueTakeEventID(Pipes::freeBufEvt, "FreeTensor", at);
-            SimThisCore().pipes.SetFlag(Pipes::consumer, Pipes::producer, Event(s, s->freeEvtId));
+            SimThisCore().pipes.SetFlag(Pipes::consumer, Pipes::producer, Event(s, s->freeEvtId),
+                                        {"FreeTensor", at, Pipes::consumer});
         }
         perf::Free(s, pos == TPosition::VECIN);
     }

@@ -74,7 +74,7 @@ void SetFlag(int32_t eventId, bnb_rules::Src at = bnb_rules::Here())
     const auto pipes = sim::EventPipes(event);
     perf::SetFlag(event, eventId);
     if (pipes.first >= 0) {
-        SimThisCore().pipes.SetFlag(pipes.first, pipes.second, eventId);
+        SimThisCore().pipes.SetFlag(pipes.first, pipes.second, eventId, {"SetFlag", at, pipes.first});
     }
 }
 template <HardEvent event>

@@ -168,6 +168,10 @@ const std::map<std::string, Case> &Cases()
              PipeBarrier<PIPE_MTE2>();
              DataCopy(a, Gm()[64], 64);
          }},
+        {"set_twice", [](uint32_t) {
+             SetFlag<HardEvent::MTE2_V>(1);
+             SetFlag<HardEvent::MTE2_V>(1);  // PROBE set_twice
+         }},
         {"wait_without_set", [](uint32_t) {
              WaitFlag<HardEvent::MTE2_V>(5);  // PROBE wait_without_set
          }},

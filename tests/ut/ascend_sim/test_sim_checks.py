@@ -29,6 +29,7 @@ REFUSED = [
     ("raw_v_s", 1, ["LocalTensor::GetValue", "read-after-write", "Duplicate (PIPE_V"]),
     ("waw_mte2_mte2", 1, ["DataCopy GM->UB", "write-after-write", "PIPE_MTE2"]),
     ("wait_without_set", 1, ["WaitFlag", "would wait forever"]),
+    ("set_twice", 1, ["SetFlag", "already set and not yet waited for", "PIPE_MTE2 -> PIPE_V, event 1"]),
     ("queue_reuse_without_free", 1, ["DataCopy GM->UB", "write-after-write", "Adds (PIPE_V"]),
     ("scalar_read_after_mte3", 1, ["GlobalTensor::GetValue", "without DataCacheCleanAndInvalid"]),
     ("scalar_store_then_mte2", 1, ["DataCopy GM->UB", "scalar store left in the data cache"]),
