@@ -105,7 +105,7 @@ public:
     {
         auto &q = flags_[std::make_tuple(from, to, id)];
         bnb_rules::Require(q.empty(), in.what,
-                           "SetFlag on an event id already set and not yet waited for (undefined behaviour)",
+                           "SetFlag on an event id already set and not yet waited for: undefined behaviour",
                            std::string(PipeName(from)) + " -> " + PipeName(to) + ", event " + std::to_string(id),
                            in.src);
         Clock token = known_[from];

@@ -181,7 +181,7 @@ const std::map<std::string, std::function<void()>> &Cases()
         {"wait_without_set", [] {
              WaitFlag<HardEvent::MTE2_V>(3);  // PROBE wait_without_set
          }},
-        {"fixed_event_id_vs_queue", [] {  // the queue's EnQue holds MTE2_V id 0; WaitFlag(0) returns on its set
+        {"fixed_event_id_vs_queue", [] {  // the queue's EnQue holds MTE2_V id 0, set: a second SetFlag on it
              TPipe pipe;
              TQue<TPosition::VECIN, 1> in;
              TBuf<TPosition::VECCALC> other;
@@ -191,9 +191,9 @@ const std::map<std::string, std::function<void()>> &Cases()
              DataCopy(x, Gm(), 1024);
              in.EnQue(x);  // look-ahead: dequeued later
              DataCopy(y, Gm()[1024], 1024);
-             SetFlag<HardEvent::MTE2_V>(0);
-             WaitFlag<HardEvent::MTE2_V>(0);
-             Muls(y, y, 2.0f, 1024);  // PROBE fixed_event_id_vs_queue
+             SetFlag<HardEvent::MTE2_V>(0);  // PROBE fixed_event_id_vs_queue
+             WaitFlag<HardEvent::MTE2_V>(0);  // (would return on the queue's set)
+             Muls(y, y, 2.0f, 1024);
          }},
         {"flags_order_it", [] {  // legal: the same copies ordered by flags and a queue
              TPipe pipe;

@@ -51,8 +51,8 @@ CASES = [
                             "(PIPE_MTE3", "nothing orders PIPE_MTE3 before PIPE_MTE2"]),
     ("gm_raw_mte3_mte2", ["copy_gm_to_ubuf: pipe hazard, read-after-write on GM bytes +4096 with copy_ubuf_to_gm "
                           "(PIPE_MTE3", "nothing orders PIPE_MTE3 before PIPE_MTE2"]),
-    ("fixed_event_id_vs_queue", ["vmuls: pipe hazard, read-after-write on UB bytes 4096..8192 with copy_gm_to_ubuf "
-                                 "(PIPE_MTE2", "nothing orders PIPE_MTE2 before PIPE_V"]),
+    ("fixed_event_id_vs_queue", ["SetFlag: SetFlag on an event id already set and not yet waited for: undefined "
+                                 "behaviour (PIPE_MTE2 -> PIPE_V, event 0)"]),
     ("wait_without_set", ["WaitFlag: WaitFlag with no SetFlag pending: the core would wait forever "
                           "(PIPE_MTE2 -> PIPE_V, event 3)"]),
 ]
