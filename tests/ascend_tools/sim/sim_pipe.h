@@ -29,7 +29,7 @@ public:
 // The hand-overs of a queue order two pipes as the real TQue does with its
 // events (基础API/同步控制/核内同步/TQueSync模板参数.md): VECIN: EnQue/DeQue
 // MTE2 -> V, FreeTensor/AllocTensor V -> MTE2; VECOUT: EnQue/DeQue V -> MTE3,
-// FreeTensor/AllocTensor MTE3 -> V. Each buffer has its own event.
+// FreeTensor/AllocTensor MTE3 -> V. Each hand-over sets and waits on the id it took from the TPipe's pool.
 template <TPosition pos>
 struct SimQueuePipes {
     static constexpr bool in = pos == TPosition::VECIN, out = pos == TPosition::VECOUT;
@@ -196,7 +196,6 @@ public:
     void Destroy() { SimThisCore().ubUsed = 0; }
     // The pool of event ids of each HardEvent: QUE_MAX_EVENT of the core (bnb_rules::QueMaxEvent), shared
     // by the kernel's AllocEventID / FetchEventID and the queues' EnQue / FreeTensor, as in the real TPipe.
-    // (The sim's queue hand-overs order the pipes with events of their own; only the ids are pooled.)
     int SimMaxEventIds() const { return bnb_rules::QueMaxEvent(SimThisCore().soc.npuArch); }
     int8_t SimTakeEventID(HardEvent evt, const char *op, bnb_rules::Src at)
     {
