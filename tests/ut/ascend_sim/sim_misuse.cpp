@@ -23,6 +23,39 @@ void OnSlices(Op op)
     op(t, t[64], t[128]);
 }
 
+// Two VECOUT buffers stored and freed: each holds an MTE3_V event id until allocated again.
+void StoreAndFreeTwo(TQue<QuePosition::VECOUT, 2> &q)
+{
+    GlobalTensor<float> gm;
+    gm.SetGlobalBuffer(g_gm, 1024);
+    for (int i = 0; i < 2; ++i) {
+        LocalTensor<float> a = q.AllocTensor<float>();
+        Duplicate(a, 1.0f, 64);
+        q.EnQue(a);
+        LocalTensor<float> b = q.DeQue<float>();
+        DataCopy(gm[i * 64], b, 64);
+        q.FreeTensor(b);
+    }
+}
+
+// n MTE3_V event ids taken by the kernel, then given back.
+void TakeMte3VIds(TPipe &pipe, int n)
+{
+    TEventID ids[8];
+    for (int i = 0; i < n; ++i) ids[i] = pipe.AllocEventID<HardEvent::MTE3_V>();
+    for (int i = 0; i < n; ++i) pipe.ReleaseEventID<HardEvent::MTE3_V>(ids[i]);
+}
+
+// A queue of two buffers and `tbufs` more buffers in one TPipe.
+void ManyBuffers(int tbufs)
+{
+    TPipe pipe;
+    TQue<QuePosition::VECIN, 2> q;
+    pipe.InitBuffer(q, 2, 32);
+    TBuf<TPosition::VECCALC> bufs[63];
+    for (int i = 0; i < tbufs; ++i) pipe.InitBuffer(bufs[i], 32);
+}
+
 const std::map<std::string, std::function<void()>> &Cases()
 {
     static const std::map<std::string, std::function<void()>> cases = {
@@ -63,57 +96,23 @@ const std::map<std::string, std::function<void()>> &Cases()
              TPipe pipe;
              TQue<QuePosition::VECOUT, 2> q;
              pipe.InitBuffer(q, 2, 256);
-             GlobalTensor<float> gm;
-             gm.SetGlobalBuffer(g_gm, 1024);
-             for (int i = 0; i < 2; ++i) {
-                 LocalTensor<float> a = q.AllocTensor<float>();
-                 Duplicate(a, 1.0f, 64);
-                 q.EnQue(a);
-                 LocalTensor<float> b = q.DeQue<float>();
-                 DataCopy(gm[i * 64], b, 64);
-                 q.FreeTensor(b);
-             }
-             TEventID ids[3];
-             for (auto &id : ids) id = pipe.AllocEventID<HardEvent::MTE3_V>();
-             for (auto id : ids) pipe.ReleaseEventID<HardEvent::MTE3_V>(id);
+             StoreAndFreeTwo(q);
+             TakeMte3VIds(pipe, 3);
          }},
         // The same, with the two buffers allocated again first: AllocTensor returned their ids.
         {"event_ids_freed_then_allocated", [] {
              TPipe pipe;
              TQue<QuePosition::VECOUT, 2> q;
              pipe.InitBuffer(q, 2, 256);
-             GlobalTensor<float> gm;
-             gm.SetGlobalBuffer(g_gm, 1024);
+             StoreAndFreeTwo(q);
              LocalTensor<float> held[2];
-             for (int i = 0; i < 2; ++i) {
-                 LocalTensor<float> a = q.AllocTensor<float>();
-                 Duplicate(a, 1.0f, 64);
-                 q.EnQue(a);
-                 LocalTensor<float> b = q.DeQue<float>();
-                 DataCopy(gm[i * 64], b, 64);
-                 q.FreeTensor(b);
-             }
              for (auto &t : held) t = q.AllocTensor<float>();
-             TEventID ids[4];
-             for (auto &id : ids) id = pipe.AllocEventID<HardEvent::MTE3_V>();
-             for (auto id : ids) pipe.ReleaseEventID<HardEvent::MTE3_V>(id);
+             TakeMte3VIds(pipe, 4);
              for (auto &t : held) q.FreeTensor(t);
          }},
-        // 65 buffers in one TPipe (QBUF_MAX_LEN is 64, TQue and TBuf buffers together).
-        {"too_many_buffers", [] {
-             TPipe pipe;
-             TQue<QuePosition::VECIN, 2> q;
-             pipe.InitBuffer(q, 2, 32);
-             TBuf<TPosition::VECCALC> bufs[63];
-             for (auto &b : bufs) pipe.InitBuffer(b, 32);
-         }},
-        {"max_buffers", [] {
-             TPipe pipe;
-             TQue<QuePosition::VECIN, 2> q;
-             pipe.InitBuffer(q, 2, 32);
-             TBuf<TPosition::VECCALC> bufs[62];
-             for (auto &b : bufs) pipe.InitBuffer(b, 32);
-         }},
+        // 65 buffers in one TPipe (QBUF_MAX_LEN is 64, TQue and TBuf buffers together); 64 run.
+        {"too_many_buffers", [] { ManyBuffers(63); }},
+        {"max_buffers", [] { ManyBuffers(62); }},
         {"unaligned_datacopy", [] {
              TPipe pipe;
              TBuf<TPosition::VECCALC> buf;
