@@ -333,6 +333,18 @@ inline bool RingSoc(const TilingInput &in)
     return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad && in.hasMulAdd;
 }
 
+// The UB a one-core single-pass launch of `channels` holds beside its sub-groups: the widest channel
+// vectors (*vecAll elements) and, without DataCopyPad, the software SyncAll's UB for every core. The
+// row and accumulator choices below are made against it, so they depend on the shape and the SoC alone.
+inline uint64_t OneCoreFixedUb(const TilingInput &in, uint64_t channels, uint32_t *vecAll)
+{
+    *vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
+    return MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, *vecAll, LAYOUT_CHANNEL_FIRST, in.dtype,
+                      OutBuffers(in.dtype, in.hasDataCopyPad))
+               .Total() +
+           (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+}
+
 // Single pass: a tensor of many sub-groups that one buffer holds one at a time (16-bit types: a 28x28
 // channel, a run of 14x14 ones) is double-buffered with half the rows per vector instruction (smaller
 // slabs) where two buffers of as many channels fit so, so a sub-group's loads overlap the previous one's
@@ -351,11 +363,8 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
     if (!in.hasMulAdd || slabRows < 2) {
         return false;
     }
-    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
-    const uint64_t fixed =
-        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
-            .Total() +
-        (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+    uint32_t vecAll = 0;
+    const uint64_t fixed = OneCoreFixedUb(in, channels, &vecAll);
     const auto most = [&](uint32_t buffers, uint32_t rows) -> uint64_t {
         for (uint64_t g = std::min<uint64_t>(channels, MAX_TILE_ROWS) / q * q; g >= q; g -= q) {
             if (fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, rows, segSum,
@@ -387,11 +396,8 @@ inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, u
     if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner))) {
         return false;
     }
-    const uint32_t vecAll = uint32_t(AlignUp(std::max<uint64_t>(channels, 2 * NoPadGroupWidth(in)), VEC_ALIGN));
-    const uint64_t fixed =
-        MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
-            .Total() +
-        (in.hasDataCopyPad ? 0 : SyncWorkBytes(MAX_CORES));
+    uint32_t vecAll = 0;
+    const uint64_t fixed = OneCoreFixedUb(in, channels, &vecAll);
     return fixed + MakeSinglePassPlan(outer, uint32_t(q), uint32_t(rowStride), in.dtype, 1, SP_SLAB_ROWS, segSum, vecAll,
                                       0, SP_WIDE_SLAB_ROWS)
                        .Total() <=
