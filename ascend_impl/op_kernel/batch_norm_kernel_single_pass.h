@@ -747,12 +747,18 @@ public:
         outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
+            lastGroup_ = g + w.step >= w.end;
             Group(k, int64_t(g));
         }
         Release();
         if (k.t.softSync) {
-            k.SyncCores();  // every group's totals are in the workspace
-            BNB_PERF_COMBINE_BEGIN();
+            if (!synced_) {
+                k.SyncCores();  // every group's totals are in the workspace
+                BNB_PERF_COMBINE_BEGIN();
+                LoadShare(k);
+            } else {
+                BNB_PERF_COMBINE_BEGIN();
+            }
             WriteShare(k);
             BNB_PERF_COMBINE_END();
         }
@@ -848,6 +854,7 @@ private:
             if (spare > 0) {
                 LoadRing(k, Make(k, g, i + 1), 0, spare);
             }
+            syncGroup_ = k.t.softSync && lastGroup_ && i + 1 == subs && ShareInOneLoad(k) ? g : -1;
             Finish(k, s);
             if (!twoBuffers && i + 1 < subs) {
                 if (slots_ > 0) {
@@ -858,6 +865,14 @@ private:
             }
         }
         Release();
+        if (!synced_) {
+            CloseGroup(k, g);
+        }
+    }
+
+    // After the group's last sums: grad_weight / grad_bias of group g, or (softSync) its totals to its slot.
+    __aicore__ inline void CloseGroup(KernelState<T> &k, int64_t g)
+    {
         SetWaitFlag<HardEvent::S_V>();  // the scalar unit's reads of the vectors (Broadcast) before V writes them
         // grad_weight = invstd * sum(dy * (x - mean))
         AscendC::Mul(k.ub.v.totDyx, k.ub.v.totDyx, k.ub.v.invstd, Narrow<int32_t>(k.t.vecElems, "Mul count"));
@@ -871,6 +886,20 @@ private:
         }
     }
 
+    // softSync, the core's last sub-group, once its coefficients are formed: where this core's share of
+    // grad_weight / grad_bias is one load of slots (ShareInOneLoad), the group's totals go to its slot and
+    // the cores meet before the sub-group's apply, so the share's slots land while V applies and its
+    // stores follow the last grad_input rows (the same totals, so the same bits).
+    __aicore__ inline void SyncBeforeLastApply(KernelState<T> &k, int64_t g)
+    {
+        CloseGroup(k, g);
+        k.SyncCores();  // every group's totals are in the workspace
+        BNB_PERF_COMBINE_BEGIN();
+        LoadShare(k);
+        BNB_PERF_COMBINE_END();
+        synced_ = true;
+    }
+
     // softSync: group g's totals to its slot of the workspace (whole blocks, the slot its own).
     __aicore__ inline void Stash(KernelState<T> &k, int64_t g)
     {
@@ -881,15 +910,48 @@ private:
         AscendC::PipeBarrier<PIPE_ALL>();  // landed before the next group's totals overwrite the lanes
     }
 
-    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, whole
-    // blocks of them (ShareQuantum; the last core takes the remainder), at most vecElems at a time (a
-    // multiple of the block, at least two: no chunk but the last shorter than a block), gathered from
-    // the slots of the groups they belong to by the scalar unit.
+    // softSync: this core's share of grad_weight / grad_bias, whole blocks of channels (ShareQuantum; the
+    // last core takes the remainder), [*b, *e), and the groups g0..g1 they belong to.
+    __aicore__ inline void ShareOfCore(const KernelState<T> &k, uint64_t *b, uint64_t *e) const
+    {
+        ChannelShareOfCore(0, uint64_t(k.t.channels), ShareQuantum(k), AscendC::GetBlockIdx(), k.t.usedCores, b, e);
+    }
+    // Bytes of the slots of the groups of channels [c0, c0 + n), contiguous in the workspace.
+    __aicore__ inline uint64_t SlotSpan(const KernelState<T> &k, uint64_t c0, uint64_t n) const
+    {
+        const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
+        return uint64_t(g1 - g0 + 1) * 2 * StashSlotFloats(k.t);
+    }
+    // The share is one chunk whose slots fit partUb (unused by the single pass): one load, issued right
+    // after the SyncAll (LoadShare).
+    __aicore__ inline bool ShareInOneLoad(const KernelState<T> &k) const
+    {
+        uint64_t b = 0, e = 0;
+        ShareOfCore(k, &b, &e);
+        return e - b <= k.t.vecElems && (e == b || SlotSpan(k, b, e - b) <= k.ub.partUb.GetSize());
+    }
+    __aicore__ inline void LoadShare(KernelState<T> &k)
+    {
+        uint64_t b = 0, e = 0;
+        ShareOfCore(k, &b, &e);
+        if (ShareInOneLoad(k) && e > b) {
+            AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(GroupOf(k.t, int64_t(b))) * 2 * StashSlotFloats(k.t)],
+                              uint32_t(SlotSpan(k, b, e - b)));
+            shareEvent_ = k.pipe.template AllocEventID<HardEvent::MTE2_S>();  // held across the apply
+            AscendC::SetFlag<HardEvent::MTE2_S>(shareEvent_);
+            shareLoaded_ = true;
+        }
+    }
+
+    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, at most
+    // vecElems at a time (a multiple of the block, at least two: no chunk but the last shorter than a
+    // block), gathered from the slots of the groups they belong to by the scalar unit (one chunk: from
+    // the slots LoadShare brought).
     __aicore__ inline void WriteShare(KernelState<T> &k)
     {
         const uint64_t q = ShareQuantum(k);
         uint64_t b = 0, e = 0;
-        ChannelShareOfCore(0, uint64_t(k.t.channels), q, AscendC::GetBlockIdx(), k.t.usedCores, &b, &e);
+        ShareOfCore(k, &b, &e);
         const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
         ChannelVecs &v = k.ub.v;
         for (uint64_t c0 = b; c0 < e; c0 += vec) {
@@ -898,11 +960,14 @@ private:
                 n -= q;  // the rest (then more than a block, at most two) is the last chunk
             }
             const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
-            // The chunk's slots are contiguous: one copy into partUb (unused by the single pass) where they fit.
-            const uint64_t span = uint64_t(g1 - g0 + 1) * 2 * slot;
-            const bool together = span <= k.ub.partUb.GetSize();
-            if (together) {
-                AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(span));
+            // The chunk's slots are contiguous: one copy into partUb where they fit.
+            const bool together = SlotSpan(k, c0, n) <= k.ub.partUb.GetSize();
+            if (shareLoaded_) {
+                AscendC::WaitFlag<HardEvent::MTE2_S>(shareEvent_);
+                k.pipe.template ReleaseEventID<HardEvent::MTE2_S>(shareEvent_);
+                shareLoaded_ = false;
+            } else if (together) {
+                AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(SlotSpan(k, c0, n)));
                 SetWaitFlag<HardEvent::MTE2_S>();
             }
             for (int64_t g = g0; g <= g1; ++g) {
@@ -925,9 +990,42 @@ private:
                     SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
                 }
             }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            WriteParamRange(k, int64_t(c0), uint32_t(n));
+            // the scalar unit's writes before V / MTE3 read them (the apply's grad_input stores, still in
+            // flight, need not land first)
+            SetWaitFlag<HardEvent::S_V>();
+            SetWaitFlag<HardEvent::S_MTE3>();
+            if (synced_ && c0 + n >= e) {
+                LastShareOut(k, int64_t(c0), uint32_t(n));
+            } else {
+                WriteParamRange(k, int64_t(c0), uint32_t(n));
+            }
         }
+    }
+
+    // WriteParamRange's stores of the launch's last per-channel outputs (the cores met before the last
+    // apply: SyncBeforeLastApply), left in flight behind the apply's grad_input stores: nothing writes
+    // their sources after them, and the launch ends when every store landed.
+    __aicore__ inline void LastShareOut(KernelState<T> &k, int64_t c0, uint32_t n)
+    {
+        const bool wantW = k.t.outputMask >> GRAD_WEIGHT & 1, wantB = k.t.outputMask >> GRAD_BIAS & 1;
+        if (!wantW || !wantB) {
+            WriteParamRange(k, c0, n);
+            return;
+        }
+        ChannelVecs &v = k.ub.v;
+        if constexpr (!IsSame<T, float>::value) {
+            if (!k.t.gradParamFloat32) {
+                LocalTensor<T> staged = v.stage.template ReinterpretCast<T>();
+                AscendC::Cast(staged, v.totDyx, NarrowRound<T>(), int32_t(n));
+                AscendC::Cast(staged[k.t.vecElems], v.totDy, NarrowRound<T>(), int32_t(n));
+                SetWaitFlag<HardEvent::V_MTE3>();
+                k.copy.Out(k.gradT[OUT_GRAD_WEIGHT], staged, c0, 1, n, n, k.t.vecElems, true);
+                k.copy.Out(k.gradT[OUT_GRAD_BIAS], staged[k.t.vecElems], c0, 1, n, n, k.t.vecElems, true);
+                return;
+            }
+        }
+        k.copy.Out(k.gradF[OUT_GRAD_WEIGHT], v.totDyx, c0, 1, n, n, k.t.vecElems, true);
+        k.copy.Out(k.gradF[OUT_GRAD_BIAS], v.totDy, c0, 1, n, n, k.t.vecElems, true);
     }
 
     // Event ids of chunk c of buffer buf, fixed (the tiling keeps them below the SoC's QUE_MAX_EVENT:
@@ -1145,6 +1243,9 @@ private:
                     ReleaseChunk(b, c);
                 }
             }
+        }
+        if (syncGroup_ >= 0) {
+            SyncBeforeLastApply(k, syncGroup_);
         }
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
@@ -1557,6 +1658,11 @@ private:
     }
 
     Buffers<T> b_;
+    bool lastGroup_ = false;   // Group: the core's last group
+    int64_t syncGroup_ = -1;   // Finish: the cores meet before this sub-group's apply (SyncBeforeLastApply)
+    bool synced_ = false;      // they have met (softSync)
+    bool shareLoaded_ = false;  // LoadShare's copy is in flight (its MTE2_S event set)
+    AscendC::TEventID shareEvent_ = 0;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
