@@ -259,6 +259,49 @@ inline uint64_t NoPadGroupWidth(const TilingInput &in)
     return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
 }
 
+// Two passes on a SoC with the software SyncAll, without DataCopyPad, that fuses the multiply-adds (Atlas
+// inference), BatchNormBackward in training with grad_input, channel-first, whole groups per core that leave
+// cores idle (a group is at least one block of the per-channel vectors, NoPadGroupWidth: a 64-channel 16-bit
+// layer runs on 4 of 8 cores): where every core can take whole channels, at least two (so they pipeline,
+// ChannelPipeline), balanced within WHOLE_CHANNEL_SLACK, and two channels of every core fit L2 /
+// L2_ROUND_DIVISOR (ChannelPipelineInL2), one group of whole channels per core instead, grad_weight /
+// grad_bias of the groups stashed in the workspace and written in whole blocks after one software SyncAll
+// (StashedTwoPass, as the single pass's softSync), rather than the cross-core L2 rounds of TrySoftSync (a
+// SyncAll and a combine per round). Returns whether it applied.
+inline bool TrySoftWholeChannels(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasSyncAll || !in.hasSoftSyncAll || in.hasDataCopyPad || !in.hasMulAdd || !in.allowSinglePass ||
+        t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.usePad ||
+        t.shiftLast || !in.training || !(in.outputMask >> GRAD_INPUT & 1) || t.groups <= 0 || in.l2Bytes == 0) {
+        return false;
+    }
+    const uint64_t eb = DtypeBytes(in.dtype), c = uint64_t(t.channels);
+    const uint64_t cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    if (uint64_t(t.inner) * eb % BLOCK_BYTES != 0 || cores <= t.usedCores || c < 2 * cores ||
+        double(CeilDiv(c, cores) * cores) > WHOLE_CHANNEL_SLACK * double(c) ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD) {
+        return false;
+    }
+    const uint64_t plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) > in.ubBytes) {
+        return false;
+    }
+    BatchNormBackwardTilingData w = t;
+    w.balanced = 1;
+    w.groups = int64_t(cores);
+    w.groupWidth = uint32_t(CeilDiv(c, cores));  // the widest group (balanced: C * g / groups)
+    w.usedCores = uint32_t(cores);
+    w.l2Channels = 0;
+    w.plTail = 0;
+    w.plAhead = 0;
+    if (w.groupWidth > w.vecElems || !ChannelPipelineInL2(in, w)) {
+        return false;
+    }
+    w.softSync = 1;
+    t = w;
+    return true;
+}
+
 // Two passes on a SoC with the software SyncAll but not the hardware one
 // (Atlas training / inference), BatchNormBackward in training with
 // grad_input (not the SyncBatchNorm steps: ComputeSyncTiling), channel-first: whole groups per core leave cores idle (a group
@@ -821,7 +864,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
         TryL2Rounds(in, t);
         TryL2Channels(in, t);
-        TrySoftSync(in, t);
+        if (!TrySoftWholeChannels(in, t)) {
+            TrySoftSync(in, t);
+        }
     }
     return "";
 }

@@ -212,12 +212,23 @@ private:
             }
             ReduceUnits(b, e);
             BNB_PERF_COMBINE_BEGIN();
-            WriteParamGrads<MODE>(k_, int64_t(g), true);
+            if (StashedTwoPass(k_.t)) {
+                GroupTotals<MODE>(k_, int64_t(g));
+                StashGroupTotals(k_, int64_t(g));
+            } else {
+                WriteParamGrads<MODE>(k_, int64_t(g), true);
+            }
             BNB_PERF_COMBINE_END();
             if (wantInput) {
                 LoadCoefs<MODE>(k_, int64_t(g), true);  // from the totals just combined, not from GM again
             }
             ApplyUnits(b, e, wantInput);
+        }
+        if (StashedTwoPass(k_.t) && k_.t.usedCores > 1) {
+            k_.SyncCores();  // every group's totals are in the workspace
+            BNB_PERF_COMBINE_BEGIN();
+            WriteStashedShare(k_);
+            BNB_PERF_COMBINE_END();
         }
     }
 
@@ -258,7 +269,7 @@ private:
         }
         BNB_PERF_COMBINE_BEGIN();
         AscendC::PipeBarrier<PIPE_ALL>();
-        WriteParamRange(k_, gs, n);
+        GroupParamsOut(k_, g, gs, n);
         BNB_PERF_COMBINE_END();
     }
 
@@ -391,7 +402,7 @@ private:
         k_.WaitPartials();
         AscendC::PipeBarrier<PIPE_ALL>();  // the totals (and the group's last stores) before the copies
         BNB_PERF_COMBINE_BEGIN();
-        WriteParamRange(k_, GroupStart(k_.t, g), n);
+        GroupParamsOut(k_, g, GroupStart(k_.t, g), n);
         BNB_PERF_COMBINE_END();
     }
 

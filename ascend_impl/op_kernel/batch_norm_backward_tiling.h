@@ -354,12 +354,22 @@ BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
 // docs/ascend_kernel.md).
 BNB_FN bool InterleavedRounds(const BatchNormBackwardTilingData &t) { return !t.softSync || t.ilRounds; }
 
-// Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
-// its own, for the cores that write grad_weight / grad_bias after the SyncAll.
+// Two passes, whole groups per core (crossCore 0) with softSync (the host's TrySoftWholeChannels): groups
+// narrower than a block of grad_weight / grad_bias, so their totals are stashed as the single pass's are and
+// written in whole blocks after the one software SyncAll.
+BNB_FN bool StashedTwoPass(const BatchNormBackwardTilingData &t)
+{
+    return t.strategy == STRATEGY_TWO_PASS && t.softSync && !t.crossCore;
+}
+
+// Single pass with softSync (and StashedTwoPass): each group's totals (sum_dy, then sum_dy_xhat), in a slot of
+// whole blocks of its own, for the cores that write grad_weight / grad_bias after the SyncAll.
 BNB_FN uint64_t StashSlotFloats(const BatchNormBackwardTilingData &t) { return AlignUp(t.groupWidth, 8); }
 BNB_FN uint64_t StashFloats(const BatchNormBackwardTilingData &t)
 {
-    return t.strategy == STRATEGY_SINGLE_PASS && t.softSync ? uint64_t(t.groups) * 2 * StashSlotFloats(t) : 0;
+    return (t.strategy == STRATEGY_SINGLE_PASS && t.softSync) || StashedTwoPass(t)
+               ? uint64_t(t.groups) * 2 * StashSlotFloats(t)
+               : 0;
 }
 
 // int32 flags of the software SyncAll: one block per core.
