@@ -201,6 +201,26 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     }
 }
 
+// Two passes, channel-first, without DataCopyPad (QUEUE_DEPTH grad_input buffers, OutBuffers): a third
+// grad_input buffer where the SoC's event ids hold it (a freed buffer holds an MTE3_V id until it is allocated
+// again, beside the partials' PART_HALVES and one of the kernel's own: QUE_MAX_EVENT is 4 on ascend910, 8 on
+// ascend310p) and UB has room for it with the tiles already chosen (and the software SyncAll's workspace), so
+// the vector unit runs a unit further ahead of the grad_input stores: phase 2 is bound by them there, and a
+// vector unit held by a full queue holds the input buffers the next loads wait for.
+inline void TryThirdOutBuffer(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasDataCopyPad || t.strategy != STRATEGY_TWO_PASS || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        t.outBuffers >= OUT_BUFFERS_IN_PLACE || OUT_BUFFERS_IN_PLACE + PART_HALVES + 1 > in.eventIds) {
+        return;
+    }
+    const uint64_t cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    const uint64_t plan =
+        MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, OUT_BUFFERS_IN_PLACE).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) <= in.ubBytes) {
+        t.outBuffers = OUT_BUFFERS_IN_PLACE;
+    }
+}
+
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
@@ -862,6 +882,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
+        TryThirdOutBuffer(in, t);
         TryL2Rounds(in, t);
         TryL2Channels(in, t);
         if (!TrySoftWholeChannels(in, t)) {

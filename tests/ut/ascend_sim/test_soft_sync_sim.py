@@ -237,3 +237,25 @@ def test_soft_whole_channels_same_bits_for_any_core_count(sim, shape, ub, l2):
     for other in outs[1:]:
         for x, y in zip(outs[0], other):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,l2", [((4, 16, 32, 32), 0), ((4, 16, 32, 32), 64 * 1024), ((8, 16, 24, 24), 150000)])
+def test_third_grad_input_buffer(sim, soc, dtype, shape, l2):
+    """Two passes without DataCopyPad: a third grad_input buffer where the SoC's event ids hold it
+    (ascend310p's 8 per HardEvent; not ascend910's 4) and UB has room; values against the reference and
+    the same bits for any core count (the buffers carry grad_input only, not the sums)."""
+    info = check(sim, shape, False, dtype, True, soc=soc, cores=8, two_pass=True, l2_bytes=l2)
+    assert info.strategy == simlib.STRATEGIES["two_pass"]
+    assert info.out_buffers == (3 if soc == "ascend310p" else 2), info
+    args = make_inputs(shape, False, dtype, seed=1)
+    outs = []
+    for cores in (1, 3, 8):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, soc=soc, cores=cores, two_pass=True, l2_bytes=l2)
+        assert ri.out_buffers == info.out_buffers
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
