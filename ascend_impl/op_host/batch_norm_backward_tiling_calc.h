@@ -221,6 +221,32 @@ inline void TryThirdOutBuffer(const TilingInput &in, BatchNormBackwardTilingData
     }
 }
 
+// Whole channels per core, pipelined (ChannelPipeline), on SoCs without DataCopyPad that fuse the multiply-adds
+// (Atlas inference: phase 1 bound by its first reads, phase 2 by its grad_input stores): the input queues take
+// IN_BUFFERS_AHEAD buffers and each step issues the loads of the step two ahead, where the SoC's event ids hold
+// them (each buffer an MTE2_V id while queued and a V_MTE2 id once freed, beside one of the kernel's own) and
+// UB has room -- in place of the third grad_input buffer (TryThirdOutBuffer) where both do not fit. With one
+// unit ahead a phase-1 unit's first reads left the next phase-2 unit's loads behind them waiting for a buffer
+// that only that unit's landing and reduce free, and the stores stood idle meanwhile.
+inline void TryLoadsTwoAhead(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasDataCopyPad || !in.hasMulAdd || !in.allowSinglePass || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.groups <= 0 ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD || 2 * IN_BUFFERS_AHEAD + 2 > in.eventIds) {
+        return;
+    }
+    const uint64_t sync = t.softSync ? SyncWorkBytes(t.usedCores) : 0;
+    for (const uint32_t out : {t.outBuffers, QUEUE_DEPTH}) {
+        if (MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, out, t.partSlots, IN_BUFFERS_AHEAD)
+                    .Total() + sync <= in.ubBytes) {
+            t.outBuffers = out;
+            t.inBuffers = IN_BUFFERS_AHEAD;
+            return;
+        }
+    }
+}
+
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
@@ -888,6 +914,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         if (!TrySoftWholeChannels(in, t)) {
             TrySoftSync(in, t);
         }
+        TryLoadsTwoAhead(in, t);
     }
     return "";
 }
