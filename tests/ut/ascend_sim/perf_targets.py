@@ -93,10 +93,7 @@ UNMET = {
     TIME: {
         ('ascend310p', (32, 64, 112, 112), 'float16'): 'modeled 1078.5 us, 1.43x the GM bound; floor 1.00x (a design gap)',
         ('ascend310p', (32, 512, 7, 7), 'float16'): 'modeled 32.7 us, 1.39x the GM bound; floor 1.01x (a design gap)',
-        ('ascend310p', (32, 64, 56, 56), 'float32'): 'modeled 486.0 us, 1.29x the GM bound; floor 1.00x (a design gap)',
         ('ascend310p', (32, 64, 112, 112), 'float32'): 'modeled 2021.3 us, 1.34x the GM bound; floor 1.00x (a design gap)',
-        ('ascend310p', (32, 128, 56, 56), 'float32'): 'modeled 972.1 us, 1.29x the GM bound; floor 1.00x (a design gap)',
-        ('ascend310p', (32, 256, 56, 56), 'float32'): 'modeled 1944.1 us, 1.29x the GM bound; floor 1.00x (a design gap)',
         ('ascend910', (32, 64, 56, 56), 'float16'): 'modeled 59.1 us, 1.84x the GM bound; floor 1.11x (a design gap)',
         ('ascend910', (32, 64, 112, 112), 'float16'): 'modeled 250.8 us, 1.95x the GM bound; floor 1.08x (a design gap)',
         ('ascend910', (32, 128, 28, 28), 'float16'): 'modeled 31.8 us, 1.98x the GM bound; floor 1.15x (a design gap)',
@@ -114,8 +111,8 @@ UNMET = {
         ('ascend910', (32, 128, 56, 56), 'float32'): 'modeled 185.4 us, 1.44x the GM bound; floor 1.00x (a design gap)',
         ('ascend910', (32, 256, 56, 56), 'float32'): 'modeled 365.2 us, 1.42x the GM bound; floor 1.00x (a design gap)',
         ('ascend910', (32, 512, 7, 7), 'float32'): 'modeled 11.0 us, 1.37x the GM bound; floor 1.00x (a design gap)',
-        ('ascend910_93', (32, 512, 7, 7), 'float16'): 'modeled 5.2 us, 1.73x the GM bound; floor 1.07x (a design gap)',
-        ('ascend910b', (32, 512, 7, 7), 'float16'): 'modeled 5.2 us, 1.73x the GM bound; floor 1.07x (a design gap)',
+        ('ascend910_93', (32, 512, 7, 7), 'float16'): 'modeled 5.1 us, 1.71x the GM bound; floor 1.07x (a design gap)',
+        ('ascend910b', (32, 512, 7, 7), 'float16'): 'modeled 5.1 us, 1.71x the GM bound; floor 1.07x (a design gap)',
         ('ascend950', (32, 512, 7, 7), 'float16'): 'modeled 4.8 us, 1.59x the GM bound; floor 1.07x (a design gap)',
     },
     COMBINE: {
