@@ -238,7 +238,7 @@ def test_soft_whole_channels(lib):
     """ascend310p float16 (32, 64, 56, 56): whole groups of a block of the 16-bit vectors (16 channels) would
     run on 4 of 8 cores; every core takes 8 whole channels instead, pipelined (two channels of every core
     fit half of L2), one software SyncAll before grad_weight / grad_bias are written in whole blocks (no
-X
+    L2 rounds), the second reads L2 hits, within 1.3x of the bound."""
     shape = (32, 64, 56, 56)
     r = ascend_model.run(lib, "ascend310p", shape, "float16")
     caps = ascend_model.capabilities()["ascend310p"]
