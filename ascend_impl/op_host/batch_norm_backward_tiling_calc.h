@@ -201,6 +201,52 @@ inline void TryL2Channels(const TilingInput &in, BatchNormBackwardTilingData &t)
     }
 }
 
+// Two passes, channel-first, without DataCopyPad (QUEUE_DEPTH grad_input buffers, OutBuffers): a third
+// grad_input buffer where the SoC's event ids hold it (a freed buffer holds an MTE3_V id until it is allocated
+// again, beside the partials' PART_HALVES and one of the kernel's own: QUE_MAX_EVENT is 4 on ascend910, 8 on
+// ascend310p) and UB has room for it with the tiles already chosen (and the software SyncAll's workspace), so
+// the vector unit runs a unit further ahead of the grad_input stores: phase 2 is bound by them there, and a
+// vector unit held by a full queue holds the input buffers the next loads wait for.
+inline void TryThirdOutBuffer(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasDataCopyPad || t.strategy != STRATEGY_TWO_PASS || t.layout != LAYOUT_CHANNEL_FIRST || t.flat ||
+        t.outBuffers >= OUT_BUFFERS_IN_PLACE || OUT_BUFFERS_IN_PLACE + PART_HALVES + 1 > in.eventIds) {
+        return;
+    }
+    const uint64_t cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    const uint64_t plan =
+        MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, OUT_BUFFERS_IN_PLACE).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) <= in.ubBytes) {
+        t.outBuffers = OUT_BUFFERS_IN_PLACE;
+    }
+}
+
+// Whole channels per core, pipelined (ChannelPipeline), on SoCs without DataCopyPad that fuse the multiply-adds
+// (Atlas inference: phase 1 bound by its first reads, phase 2 by its grad_input stores): the input queues take
+// IN_BUFFERS_AHEAD buffers and each step issues the loads of the step two ahead, where the SoC's event ids hold
+// them (each buffer an MTE2_V id while queued and a V_MTE2 id once freed, beside one of the kernel's own) and
+// UB has room -- in place of the third grad_input buffer (TryThirdOutBuffer) where both do not fit. With one
+// unit ahead a phase-1 unit's first reads left the next phase-2 unit's loads behind them waiting for a buffer
+// that only that unit's landing and reduce free, and the stores stood idle meanwhile.
+inline void TryLoadsTwoAhead(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasDataCopyPad || !in.hasMulAdd || !in.allowSinglePass || !in.training ||
+        !(in.outputMask >> GRAD_INPUT & 1) || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.groups <= 0 ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD || 2 * IN_BUFFERS_AHEAD + 2 > in.eventIds) {
+        return;
+    }
+    const uint64_t sync = t.softSync ? SyncWorkBytes(t.usedCores) : 0;
+    for (const uint32_t out : {t.outBuffers, QUEUE_DEPTH}) {
+        if (MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, out, t.partSlots, IN_BUFFERS_AHEAD)
+                    .Total() + sync <= in.ubBytes) {
+            t.outBuffers = out;
+            t.inBuffers = IN_BUFFERS_AHEAD;
+            return;
+        }
+    }
+}
+
 // Two passes: tile columns preferred at least this wide (ComputeTiling).
 constexpr uint64_t MIN_TILE_COLS = 1024;
 
@@ -257,6 +303,49 @@ inline uint64_t NoPadGroupWidth(const TilingInput &in)
     const uint32_t loaded = in.present & (in.training ? PARAMS_USED_IN_TRAINING : PARAMS_USED_IN_INFERENCE);
     const bool vectorsFloat = in.dtype == ELEM_FLOAT32 || (in.gradParamFloat32 && (in.paramFloat32 & loaded) == loaded);
     return vectorsFloat ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
+}
+
+// Two passes on a SoC with the software SyncAll, without DataCopyPad, that fuses the multiply-adds (Atlas
+// inference), BatchNormBackward in training with grad_input, channel-first, whole groups per core that leave
+// cores idle (a group is at least one block of the per-channel vectors, NoPadGroupWidth: a 64-channel 16-bit
+// layer runs on 4 of 8 cores): where every core can take whole channels, at least two (so they pipeline,
+// ChannelPipeline), balanced within WHOLE_CHANNEL_SLACK, and two channels of every core fit L2 /
+// L2_ROUND_DIVISOR (ChannelPipelineInL2), one group of whole channels per core instead, grad_weight /
+// grad_bias of the groups stashed in the workspace and written in whole blocks after one software SyncAll
+// (StashedTwoPass, as the single pass's softSync), rather than the cross-core L2 rounds of TrySoftSync (a
+// SyncAll and a combine per round). Returns whether it applied.
+inline bool TrySoftWholeChannels(const TilingInput &in, BatchNormBackwardTilingData &t)
+{
+    if (in.hasSyncAll || !in.hasSoftSyncAll || in.hasDataCopyPad || !in.hasMulAdd || !in.allowSinglePass ||
+        t.strategy != STRATEGY_TWO_PASS || t.crossCore || t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.usePad ||
+        t.shiftLast || !in.training || !(in.outputMask >> GRAD_INPUT & 1) || t.groups <= 0 || in.l2Bytes == 0) {
+        return false;
+    }
+    const uint64_t eb = DtypeBytes(in.dtype), c = uint64_t(t.channels);
+    const uint64_t cores = std::min<uint64_t>(in.coreNum, MAX_CORES);
+    if (uint64_t(t.inner) * eb % BLOCK_BYTES != 0 || cores <= t.usedCores || c < 2 * cores ||
+        double(CeilDiv(c, cores) * cores) > WHOLE_CHANNEL_SLACK * double(c) ||
+        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD) {
+        return false;
+    }
+    const uint64_t plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, t.outBuffers).Total();
+    if (plan + SyncWorkBytes(uint32_t(cores)) > in.ubBytes) {
+        return false;
+    }
+    BatchNormBackwardTilingData w = t;
+    w.balanced = 1;
+    w.groups = int64_t(cores);
+    w.groupWidth = uint32_t(CeilDiv(c, cores));  // the widest group (balanced: C * g / groups)
+    w.usedCores = uint32_t(cores);
+    w.l2Channels = 0;
+    w.plTail = 0;
+    w.plAhead = 0;
+    if (w.groupWidth > w.vecElems || !ChannelPipelineInL2(in, w)) {
+        return false;
+    }
+    w.softSync = 1;
+    t = w;
+    return true;
 }
 
 // Two passes on a SoC with the software SyncAll but not the hardware one
@@ -819,9 +908,13 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
         t.usedCores = 1;  // a tensor smaller than one block is written with scalar stores by one core
     }
     if (!TrySinglePass(in, t) && !(in.allowSinglePass && in.training && TryWholeChannels(in, t, true))) {
+        TryThirdOutBuffer(in, t);
         TryL2Rounds(in, t);
         TryL2Channels(in, t);
-        TrySoftSync(in, t);
+        if (!TrySoftWholeChannels(in, t)) {
+            TrySoftSync(in, t);
+        }
+        TryLoadsTwoAhead(in, t);
     }
     return "";
 }

@@ -212,12 +212,23 @@ private:
             }
             ReduceUnits(b, e);
             BNB_PERF_COMBINE_BEGIN();
-            WriteParamGrads<MODE>(k_, int64_t(g), true);
+            if (StashedTwoPass(k_.t)) {
+                GroupTotals<MODE>(k_, int64_t(g));
+                StashGroupTotals(k_, int64_t(g));
+            } else {
+                WriteParamGrads<MODE>(k_, int64_t(g), true);
+            }
             BNB_PERF_COMBINE_END();
             if (wantInput) {
                 LoadCoefs<MODE>(k_, int64_t(g), true);  // from the totals just combined, not from GM again
             }
             ApplyUnits(b, e, wantInput);
+        }
+        if (StashedTwoPass(k_.t) && k_.t.usedCores > 1) {
+            k_.SyncCores();  // every group's totals are in the workspace
+            BNB_PERF_COMBINE_BEGIN();
+            WriteStashedShare(k_);
+            BNB_PERF_COMBINE_END();
         }
     }
 
@@ -258,7 +269,7 @@ private:
         }
         BNB_PERF_COMBINE_BEGIN();
         AscendC::PipeBarrier<PIPE_ALL>();
-        WriteParamRange(k_, gs, n);
+        GroupParamsOut(k_, g, gs, n);
         BNB_PERF_COMBINE_END();
     }
 
@@ -359,15 +370,25 @@ private:
         AscendC::Duplicate(v.totDyx, 0.0f, k_.t.vecElems);
         const uint64_t steps = uint64_t(n) * pc * 2;  // pc phase-1 and pc phase-2 units per channel
         const uint64_t lastReduce = b + uint64_t(n) * pc - 1;
-        IssueLoad(k_, UnitRows(k_.t, b), true);
+        // tiling inBuffers: each step issues the loads of the step two ahead (the third buffer of the input
+        // queues), so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting
+        // for a buffer its own landing and reduce free
+        const uint64_t ahead = k_.t.inBuffers >= IN_BUFFERS_AHEAD ? 2 : 1;
+        for (uint64_t i = 0; i < ahead && i < steps; ++i) {
+            bool a = false;
+            uint32_t c = 0;
+            uint64_t u = 0;
+            Step(i, b, pc, n, &a, &c, &u);
+            IssueLoad(k_, UnitRows(k_.t, u, a), a ? train : true);
+        }
         for (uint64_t i = 0; i < steps; ++i) {
             bool apply = false, nextApply = false;
             uint32_t ch = 0, nextCh = 0;
             uint64_t u = 0, nu = 0;
             Step(i, b, pc, n, &apply, &ch, &u);
             NextTile next;
-            if (i + 1 < steps) {
-                Step(i + 1, b, pc, n, &nextApply, &nextCh, &nu);
+            if (i + ahead < steps) {
+                Step(i + ahead, b, pc, n, &nextApply, &nextCh, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
             }
             if (!apply) {
@@ -391,7 +412,7 @@ private:
         k_.WaitPartials();
         AscendC::PipeBarrier<PIPE_ALL>();  // the totals (and the group's last stores) before the copies
         BNB_PERF_COMBINE_BEGIN();
-        WriteParamRange(k_, GroupStart(k_.t, g), n);
+        GroupParamsOut(k_, g, GroupStart(k_.t, g), n);
         BNB_PERF_COMBINE_END();
     }
 

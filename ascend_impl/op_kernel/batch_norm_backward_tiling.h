@@ -36,6 +36,8 @@ constexpr uint32_t OUT_BUFFERS_IN_PLACE = 3;  // float32 on SoCs with DataCopyPa
                                               // float tiles between), and every type's cross-core two passes
                                               // there (CrossCoreApply). Atlas training / inference: QUEUE_DEPTH
                                               // (the real TPipe has fewer event ids there)
+constexpr uint32_t IN_BUFFERS_AHEAD = 3;  // grad_out / input queue buffers (and depth) where the channel pipeline
+                                          // issues its loads two units ahead (tiling inBuffers)
 constexpr uint32_t FLOAT_TILES = 2;        // float32 working copies of grad_out and input (16-bit types only:
                                            // float32 computes in place in the input queues' buffers)
 constexpr uint32_t ROW_VECS = 3;           // two accumulators and the ReduceSum scratch
@@ -150,6 +152,8 @@ struct BatchNormBackwardTilingData {
                            // first within less traffic (L2) than with every unit of both phases interleaved;
                            // 0: ChannelPipeline all of them, in runs of PipeBlock; the rounds none
     uint32_t plAhead;      // with plTail: sixteenths of the next phase 1 among those plTail
+    uint32_t inBuffers;    // buffers of the grad_out / input queues (0: QUEUE_DEPTH); IN_BUFFERS_AHEAD: the channel
+                           // pipeline issues each unit's loads two units ahead (TryLoadsTwoAhead)
     uint32_t reduceSum;    // 1: ReduceSum on float exists (SoCs with reduce_repeat); 0 (Atlas training, ascend910:
                            // half only): each float sum is a tree of Adds to one block of lane partials
                            // (BlockTreeSum) whose lanes the scalar unit adds in lane order (LaneSum)
@@ -161,6 +165,7 @@ struct BatchNormBackwardTilingData {
 struct UbPlan {
     uint32_t tileBytes;    // one queue buffer (grad_out dtype)
     uint32_t outBuffers;   // buffers of the grad_input queue
+    uint32_t inBuffers;    // buffers of each input queue
     uint32_t floatTileBytes;
     uint32_t rowVecBytes;
     uint32_t channelVecBytes;
@@ -168,7 +173,7 @@ struct UbPlan {
     uint32_t tailBytes;    // one block of scratch for backtracked tails
     BNB_FN uint64_t Total() const
     {
-        return (uint64_t(TILE_QUEUES - 1) * QUEUE_DEPTH + outBuffers) * tileBytes +
+        return (uint64_t(TILE_QUEUES - 1) * inBuffers + outBuffers) * tileBytes +
                uint64_t(FLOAT_TILES) * floatTileBytes + uint64_t(ROW_VECS) * rowVecBytes + uint64_t(CHANNEL_VECS) * channelVecBytes + partBytes + tailBytes;
     }
 };
@@ -182,13 +187,14 @@ BNB_FN uint32_t OutBuffers(uint32_t dtype, bool hasDataCopyPad)
 }
 
 BNB_FN UbPlan MakeUbPlan(uint32_t tileRows, uint32_t rowStride, uint32_t vecElems, uint32_t layout, uint32_t dtype,
-                         uint32_t outBuffers, uint32_t partSlots = 0)
+                         uint32_t outBuffers, uint32_t partSlots = 0, uint32_t inBuffers = QUEUE_DEPTH)
 {
     UbPlan p;
     const uint32_t tileElems = tileRows * rowStride;
     p.tileBytes = tileElems * DtypeBytes(dtype);
     p.floatTileBytes = dtype == ELEM_FLOAT32 ? 0 : tileElems * uint32_t(sizeof(float));
     p.outBuffers = outBuffers;
+    p.inBuffers = inBuffers > QUEUE_DEPTH ? inBuffers : QUEUE_DEPTH;
     p.rowVecBytes = rowStride * sizeof(float);
     p.channelVecBytes = vecElems * sizeof(float);
     const uint32_t slots = partSlots > PART_HALVES * SLOTS_PER_LOAD ? partSlots : PART_HALVES * SLOTS_PER_LOAD;
@@ -354,12 +360,22 @@ BNB_FN bool UsesSyncAll(const BatchNormBackwardTilingData &t)
 // docs/ascend_kernel.md).
 BNB_FN bool InterleavedRounds(const BatchNormBackwardTilingData &t) { return !t.softSync || t.ilRounds; }
 
-// Single pass with softSync: each group's totals (sum_dy, then sum_dy_xhat), in a slot of whole blocks of
-// its own, for the cores that write grad_weight / grad_bias after the SyncAll.
+// Two passes, whole groups per core (crossCore 0) with softSync (the host's TrySoftWholeChannels): groups
+// narrower than a block of grad_weight / grad_bias, so their totals are stashed as the single pass's are and
+// written in whole blocks after the one software SyncAll.
+BNB_FN bool StashedTwoPass(const BatchNormBackwardTilingData &t)
+{
+    return t.strategy == STRATEGY_TWO_PASS && t.softSync && !t.crossCore;
+}
+
+// Single pass with softSync (and StashedTwoPass): each group's totals (sum_dy, then sum_dy_xhat), in a slot of
+// whole blocks of its own, for the cores that write grad_weight / grad_bias after the SyncAll.
 BNB_FN uint64_t StashSlotFloats(const BatchNormBackwardTilingData &t) { return AlignUp(t.groupWidth, 8); }
 BNB_FN uint64_t StashFloats(const BatchNormBackwardTilingData &t)
 {
-    return t.strategy == STRATEGY_SINGLE_PASS && t.softSync ? uint64_t(t.groups) * 2 * StashSlotFloats(t) : 0;
+    return (t.strategy == STRATEGY_SINGLE_PASS && t.softSync) || StashedTwoPass(t)
+               ? uint64_t(t.groups) * 2 * StashSlotFloats(t)
+               : 0;
 }
 
 // int32 flags of the software SyncAll: one block per core.

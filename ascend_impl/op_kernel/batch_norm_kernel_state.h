@@ -115,7 +115,9 @@ constexpr uint32_t CHANNEL_PAIRS = 3;
 
 // UB of one launch, in the order UbPlan counts it.
 struct KernelUb {
-    AscendC::TQue<AscendC::QuePosition::VECIN, QUEUE_DEPTH> inDy, inX;
+    // depth: the most EnQues without a DeQue between (TQue.md): IN_BUFFERS_AHEAD where the channel pipeline issues
+    // a unit's loads while the two before it are still queued (tiling inBuffers), else two
+    AscendC::TQue<AscendC::QuePosition::VECIN, IN_BUFFERS_AHEAD> inDy, inX;
     AscendC::TQue<AscendC::QuePosition::VECOUT, QUEUE_DEPTH> outGi;
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, accDyBuf, accDyxBuf, reduceTmpBuf, partBuf;
     AscendC::TBuf<AscendC::TPosition::VECCALC> vecBuf[CHANNEL_VECS - CHANNEL_PAIRS];
@@ -131,8 +133,8 @@ struct KernelUb {
     // Every buffer but the copies' scratch (GmUbCopy::Init, right after).
     __aicore__ inline void Init(AscendC::TPipe &pipe, const UbPlan &plan)
     {
-        pipe.InitBuffer(inDy, QUEUE_DEPTH, plan.tileBytes);
-        pipe.InitBuffer(inX, QUEUE_DEPTH, plan.tileBytes);
+        pipe.InitBuffer(inDy, plan.inBuffers, plan.tileBytes);
+        pipe.InitBuffer(inX, plan.inBuffers, plan.tileBytes);
         pipe.InitBuffer(outGi, plan.outBuffers, plan.tileBytes);
         if (plan.floatTileBytes > 0) {  // float32: dyF / xF are the input queues' buffers (TakeTile)
             pipe.InitBuffer(dyBuf, plan.floatTileBytes);
@@ -254,7 +256,7 @@ struct KernelState {
         }
 
         const UbPlan plan = MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, t.dtype, t.outBuffers,
-                                       t.partSlots);
+                                       t.partSlots, t.inBuffers);
         ub.Init(pipe, plan);
         copy.Init(pipe, plan.tailBytes, t.usePad != 0, t.hasDcci != 0, t.vecPad != 0);
         share = ShareOfCore(t, AscendC::GetBlockIdx());

@@ -136,3 +136,33 @@ def test_tail_pipeline(sim, shape, ub, l2, dtype):
     for other in runs[1:]:
         for x, y in zip(runs[0], other):
             assert np.array_equal(x, y)
+
+
+# Atlas inference, whole channels per core pipelined, UB with room for a third input buffer (TryLoadsTwoAhead):
+# each step issues the loads of the step two ahead. (shape, ub_bytes, l2_bytes, dtype, grad_input buffers):
+# the tail pipeline (plTail) and the full one, with the third grad_input buffer where it fits too.
+TWO_AHEAD = [((6, 16, 32, 32), 20000, 300000, "float32", 2), ((6, 16, 32, 32), 56000, 10 ** 7, "float32", 3),
+             ((10, 16, 24, 24), 44000, 10 ** 7, "float16", 3)]
+
+
+@pytest.mark.parametrize("shape,ub,l2,dtype,out", TWO_AHEAD)
+def test_loads_two_ahead(sim, shape, ub, l2, dtype, out):
+    """Values against the reference (every mask, training and not), and the same bits for any core count."""
+    info = check(sim, shape, False, dtype, True, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0
+    assert info.in_buffers == 3 and info.out_buffers == out, info
+    assert (info.pl_tail > 0) == (l2 == 300000)
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            check(sim, shape, False, dtype, training, mask, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2,
+                  seed=1)
+    args = make_inputs(shape, False, dtype, seed=2)
+    runs = []
+    for cores in (1, 2, 3):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores, ub_bytes=ub,
+                             l2_bytes=l2)
+        runs.append(got)
+    for other in runs[1:]:
+        for x, y in zip(runs[0], other):
+            assert np.array_equal(x, y)

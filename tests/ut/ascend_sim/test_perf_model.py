@@ -234,6 +234,24 @@ def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 3 * eb + 0.05
 
 
+def test_soft_whole_channels(lib):
+    """ascend310p float16 (32, 64, 56, 56): whole groups of a block of the 16-bit vectors (16 channels) would
+    run on 4 of 8 cores; every core takes 8 whole channels instead, pipelined (two channels of every core
+    fit half of L2), one software SyncAll before grad_weight / grad_bias are written in whole blocks (no
+    L2 rounds), the second reads L2 hits, within 1.3x of the bound."""
+    shape = (32, 64, 56, 56)
+    r = ascend_model.run(lib, "ascend310p", shape, "float16")
+    caps = ascend_model.capabilities()["ascend310p"]
+    per_channel = 2 * 2 * r.elements // shape[1]
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.cross_core == 0 and t.soft_sync == 1 and t.l2_rounds == 0
+    assert t.used_cores == caps["vector_cores"] == t.groups and t.group_width == 8 and t.l2_channels == 0
+    assert 2 * per_channel * t.used_cores <= caps["l2_bytes"] // 2
+    assert all(k.sync_alls == 1 for k in r.cores)
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 6.05
+    assert r.modeled_us < 1.3 * r.bound_us
+
+
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend910", (32, 64, 112, 112), "float32"),
                                              ("ascend910", (32, 64, 56, 56), "float16"),
                                              ("ascend310p", (32, 64, 112, 112), "float32")])

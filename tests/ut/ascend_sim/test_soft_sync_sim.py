@@ -186,3 +186,76 @@ def test_serial_rounds_take_wider_groups(sim):
     info = _soft_info(check(sim, shape, False, "float32", True, soc=soc, cores=8, two_pass=True, l2_bytes=l2), 8)
     assert info.l2_rounds == 1 and info.groups == 4, info
     _same_bits_over_cores(sim, soc, shape, "float32", (1, 3, 8), "two_pass", two_pass=True, l2_bytes=l2)
+
+
+# Atlas inference (ascend310p: no DataCopyPad, mul_add), 16-bit, two passes: whole groups of a block of the
+# per-channel vectors (16 channels) would leave cores idle, but every core can take whole channels, two of
+# them per core fit half of L2: one group of whole channels per core (groups narrower than a block,
+# not on a block boundary, balanced: (8, 36, 24, 24) takes 4 and 5), pipelined, their totals stashed in the
+# workspace and grad_weight / grad_bias written in whole blocks after the one software SyncAll
+# (StashedTwoPass). (shape, ub_bytes, l2_bytes)
+SOFT_WHOLE = [((8, 32, 24, 24), 13000, 600000), ((8, 36, 24, 24), 12000, 700000)]
+
+
+def _soft_whole_info(info, cores):
+    assert info.strategy == simlib.STRATEGIES["two_pass"], info
+    assert info.soft_sync == 1 and info.cross_core == 0 and info.used_cores == cores == info.groups, info
+    assert info.l2_rounds == 0 and info.l2_channels == 0 and info.pl_tail == 0, info
+    return info
+
+
+@pytest.mark.parametrize("shape,ub,l2", SOFT_WHOLE)
+def test_soft_whole_channels_values(sim, shape, ub, l2):
+    """Values against the reference: every mask in training (the whole channels only with grad_input),
+    16-bit and float32 grad_weight / grad_bias, float32 statistics, and inference (whole blocks per core)."""
+    _soft_whole_info(check(sim, shape, False, "float16", True, soc="ascend310p", cores=8, ub_bytes=ub,
+                           l2_bytes=l2), 8)
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            info = check(sim, shape, False, "float16", training, mask, soc="ascend310p", cores=8, ub_bytes=ub,
+                         l2_bytes=l2, seed=1)
+            assert info.soft_sync == int(training and mask[0])
+    for kw in (dict(grad_param_float32=True), dict(param_float32=("weight", "save_invstd"))):
+        check(sim, shape, False, "float16", True, soc="ascend310p", cores=8, ub_bytes=ub, l2_bytes=l2, seed=2, **kw)
+
+
+@pytest.mark.parametrize("shape,ub,l2", SOFT_WHOLE)
+def test_soft_whole_channels_same_bits_for_any_core_count(sim, shape, ub, l2):
+    """1 and 2 cores (whole blocks of channels per core, no sync) and 3, 5 and 8 (whole channels per core,
+    the software SyncAll): the same bits."""
+    args = make_inputs(shape, False, "float16")
+    outs = []
+    for cores in (1, 2, 3, 5, 8):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype="float16", soc="ascend310p", cores=cores, ub_bytes=ub,
+                               l2_bytes=l2)
+        if cores >= 3:
+            _soft_whole_info(info, cores)
+        else:
+            assert info.soft_sync == 0 and info.cross_core == 0
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("soc", LEGACY)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,l2", [((4, 16, 32, 32), 0), ((4, 16, 32, 32), 64 * 1024), ((8, 16, 24, 24), 150000)])
+def test_third_grad_input_buffer(sim, soc, dtype, shape, l2):
+    """Two passes without DataCopyPad: a third grad_input buffer where the SoC's event ids hold it
+    (ascend310p's 8 per HardEvent; not ascend910's 4) and UB has room; values against the reference and
+    the same bits for any core count (the buffers carry grad_input only, not the sums)."""
+    info = check(sim, shape, False, dtype, True, soc=soc, cores=8, two_pass=True, l2_bytes=l2)
+    assert info.strategy == simlib.STRATEGIES["two_pass"]
+    assert info.out_buffers == (3 if soc == "ascend310p" else 2), info
+    args = make_inputs(shape, False, dtype, seed=1)
+    outs = []
+    for cores in (1, 3, 8):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, soc=soc, cores=cores, two_pass=True, l2_bytes=l2)
+        assert ri.out_buffers == info.out_buffers
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
