@@ -585,6 +585,53 @@ inline void SinglePassFields(BatchNormBackwardTilingData &t, uint64_t groups, ui
     t.usedCores = uint32_t(groups);
 }
 
+// Single pass, where even sub-groups (EvenBursts) do not help: the sub-group size (channels) near `resident`,
+// in runs of q, whose every sub-group moves at
+// least SP_MIN_BURST_BYTES a row copy (a row of a sub-group is its channels' slices, adjacent in GM), where
+// the full ones already do: a group of n channels is whole sub-groups and one shorter, and that short one
+// could be a channel or two of a 7x7 slice, a copy of a few hundred bytes. Of the sizes from the smallest whose full sub-groups still reach the burst up to `most` (what
+// fits), the one closest to `resident` (the smaller on a tie) whose remainders, on both group sizes of the
+// balanced split (`count`, `count` - q), are zero or reach it. Which sub-group sums a channel changes
+// nothing in its sums, so the bits do not change.
+inline uint64_t BurstResident(uint64_t resident, uint64_t most, uint64_t count, bool unequal, uint64_t q,
+                              uint64_t channelBytes)
+{
+    const auto ok = [&](uint64_t r) {
+        const auto rest = [&](uint64_t n) { return n % r == 0 || (n % r) * channelBytes >= SP_MIN_BURST_BYTES; };
+        return rest(count) && (!unequal || count <= q || rest(count - q));
+    };
+    if (resident == 0 || resident * channelBytes < SP_MIN_BURST_BYTES || ok(resident)) {
+        return resident;
+    }
+    const uint64_t lo = AlignUp(CeilDiv(SP_MIN_BURST_BYTES, channelBytes), q);
+    for (uint64_t d = q; d <= std::max(resident, most); d += q) {
+        if (resident >= lo + d && ok(resident - d)) {
+            return resident - d;
+        }
+        if (resident + d <= std::min(most, count) && ok(resident + d)) {
+            return resident + d;
+        }
+    }
+    return resident;
+}
+
+// Single pass (tiling spEven): where the short sub-group of `resident`-channel ones would copy less than
+// SP_MIN_BURST_BYTES a row but sub-groups of even sizes (the same count, differing by a run at most, Make)
+// do not; else BurstResident looks for another size.
+inline bool EvenBursts(uint64_t resident, uint64_t count, bool unequal, uint64_t q, uint64_t channelBytes)
+{
+    if (resident == 0 || resident * channelBytes < SP_MIN_BURST_BYTES) {
+        return false;
+    }
+    const auto shortOk = [&](uint64_t n) { return n % resident == 0 || (n % resident) * channelBytes >= SP_MIN_BURST_BYTES; };
+    const auto evenOk = [&](uint64_t n) {
+        const uint64_t runs = n / q, subs = CeilDiv(runs, resident / q);
+        return subs == 0 || runs / subs * q * channelBytes >= SP_MIN_BURST_BYTES;
+    };
+    const bool shortFine = shortOk(count) && (!unequal || count <= q || shortOk(count - q));
+    return !shortFine && evenOk(count) && (!unequal || count <= q || evenOk(count - q));
+}
+
 // Single pass (STRATEGY_SINGLE_PASS), channel-first: when the whole N x inner
 // slices of at least one channel fit in UB beside the small fixed buffers,
 // every core takes whole channel groups (balanced: C * g / groups, in runs
@@ -738,8 +785,20 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
             resident = few;
         }
     }
+    // Bursts: no short sub-group of a channel or two where the full ones reach SP_MIN_BURST_BYTES.
+    uint64_t most = resident;
+    while (most + q <= std::min<uint64_t>(maxCount, MAX_TILE_ROWS) &&
+           fits(most + q, buffers, slabRows, std::max(accRows, slabRows))) {
+        most += q;
+    }
+    const bool unequal = groups * maxCount != channels;
+    const bool even = EvenBursts(resident, maxCount, unequal, q, inner * eb);
+    if (!even) {
+        resident = BurstResident(resident, most, maxCount, unequal, q, inner * eb);
+    }
     SinglePassFields(t, groups, maxCount, vecElems, resident, rowStride, buffers, q, segSum, slabRows,
                      chunksOf(buffers, SP_MAX_CHUNKS / buffers), soft);
+    t.spEven = even ? 1 : 0;
     t.spAccRows = std::max(accRows, slabRows);
     // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
     // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.

@@ -129,6 +129,9 @@ struct BatchNormBackwardTilingData {
                            // (i x Chunks + c) mod the slots (SpRing), so the next sub-group's first spSpare chunks
                            // load into slots the current one does not use, while it finishes its reduce and its
                            // combine (one event id per slot); 0: chunk c of every sub-group at rows c x spChunkRows
+    uint32_t spEven;       // single pass: 1 = a group's sub-groups differ by at most one run of channels (the larger
+                           // ones where the short one would go, Make), so none is a channel or two where the full
+                           // ones reach SP_MIN_BURST_BYTES a row copy (BurstResident); 0: whole ones and one short
     uint32_t outBuffers;   // buffers of the grad_input queue (OutBuffers)
     uint32_t l2Rounds;     // two passes, cross-core: > 0 = channel groups per round; both passes run round by
                            // round, so a round's second read follows its first while it is still in L2
@@ -212,6 +215,8 @@ constexpr uint32_t SP_SLABS = 5;           // float slabs of the sub-group's row
 constexpr uint32_t SP_CAST_SLABS = 2;      // float copies of one row of dy and x (grad_out not float32)
 constexpr uint32_t SP_MAX_CHUNKS = 8;      // pipelined chunks of rows over all resident buffers (one event id each)
 constexpr uint32_t SP_RING_SPARE = 2;      // spSpare: spare chunk slots of the resident ring, at most
+constexpr uint64_t SP_MIN_BURST_BYTES = 512;  // single pass: a sub-group's rows move at least this many bytes a copy
+                                            // where the group's channels allow it (BurstResident)
 constexpr uint32_t SP_MAX_BUFFERS = 2;     // resident sub-group buffers (double buffering of sub-groups)
 constexpr uint32_t SP_SLAB_ROWS = 4;       // rows per vector instruction, at most (fewer where UB is short)
 constexpr uint32_t SP_WIDE_SLAB_ROWS = 8;  // ... 16-bit types without mul_add where as many channels fit (WideRows)

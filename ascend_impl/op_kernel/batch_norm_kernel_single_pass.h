@@ -771,15 +771,28 @@ private:
     // and a short last sub-group shortens the apply and stores after the last loads; one buffer: each
     // sub-group's loads go into the chunks the previous one releases, which a longer one would reach
     // past). Which sub-group sums a channel changes nothing in its sums.
+    // Tiling spEven: the same count of sub-groups, their sizes (in runs of spQuantum channels) differing by one
+    // at most, the smaller ones where the short one would be.
     __aicore__ inline SubGroup Make(const KernelState<T> &k, int64_t g, uint32_t i) const
     {
         const uint32_t n = GroupCount(k.t, g), w = k.t.spChannels, subs = uint32_t(CeilDiv(n, w));
         const bool shortFirst = k.t.spBuffers > 1 && !IsSame<T, float>::value && subs > 0;
-        const uint32_t first = shortFirst ? n - (subs - 1) * w : w;
-        const uint32_t s0 = i == 0 ? 0 : first + (i - 1) * w;
+        uint32_t s0, cnt;
+        if (k.t.spEven && subs > 0) {
+            const uint32_t q = uint32_t(BalancedQuantum(k.t)), runs = n / q, base = runs / subs, extra = runs % subs;
+            // sub-groups [0, big) or [subs - extra, subs) take base + 1 runs
+            const uint32_t bigFrom = shortFirst ? subs - extra : 0, bigTo = shortFirst ? subs : extra;
+            const uint32_t bigBefore = i <= bigFrom ? 0 : Min(i, bigTo) - bigFrom;
+            s0 = (i * base + bigBefore) * q;
+            cnt = (base + (i >= bigFrom && i < bigTo ? 1 : 0)) * q;
+        } else {
+            const uint32_t first = shortFirst ? n - (subs - 1) * w : w;
+            s0 = i == 0 ? 0 : first + (i - 1) * w;
+            cnt = uint32_t(Min(i == 0 ? first : w, n - s0));
+        }
         SubGroup s;
         s.cs = GroupStart(k.t, g) + s0;
-        s.cnt = uint32_t(Min(i == 0 ? first : w, n - s0));
+        s.cnt = cnt;
         s.lane0 = s0;
         s.len = s.cnt * k.t.spRowStride;
         s.buf = i % k.t.spBuffers;

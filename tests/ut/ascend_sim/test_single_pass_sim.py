@@ -454,3 +454,33 @@ def test_ascend910_single_pass_event_ids_within_que_max_event(sim, shape, dtype,
     sets = 1 if reduces else buffers
     assert 0 < sets * _chunks(outer, info.sp_chunk_rows) <= 4
     assert info.sp_chunk_rows % slab_rows == 0  # chunks start on whole instructions (the sums keep their order)
+
+
+@pytest.mark.parametrize("soc,dtype,ub_kib", [("ascend910b", "float32", 40), ("ascend910b", "float16", 64),
+                                              ("ascend950", "float32", 40)])
+def test_even_sub_groups_keep_copies_long(sim, soc, dtype, ub_kib):
+    """Tiling spEven (SP_MIN_BURST_BYTES): where whole sub-groups and a short one would leave that one a
+    copy of a channel or two of a 7x7 slice, a group's sub-groups take even sizes (the same count, differing
+    by a channel at most): against the float64 reference under every mask and both modes, and the same bits
+    as launches whose sub-groups are cut otherwise (other cores and UB sizes)."""
+    shape = (6, 26, 7, 7)
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            info = check(sim, shape, False, dtype, training, mask, soc=soc, cores=1, seed=3,
+                         ub_bytes=ub_kib * 1024, two_pass=False)
+            assert info.strategy == SINGLE and info.sp_even == 1, (mask, training, info.sp_even)
+    # each sub-group at least SP_MIN_BURST_BYTES a row: 26 channels in sub-groups of at most spChannels
+    subs = -(-26 // info.sp_channels)
+    assert 26 // subs * 7 * 7 * (4 if dtype == "float32" else 2) >= 512
+    args = make_inputs(shape, False, dtype, seed=3)
+    outs, evens = [], set()
+    for cores, ub in ((1, ub_kib), (2, ub_kib), (3, 0), (1, 0), (5, ub_kib)):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc=soc, cores=cores, ub_bytes=ub * 1024)
+        assert info.strategy == SINGLE
+        evens.add(info.sp_even)
+        outs.append(got)
+    assert evens == {0, 1}  # both ways of cutting are compared
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
