@@ -560,8 +560,9 @@ __aicore__ inline uint64_t ShareQuantum(const KernelState<T> &k)
     return IsSame<T, float>::value || k.t.gradParamFloat32 ? BLOCK_BYTES / sizeof(float) : PARAM_CHUNK_NO_PAD;
 }
 
-// StashedTwoPass (two passes, whole groups per core, softSync): group g's totals, in totDy / totDyx as
-// WriteParamRange would write them, to its slot of the workspace (whole blocks, the slot its own) instead.
+// softSync (the single pass; StashedTwoPass: two passes, whole groups per core): group g's totals, in
+// totDy / totDyx as WriteParamRange would write them, to its slot of the workspace (whole blocks, the slot
+// its own) instead.
 template <typename T>
 __aicore__ inline void StashGroupTotals(KernelState<T> &k, int64_t g)
 {
@@ -584,52 +585,76 @@ __aicore__ inline void GroupParamsOut(KernelState<T> &k, int64_t g, int64_t c0, 
     WriteParamRange(k, c0, n);
 }
 
+// softSync shares (the single pass's WriteShare, StashedTwoPass's WriteStashedShare): the next chunk of
+// this core's share [c0, e) of the channels, at most vecElems (a multiple of the block, at least two: no
+// chunk but the last shorter than a block of q channels).
+__aicore__ inline uint64_t ShareChunk(uint64_t c0, uint64_t e, uint64_t vec, uint64_t q)
+{
+    uint64_t n = Min(vec, e - c0);
+    if (e - c0 - n > 0 && e - c0 - n < q) {
+        n -= q;  // the rest (then more than a block, at most two) is the last chunk
+    }
+    return n;
+}
+
+// Floats of the workspace slots of the groups of channels [c0, c0 + n), contiguous there.
+__aicore__ inline uint64_t ShareSlotSpan(const BatchNormBackwardTilingData &t, uint64_t c0, uint64_t n)
+{
+    const int64_t g0 = GroupOf(t, int64_t(c0)), g1 = GroupOf(t, int64_t(c0 + n - 1));
+    return uint64_t(g1 - g0 + 1) * 2 * StashSlotFloats(t);
+}
+
+// softSync shares, after the SyncAll: the totals of channels [c0, c0 + n) gathered from the slots of the
+// groups they belong to into totDy / totDyx by the scalar unit; from partUb where the chunk's slots fit
+// there (`together`: one copy, or already there and waited for, `loaded`), else group by group through
+// coefB / coefK.
+template <typename T>
+__aicore__ inline void GatherShareChunk(KernelState<T> &k, uint64_t c0, uint64_t n, bool together, bool loaded)
+{
+    const uint64_t slot = StashSlotFloats(k.t);
+    ChannelVecs &v = k.ub.v;
+    const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
+    if (together && !loaded) {
+        AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(ShareSlotSpan(k.t, c0, n)));
+        SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+    }
+    for (int64_t g = g0; g <= g1; ++g) {
+        const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
+        LocalTensor<float> dy = v.coefB, dyx = v.coefK;
+        if (together) {
+            dy = k.ub.partUb[uint32_t(uint64_t(g - g0) * 2 * slot)];
+            dyx = k.ub.partUb[uint32_t((uint64_t(g - g0) * 2 + 1) * slot)];
+        } else {
+            const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
+            AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
+            AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
+            SetWaitFlag<AscendC::HardEvent::MTE2_S>();
+        }
+        for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
+            v.totDy.SetValue(uint32_t(ch - c0), dy.GetValue(uint32_t(ch - gs)));
+            v.totDyx.SetValue(uint32_t(ch - c0), dyx.GetValue(uint32_t(ch - gs)));
+        }
+        if (!together) {
+            SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // read before the next group's slot lands there
+        }
+    }
+}
+
 // StashedTwoPass, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, whole
-// blocks of them (ShareQuantum; the last core takes the remainder), at most vecElems at a time (no chunk
-// but the last shorter than a block), gathered from the slots of the groups they belong to by the scalar
-// unit; the slots of a chunk in one copy into partUb (no partials are held any more) where they fit.
+// blocks of them (ShareQuantum; the last core takes the remainder), chunk by chunk (ShareChunk), gathered
+// from the groups' slots (GatherShareChunk; no partials are held any more, so partUb is free).
 template <typename T>
 __aicore__ inline void WriteStashedShare(KernelState<T> &k)
 {
     const uint64_t q = ShareQuantum(k);
     uint64_t b = 0, e = 0;
     ChannelShareOfCore(0, uint64_t(k.t.channels), q, AscendC::GetBlockIdx(), k.t.usedCores, &b, &e);
-    const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
-    ChannelVecs &v = k.ub.v;
-    for (uint64_t c0 = b; c0 < e; c0 += vec) {
-        uint64_t n = Min(vec, e - c0);
-        if (e - c0 - n > 0 && e - c0 - n < q) {
-            n -= q;  // the rest (then more than a block, at most two) is the last chunk
-        }
-        const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
-        const uint64_t span = uint64_t(g1 - g0 + 1) * 2 * slot;
-        const bool together = span <= k.ub.partUb.GetSize();
-        if (together) {
-            AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(span));
-            SetWaitFlag<AscendC::HardEvent::MTE2_S>();
-        }
-        for (int64_t g = g0; g <= g1; ++g) {
-            const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
-            LocalTensor<float> dy = v.coefB, dyx = v.coefK;
-            if (together) {
-                dy = k.ub.partUb[uint32_t(uint64_t(g - g0) * 2 * slot)];
-                dyx = k.ub.partUb[uint32_t((uint64_t(g - g0) * 2 + 1) * slot)];
-            } else {
-                const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
-                AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
-                AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
-                SetWaitFlag<AscendC::HardEvent::MTE2_S>();
-            }
-            for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
-                v.totDy.SetValue(uint32_t(ch - c0), dy.GetValue(uint32_t(ch - gs)));
-                v.totDyx.SetValue(uint32_t(ch - c0), dyx.GetValue(uint32_t(ch - gs)));
-            }
-            if (!together) {
-                SetWaitFlag<AscendC::HardEvent::S_MTE2>();  // read before the next group's slot lands there
-            }
-        }
+    for (uint64_t c0 = b; c0 < e;) {
+        const uint64_t n = ShareChunk(c0, e, k.t.vecElems, q);
+        GatherShareChunk(k, c0, n, ShareSlotSpan(k.t, c0, n) <= k.ub.partUb.GetSize(), false);
         AscendC::PipeBarrier<PIPE_ALL>();
         WriteParamRange(k, int64_t(c0), uint32_t(n));
+        c0 += n;
     }
     k.coefGroup = -1;  // coefB / coefK held the slots
 }

@@ -893,7 +893,7 @@ private:
         SetWaitFlag<HardEvent::V_MTE3>();
         k.coefGroup = -1;
         if (k.t.softSync) {
-            Stash(k, g);
+            StashGroupTotals(k, g);
         } else {
             WriteParamGrads<MODE_FULL>(k, g, false);
         }
@@ -913,27 +913,11 @@ private:
         synced_ = true;
     }
 
-    // softSync: group g's totals to its slot of the workspace (whole blocks, the slot its own).
-    __aicore__ inline void Stash(KernelState<T> &k, int64_t g)
-    {
-        const uint64_t slot = StashSlotFloats(k.t);
-        const uint32_t n = uint32_t(AlignUp(GroupCount(k.t, g), SLOT_FLOATS));
-        AscendC::DataCopy(k.stash[uint64_t(g) * 2 * slot], k.ub.v.totDy, n);
-        AscendC::DataCopy(k.stash[(uint64_t(g) * 2 + 1) * slot], k.ub.v.totDyx, n);
-        AscendC::PipeBarrier<PIPE_ALL>();  // landed before the next group's totals overwrite the lanes
-    }
-
     // softSync: this core's share of grad_weight / grad_bias, whole blocks of channels (ShareQuantum; the
     // last core takes the remainder), [*b, *e), and the groups g0..g1 they belong to.
     __aicore__ inline void ShareOfCore(const KernelState<T> &k, uint64_t *b, uint64_t *e) const
     {
         ChannelShareOfCore(0, uint64_t(k.t.channels), ShareQuantum(k), AscendC::GetBlockIdx(), k.t.usedCores, b, e);
-    }
-    // Bytes of the slots of the groups of channels [c0, c0 + n), contiguous in the workspace.
-    __aicore__ inline uint64_t SlotSpan(const KernelState<T> &k, uint64_t c0, uint64_t n) const
-    {
-        const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
-        return uint64_t(g1 - g0 + 1) * 2 * StashSlotFloats(k.t);
     }
     // The share is one chunk whose slots fit partUb (unused by the single pass): one load, issued right
     // after the SyncAll (LoadShare).
@@ -941,7 +925,7 @@ private:
     {
         uint64_t b = 0, e = 0;
         ShareOfCore(k, &b, &e);
-        return e - b <= k.t.vecElems && (e == b || SlotSpan(k, b, e - b) <= k.ub.partUb.GetSize());
+        return e - b <= k.t.vecElems && (e == b || ShareSlotSpan(k.t, b, e - b) <= k.ub.partUb.GetSize());
     }
     __aicore__ inline void LoadShare(KernelState<T> &k)
     {
@@ -949,60 +933,30 @@ private:
         ShareOfCore(k, &b, &e);
         if (ShareInOneLoad(k) && e > b) {
             AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(GroupOf(k.t, int64_t(b))) * 2 * StashSlotFloats(k.t)],
-                              uint32_t(SlotSpan(k, b, e - b)));
+                              uint32_t(ShareSlotSpan(k.t, b, e - b)));
             shareEvent_ = k.pipe.template AllocEventID<HardEvent::MTE2_S>();  // held across the apply
             AscendC::SetFlag<HardEvent::MTE2_S>(shareEvent_);
             shareLoaded_ = true;
         }
     }
 
-    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, at most
-    // vecElems at a time (a multiple of the block, at least two: no chunk but the last shorter than a
-    // block), gathered from the slots of the groups they belong to by the scalar unit (one chunk: from
-    // the slots LoadShare brought).
+    // softSync, after the SyncAll: grad_weight / grad_bias of this core's share of the channels, chunk by
+    // chunk (ShareChunk), gathered from the groups' slots (GatherShareChunk; one chunk: from the slots
+    // LoadShare brought).
     __aicore__ inline void WriteShare(KernelState<T> &k)
     {
-        const uint64_t q = ShareQuantum(k);
         uint64_t b = 0, e = 0;
         ShareOfCore(k, &b, &e);
-        const uint64_t slot = StashSlotFloats(k.t), vec = k.t.vecElems;
-        ChannelVecs &v = k.ub.v;
-        for (uint64_t c0 = b; c0 < e; c0 += vec) {
-            uint64_t n = Min(vec, e - c0);
-            if (e - c0 - n > 0 && e - c0 - n < q) {
-                n -= q;  // the rest (then more than a block, at most two) is the last chunk
-            }
-            const int64_t g0 = GroupOf(k.t, int64_t(c0)), g1 = GroupOf(k.t, int64_t(c0 + n - 1));
-            // The chunk's slots are contiguous: one copy into partUb where they fit.
-            const bool together = SlotSpan(k, c0, n) <= k.ub.partUb.GetSize();
+        for (uint64_t c0 = b; c0 < e;) {
+            const uint64_t n = ShareChunk(c0, e, k.t.vecElems, ShareQuantum(k));
+            bool loaded = false;
             if (shareLoaded_) {
                 AscendC::WaitFlag<HardEvent::MTE2_S>(shareEvent_);
                 k.pipe.template ReleaseEventID<HardEvent::MTE2_S>(shareEvent_);
                 shareLoaded_ = false;
-            } else if (together) {
-                AscendC::DataCopy(k.ub.partUb, k.stash[uint64_t(g0) * 2 * slot], uint32_t(SlotSpan(k, c0, n)));
-                SetWaitFlag<HardEvent::MTE2_S>();
+                loaded = true;
             }
-            for (int64_t g = g0; g <= g1; ++g) {
-                const uint64_t gs = uint64_t(GroupStart(k.t, g)), ge = gs + GroupCount(k.t, g);
-                LocalTensor<float> dy = v.coefB, dyx = v.coefK;
-                if (together) {
-                    dy = k.ub.partUb[uint32_t(uint64_t(g - g0) * 2 * slot)];
-                    dyx = k.ub.partUb[uint32_t((uint64_t(g - g0) * 2 + 1) * slot)];
-                } else {
-                    const uint32_t len = uint32_t(AlignUp(ge - gs, SLOT_FLOATS));
-                    AscendC::DataCopy(v.coefB, k.stash[uint64_t(g) * 2 * slot], len);
-                    AscendC::DataCopy(v.coefK, k.stash[(uint64_t(g) * 2 + 1) * slot], len);
-                    SetWaitFlag<HardEvent::MTE2_S>();
-                }
-                for (uint64_t ch = gs > c0 ? gs : c0; ch < ge && ch < c0 + n; ++ch) {
-                    v.totDy.SetValue(uint32_t(ch - c0), dy.GetValue(uint32_t(ch - gs)));
-                    v.totDyx.SetValue(uint32_t(ch - c0), dyx.GetValue(uint32_t(ch - gs)));
-                }
-                if (!together) {
-                    SetWaitFlag<HardEvent::S_MTE2>();  // read before the next group's slot lands there
-                }
-            }
+            GatherShareChunk(k, c0, n, ShareSlotSpan(k.t, c0, n) <= k.ub.partUb.GetSize(), loaded);
             // the scalar unit's writes before V / MTE3 read them (the apply's grad_input stores, still in
             // flight, need not land first)
             SetWaitFlag<HardEvent::S_V>();
@@ -1012,6 +966,7 @@ private:
             } else {
                 WriteParamRange(k, int64_t(c0), uint32_t(n));
             }
+            c0 += n;
         }
     }
 
