@@ -743,30 +743,28 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // (a short last row block left the cores that drew it idle at every SyncAll). Not 16-bit types: there
     // the vector unit is the bound and the smaller tiles cost it more than the balance gave back.
     const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll && in.dtype == ELEM_FLOAT32;
-    // There, where grad_out + input exceed an L2 round and one channel per core does not fit one either (so
-    // the launch takes the software SyncAll's rounds, TryL2Rounds, not whole channels per core: each round
-    // ends on a SyncAll that waits for the core with the most units of the round), a tile of the chosen rank
-    // with fewer elements on that core per round replaces the choice (the fewest, then more rows, then the
-    // larger): a round's units split unevenly over the cores left most of them idle at every SyncAll for a
-    // unit's time.
+    // There, on SoCs without mul_add (ascend910: its fp32 56x56 / 112x112 layers take the software SyncAll's
+    // L2 rounds, TryL2Rounds, where each round ends on a SyncAll that waits for the core with the most units
+    // of the round), where grad_out + input exceed a round: when the chosen tile's units of a round are not a
+    // multiple of ROUND_UNIT_SPLIT, a tile of the same rank whose are replaces it (more rows, then the
+    // larger), so they split evenly over any power-of-two core count up to that. A fixed split, not the
+    // launch's cores: the tile, and so the order of the sums, never depends on them.
     const uint64_t perChannel = 2ull * uint64_t(std::max<int64_t>(outer, 0)) * uint64_t(t.inner) * eb;
     const uint64_t roundBudget = in.l2Bytes / L2_ROUND_DIVISOR;
-    const uint64_t coreCount = std::max<uint32_t>(in.coreNum, 1);
-    const bool roundBalance = evenRows && in.hasSoftSyncAll && perChannel > 0 && roundBudget > 0 &&
-                              perChannel * uint64_t(std::max<int64_t>(channels, 0)) > roundBudget &&
-                              perChannel * coreCount > roundBudget;
+    const bool roundBalance = evenRows && in.hasSoftSyncAll && !in.hasMulAdd && perChannel > 0 &&
+                              roundBudget > 0 && perChannel * uint64_t(std::max<int64_t>(channels, 0)) > roundBudget;
     const uint64_t roundChannels =
         std::min<uint64_t>(std::max<uint64_t>(1, roundBudget / std::max<uint64_t>(perChannel, 1)), c1);
-    // Elements of a round on its busiest core with tiles of `rows` x `cols`.
-    auto busiestOf = [&](uint64_t rows, uint64_t cols) {
+    // Whether tiles of `rows` x `cols` split a round's units evenly (ROUND_UNIT_SPLIT).
+    auto evenRound = [&](uint64_t rows, uint64_t cols) {
         const uint64_t units = roundChannels * CeilDiv(wantRows, std::max<uint64_t>(rows, 1)) * CeilDiv(span1, cols);
-        return CeilDiv(units, coreCount) * rows * cols;
+        return units % ROUND_UNIT_SPLIT == 0;
     };
     struct Balanced {
-        uint64_t busiest = UINT64_MAX, rows = 0, cols = 0;
+        uint64_t rows = 0, cols = 0;
         uint32_t stride = 0, vec = 0;
     };
-    Balanced balanced[5];  // per rank
+    Balanced balanced[5];  // per rank: the even-round tile with the most rows, then the most elements
     for (uint64_t chunks = 1;; ++chunks) {
         const uint64_t cols = chunks == 1 ? span1 : AlignUp(CeilDiv(span1, chunks), VEC_ALIGN);
         if (chunks > 1 && (cols >= lastCols || cols >= span1)) {
@@ -793,12 +791,10 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
             tileRows = 2 * d >= tileRows ? d : tileRows;
         }
         const uint32_t rank = 1 + (cols >= minCols ? 2 : 0) + (t.usePad || span1 % cols == 0 ? 1 : 0);
-        if (roundBalance && rows >= 1 && tileRows >= flatNeed) {
+        if (roundBalance && rows >= 1 && tileRows >= flatNeed && evenRound(tileRows, cols)) {
             Balanced &b = balanced[rank];
-            const uint64_t busiest = busiestOf(tileRows, cols);
-            if (busiest < b.busiest ||
-                (busiest == b.busiest && (tileRows > b.rows || (tileRows == b.rows && tileRows * cols > b.rows * b.cols)))) {
-                b = Balanced{busiest, tileRows, cols, stride, vec};
+            if (tileRows > b.rows || (tileRows == b.rows && tileRows * cols > b.rows * b.cols)) {
+                b = Balanced{tileRows, cols, stride, vec};
             }
         }
         if (rows >= 1 && tileRows >= flatNeed && (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
@@ -817,7 +813,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (bestElems == 0) {
         return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one " + (t.flat ? "region" : "tile");
     }
-    if (roundBalance && balanced[bestRank].busiest < busiestOf(t.tileRows, t.tileCols)) {
+    if (roundBalance && balanced[bestRank].rows > 0 && !evenRound(t.tileRows, t.tileCols)) {
         const Balanced &b = balanced[bestRank];
         t.tileCols = uint32_t(b.cols);
         t.rowStride = b.stride;
