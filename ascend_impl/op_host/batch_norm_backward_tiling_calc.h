@@ -746,8 +746,9 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // There, on SoCs without mul_add (ascend910: its fp32 56x56 / 112x112 layers take the software SyncAll's
     // L2 rounds, TryL2Rounds, where each round ends on a SyncAll that waits for the core with the most units
     // of the round), where grad_out + input exceed a round: when the chosen tile's units of a round are not a
-    // multiple of ROUND_UNIT_SPLIT, a tile of the same rank whose are replaces it (more rows, then the
-    // larger), so they split evenly over any power-of-two core count up to that. A fixed split, not the
+    // multiple of ROUND_UNIT_SPLIT, a tile of the same rank whose are (more rows, then the larger) replaces
+    // it where at least half as large, so they split evenly over any power-of-two core count up to that
+    // (the smaller tile's cost stays below the balance's gain, as evenRows). A fixed split, not the
     // launch's cores: the tile, and so the order of the sums, never depends on them.
     const uint64_t perChannel = 2ull * uint64_t(std::max<int64_t>(outer, 0)) * uint64_t(t.inner) * eb;
     const uint64_t roundBudget = in.l2Bytes / L2_ROUND_DIVISOR;
@@ -813,7 +814,8 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (bestElems == 0) {
         return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one " + (t.flat ? "region" : "tile");
     }
-    if (roundBalance && balanced[bestRank].rows > 0 && !evenRound(t.tileRows, t.tileCols)) {
+    if (roundBalance && balanced[bestRank].rows > 0 && !evenRound(t.tileRows, t.tileCols) &&
+        2 * balanced[bestRank].rows * balanced[bestRank].cols >= bestElems) {
         const Balanced &b = balanced[bestRank];
         t.tileCols = uint32_t(b.cols);
         t.rowStride = b.stride;
