@@ -744,28 +744,27 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // the vector unit is the bound and the smaller tiles cost it more than the balance gave back.
     const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll && in.dtype == ELEM_FLOAT32;
     // There, on SoCs without mul_add (ascend910: its fp32 56x56 / 112x112 layers take the software SyncAll's
-    // L2 rounds, TryL2Rounds, where each round ends on a SyncAll that waits for the core with the most units
-    // of the round), where grad_out + input exceed a round: when the chosen tile's units of a round are not a
-    // multiple of ROUND_UNIT_SPLIT, a tile of the same rank whose are (more rows, then the larger) replaces
-    // it where at least half as large, so they split evenly over any power-of-two core count up to that
-    // (the smaller tile's cost stays below the balance's gain, as evenRows). A fixed split, not the
-    // launch's cores: the tile, and so the order of the sums, never depends on them.
-    const uint64_t perChannel = 2ull * uint64_t(std::max<int64_t>(outer, 0)) * uint64_t(t.inner) * eb;
-    const uint64_t roundBudget = in.l2Bytes / L2_ROUND_DIVISOR;
-    const bool roundBalance = evenRows && in.hasSoftSyncAll && !in.hasMulAdd && perChannel > 0 &&
-                              roundBudget > 0 && perChannel * uint64_t(std::max<int64_t>(channels, 0)) > roundBudget;
-    const uint64_t roundChannels =
-        std::min<uint64_t>(std::max<uint64_t>(1, roundBudget / std::max<uint64_t>(perChannel, 1)), c1);
-    // Whether tiles of `rows` x `cols` split a round's units evenly (ROUND_UNIT_SPLIT).
-    auto evenRound = [&](uint64_t rows, uint64_t cols) {
-        const uint64_t units = roundChannels * CeilDiv(wantRows, std::max<uint64_t>(rows, 1)) * CeilDiv(span1, cols);
-        return units % ROUND_UNIT_SPLIT == 0;
+    // L2 rounds, TryL2Rounds, of a few channels each, where every round ends on a SyncAll that waits for the
+    // core with the most units of the round), a tile of the chosen rank whose units per channel hold a
+    // higher power of two (up to ROUND_UNIT_SPLIT) replaces it where at least half as large (the most such,
+    // then more rows, then the larger), so a round's units split evenly over a power-of-two core count (the
+    // smaller tile's cost stays below the balance's gain, as evenRows). From the shape and the SoC only,
+    // neither the cores nor L2: the tile, and so the order of the sums, never depends on them.
+    const bool roundBalance = evenRows && in.hasSoftSyncAll && !in.hasMulAdd;
+    // The power of two (at most ROUND_UNIT_SPLIT) that divides the units per channel of `rows` x `cols` tiles.
+    auto splitOf = [&](uint64_t rows, uint64_t cols) {
+        const uint64_t units = CeilDiv(wantRows, std::max<uint64_t>(rows, 1)) * CeilDiv(span1, cols);
+        uint64_t p = 1;
+        while (p < ROUND_UNIT_SPLIT && units % (2 * p) == 0) {
+            p *= 2;
+        }
+        return p;
     };
     struct Balanced {
-        uint64_t rows = 0, cols = 0;
+        uint64_t split = 0, rows = 0, cols = 0;
         uint32_t stride = 0, vec = 0;
     };
-    Balanced balanced[5];  // per rank: the even-round tile with the most rows, then the most elements
+    Balanced balanced[5];  // per rank: the tile with the most split, then the most rows, then the most elements
     for (uint64_t chunks = 1;; ++chunks) {
         const uint64_t cols = chunks == 1 ? span1 : AlignUp(CeilDiv(span1, chunks), VEC_ALIGN);
         if (chunks > 1 && (cols >= lastCols || cols >= span1)) {
@@ -792,10 +791,12 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
             tileRows = 2 * d >= tileRows ? d : tileRows;
         }
         const uint32_t rank = 1 + (cols >= minCols ? 2 : 0) + (t.usePad || span1 % cols == 0 ? 1 : 0);
-        if (roundBalance && rows >= 1 && tileRows >= flatNeed && evenRound(tileRows, cols)) {
+        if (roundBalance && rows >= 1 && tileRows >= flatNeed) {
             Balanced &b = balanced[rank];
-            if (tileRows > b.rows || (tileRows == b.rows && tileRows * cols > b.rows * b.cols)) {
-                b = Balanced{tileRows, cols, stride, vec};
+            const uint64_t split = splitOf(tileRows, cols);
+            if (split > b.split || (split == b.split && (tileRows > b.rows ||
+                                                         (tileRows == b.rows && tileRows * cols > b.rows * b.cols)))) {
+                b = Balanced{split, tileRows, cols, stride, vec};
             }
         }
         if (rows >= 1 && tileRows >= flatNeed && (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
@@ -814,7 +815,7 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     if (bestElems == 0) {
         return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one " + (t.flat ? "region" : "tile");
     }
-    if (roundBalance && balanced[bestRank].rows > 0 && !evenRound(t.tileRows, t.tileCols) &&
+    if (roundBalance && balanced[bestRank].split > splitOf(t.tileRows, t.tileCols) &&
         2 * balanced[bestRank].rows * balanced[bestRank].cols >= bestElems) {
         const Balanced &b = balanced[bestRank];
         t.tileCols = uint32_t(b.cols);
