@@ -119,9 +119,9 @@ def test_same_bits_for_any_core_count(sim, soc, dtype, l2):
 
 def test_round_balanced_tiles_same_bits_for_any_core_count(sim):
     """ascend910 float32 in L2 rounds of 5 channels of 112x112 (N 32): the largest tile, 4 x 1792, gives a
-    round 280 units, not a multiple of ROUND_UNIT_SPLIT, so the tiling takes 4 x 1568 (320); chosen from
-    the shape and the SoC, not the cores, so 1, 3 and 32 cores give the same bits, and the values match
-    the reference."""
+    channel 56 units (a round 280), so the tiling takes 4 x 1568 (64, a round 320); chosen from the shape
+    and the SoC, not the cores, so 1, 3 and 32 cores give the same bits, and the values match the
+    reference."""
     shape = (32, 16, 112, 112)
     l2 = 2 * 5 * 2 * 32 * 112 * 112 * 4 + 4096  # rounds of 5 channels' x + dy
     for cores in (3, 32):
