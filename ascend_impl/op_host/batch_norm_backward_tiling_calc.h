@@ -891,6 +891,28 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // (a short last row block left the cores that drew it idle at every SyncAll). Not 16-bit types: there
     // the vector unit is the bound and the smaller tiles cost it more than the balance gave back.
     const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll && in.dtype == ELEM_FLOAT32;
+    // There, on SoCs without mul_add (ascend910: its fp32 56x56 / 112x112 layers take the software SyncAll's
+    // L2 rounds, TryL2Rounds, of a few channels each, where every round ends on a SyncAll that waits for the
+    // core with the most units of the round), a tile of the chosen rank whose units per channel hold a
+    // higher power of two (up to ROUND_UNIT_SPLIT) replaces it where at least half as large (the most such,
+    // then more rows, then the larger), so a round's units split evenly over a power-of-two core count (the
+    // smaller tile's cost stays below the balance's gain, as evenRows). From the shape and the SoC only,
+    // neither the cores nor L2: the tile, and so the order of the sums, never depends on them.
+    const bool roundBalance = evenRows && in.hasSoftSyncAll && !in.hasMulAdd;
+    // The power of two (at most ROUND_UNIT_SPLIT) that divides the units per channel of `rows` x `cols` tiles.
+    auto splitOf = [&](uint64_t rows, uint64_t cols) {
+        const uint64_t units = CeilDiv(wantRows, std::max<uint64_t>(rows, 1)) * CeilDiv(span1, cols);
+        uint64_t p = 1;
+        while (p < ROUND_UNIT_SPLIT && units % (2 * p) == 0) {
+            p *= 2;
+        }
+        return p;
+    };
+    struct Balanced {
+        uint64_t split = 0, rows = 0, cols = 0;
+        uint32_t stride = 0, vec = 0;
+    };
+    Balanced balanced[5];  // per rank: the tile with the most split, then the most rows, then the most elements
     for (uint64_t chunks = 1;; ++chunks) {
         const uint64_t cols = chunks == 1 ? span1 : AlignUp(CeilDiv(span1, chunks), VEC_ALIGN);
         if (chunks > 1 && (cols >= lastCols || cols >= span1)) {
@@ -917,8 +939,15 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
             tileRows = 2 * d >= tileRows ? d : tileRows;
         }
         const uint32_t rank = 1 + (cols >= minCols ? 2 : 0) + (t.usePad || span1 % cols == 0 ? 1 : 0);
-        if (rows >= 1 && tileRows >= flatNeed &&
-            (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
+        if (roundBalance && rows >= 1 && tileRows >= flatNeed) {
+            Balanced &b = balanced[rank];
+            const uint64_t split = splitOf(tileRows, cols);
+            if (split > b.split || (split == b.split && (tileRows > b.rows ||
+                                                         (tileRows == b.rows && tileRows * cols > b.rows * b.cols)))) {
+                b = Balanced{split, tileRows, cols, stride, vec};
+            }
+        }
+        if (rows >= 1 && tileRows >= flatNeed && (rank > bestRank || (rank == bestRank && tileRows * cols > bestElems))) {
             bestRank = rank;
             bestElems = tileRows * cols;
             t.tileCols = uint32_t(cols);
@@ -933,6 +962,14 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     }
     if (bestElems == 0) {
         return "UB of " + std::to_string(in.ubBytes) + " bytes is too small for one " + (t.flat ? "region" : "tile");
+    }
+    if (roundBalance && balanced[bestRank].split > splitOf(t.tileRows, t.tileCols) &&
+        2 * balanced[bestRank].rows * balanced[bestRank].cols >= bestElems) {
+        const Balanced &b = balanced[bestRank];
+        t.tileCols = uint32_t(b.cols);
+        t.rowStride = b.stride;
+        t.vecElems = b.vec;
+        t.tileRows = uint32_t(b.rows);
     }
     t.rowBlocks = CeilDiv(uint64_t(outer), t.tileRows);
     t.colBlocks = CeilDiv(span, t.tileCols);

@@ -51,6 +51,8 @@ constexpr uint32_t UNIT_SLOT_FLOATS = 2 * SLOT_FLOATS;  // channel-first partial
 constexpr uint32_t PART_HALVES = 2;       // channel-first partials: UB ping-pong halves of SLOTS_PER_LOAD units each
 constexpr uint32_t SLOTS_PER_LOAD = 32;    // units' partials per copy (stored and combined)
 constexpr uint32_t MAX_TILE_ROWS = 4095;   // DataCopy block count is 16-bit
+constexpr uint64_t ROUND_UNIT_SPLIT = 64;  // software-SyncAll L2 rounds: the largest power of two the tiling seeks in
+                                           // a channel's units (the most cores of any line)
 constexpr uint32_t VEC_ALIGN = 16;         // channel vectors hold whole blocks of float16 and float32
 constexpr uint32_t L2_ROUND_DIVISOR = 2;   // a round's grad_out + input take at most L2 / this (room for dx)
 constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (InterleavedRounds: a round's second reads,

@@ -74,19 +74,20 @@ __aicore__ inline UnitScalars ScalarsOf(KernelUb &ub, uint32_t lane, bool coefs,
 }
 
 // dst = a * dy (+ k * xhat + b in training: Muls, Axpy, Adds); dst is dyF, or (float32) the
-// grad_input tile, which only the last step writes. xF is x as loaded: invstd
-// is applied per channel (k * invstd against x - mean), not per element, and
+// grad_input tile, which only the last step writes (ApplyCoefsLast: so a caller may take that tile
+// after ApplyCoefsBody, and the wait for its buffer's last store holds only the last step). xF is x as
+// loaded: invstd is applied per channel (k * invstd against x - mean), not per element, and
 // with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
 // * x + (b - k * invstd * mean), so x is not centred per element.
 // (s: ScalarsOf the unit's lane; `scaled`: dyF holds a * dy already, training only.)
-__aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training,
-                                  const LocalTensor<float> &dst, bool foldMean, bool scaled = false)
+// Every step but the last; returns the last step's addend (training).
+__aicore__ inline float ApplyCoefsBody(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training, bool foldMean,
+                                       bool scaled = false)
 {
-    const float a = s.a;
     if (!training) {
-        AscendC::Muls(dst, ub.dyF, a, n);
-        return;
+        return 0.0f;
     }
+    const float a = s.a;
     const float mean = s.mean;
     const float k = s.k;
     float b = s.b;
@@ -99,7 +100,25 @@ __aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n
         AscendC::Muls(ub.dyF, ub.dyF, a, n);
     }
     AscendC::Axpy(ub.dyF, ub.xF, k, n);  // a * dy + k * x in one instruction (every SoC line has Axpy)
+    return b;
+}
+
+// The last step, the only one that writes dst (`b`: ApplyCoefsBody's result).
+__aicore__ inline void ApplyCoefsLast(KernelUb &ub, const UnitScalars &s, float b, uint32_t n, bool training,
+                                      const LocalTensor<float> &dst)
+{
+    if (!training) {
+        AscendC::Muls(dst, ub.dyF, s.a, n);
+        return;
+    }
     AscendC::Adds(dst, ub.dyF, b, n);
+}
+
+__aicore__ inline void ApplyCoefs(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training,
+                                  const LocalTensor<float> &dst, bool foldMean, bool scaled = false)
+{
+    const float b = ApplyCoefsBody(ub, s, n, training, foldMean, scaled);
+    ApplyCoefsLast(ub, s, b, n, training, dst);
 }
 
 // One of the unit's partial sums from its row accumulator `acc` (cols wide) into `dst`: slot (sum dy), then

@@ -818,9 +818,12 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
             }
             channel_last::ApplyCoefs(k.ub, r, k.t.rowStride, k.t.training);
         } else if constexpr (IsSame<T, float>::value) {
-            // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element)
+            // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element); only its
+            // last step writes out, so the tile is taken after the others: the wait for its buffer's last
+            // store to land then holds one instruction, not the unit's whole apply
+            const float b = channel_first::ApplyCoefsBody(k.ub, s, n, k.t.training, false);
             out = OutTile(k);
-            channel_first::ApplyCoefs(k.ub, s, n, k.t.training, out, false);  // its last step writes out
+            channel_first::ApplyCoefsLast(k.ub, s, b, n, k.t.training, out);
             written = true;
         } else {
             channel_first::ApplyCoefs(k.ub, s, n, k.t.training, k.ub.dyF, true, k.ub.scaled);

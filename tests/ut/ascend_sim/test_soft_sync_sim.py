@@ -117,6 +117,20 @@ def test_same_bits_for_any_core_count(sim, soc, dtype, l2):
     _same_bits_over_cores(sim, soc, (4, 16, 32, 32), dtype, (1, 2, 3, 5, 8), "two_pass", two_pass=True, l2_bytes=l2)
 
 
+def test_round_balanced_tiles_same_bits_for_any_core_count(sim):
+    """ascend910 float32 in L2 rounds of 5 channels of 112x112 (N 32): the largest tile, 4 x 1792, gives a
+    channel 56 units (a round 280), so the tiling takes 4 x 1568 (64, a round 320); chosen from the shape
+    and the SoC, not the cores, so 1, 3 and 32 cores give the same bits, and the values match the
+    reference."""
+    shape = (32, 16, 112, 112)
+    l2 = 2 * 5 * 2 * 32 * 112 * 112 * 4 + 4096  # rounds of 5 channels' x + dy
+    for cores in (3, 32):
+        info = _soft_info(check(sim, shape, False, "float32", True, soc="ascend910", cores=cores, two_pass=True,
+                                l2_bytes=l2), cores)
+        assert info.l2_rounds >= 1 and (info.tile_rows, info.tile_cols) == (4, 1568), info
+    _same_bits_over_cores(sim, "ascend910", shape, "float32", (1, 3, 32), "two_pass", two_pass=True, l2_bytes=l2)
+
+
 def test_kernel_without_the_zeroing_fails(tmp_path):
     """A copy of the kernel whose launch does not zero the flags is refused by its first SyncAll (the
     workspace the launcher hands over holds garbage, as the framework's does)."""
