@@ -106,6 +106,14 @@ def test_channels_in_l2_masks(sim, mask):
         assert info.l2_channels > 0
 
 
+def check_every_mask(sim, shape, dtype, ub, l2):
+    """ascend310p on 2 cores: values against the reference under every mask, training and not."""
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            check(sim, shape, False, dtype, training, mask, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2,
+                  seed=1)
+
+
 # Atlas inference (ascend310p: no DataCopyPad, mul_add), whole groups per core, one channel per core within
 # half of L2 but not two (TailPipelineInL2): the channels partly pipelined (tiling plTail / plAhead, the last
 # phase-2 units of a channel beside the next one's first phase-1 units). (shape, ub_bytes, l2_bytes, dtype)
@@ -120,10 +128,7 @@ def test_tail_pipeline(sim, shape, ub, l2, dtype):
     assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0 and info.l2_channels == 0
     units = info.units // shape[1]
     assert 0 < info.pl_ahead < info.pl_tail < units
-    for mask in ALL_MASKS:
-        for training in (True, False):
-            check(sim, shape, False, dtype, training, mask, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2,
-                  seed=1)
+    check_every_mask(sim, shape, dtype, ub, l2)
     args = make_inputs(shape, False, dtype, seed=2)
     runs = []
     for l2_bytes in (l2, 4 * l2, 0):
@@ -152,10 +157,7 @@ def test_loads_two_ahead(sim, shape, ub, l2, dtype, out):
     assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 0
     assert info.in_buffers == 3 and info.out_buffers == out, info
     assert (info.pl_tail > 0) == (l2 == 300000)
-    for mask in ALL_MASKS:
-        for training in (True, False):
-            check(sim, shape, False, dtype, training, mask, soc="ascend310p", cores=2, ub_bytes=ub, l2_bytes=l2,
-                  seed=1)
+    check_every_mask(sim, shape, dtype, ub, l2)
     args = make_inputs(shape, False, dtype, seed=2)
     runs = []
     for cores in (1, 2, 3):
