@@ -214,10 +214,13 @@ __aicore__ inline bool FixStatTails(KernelState<T> &k, int64_t g)
     return wrote;
 }
 
-// After FixStatTails and its S_V: the deferred 16-bit statistics cast to float (FinishStatLoads left them).
-// Returns whether it cast any.
+// Which 16-bit statistics CastStats casts: all, or only those whose tail IssueStatLoads deferred (or not).
+enum StatPick : uint32_t { STATS_ALL, STATS_NOT_DEFERRED, STATS_DEFERRED };
+
+// Group g's 16-bit statistics, landed in their staging, cast to float (the `pick` of them). Returns whether
+// it cast any.
 template <typename T>
-__aicore__ inline bool CastStatTails(KernelState<T> &k, int64_t g)
+__aicore__ inline bool CastStats(KernelState<T> &k, int64_t g, StatPick pick)
 {
     bool cast = false;
     if constexpr (!IsSame<T, float>::value) {
@@ -226,16 +229,27 @@ __aicore__ inline bool CastStatTails(KernelState<T> &k, int64_t g)
             uint32_t which = 0;
             float absent = 0.0f;
             StatParam(i, &which, &absent);
-            if (StatCast(k, which) && DeferredStatTail(k, g, which)) {
-                AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
-                cast = true;
+            if (!StatCast(k, which) ||
+                (pick != STATS_ALL && DeferredStatTail(k, g, which) != (pick == STATS_DEFERRED))) {
+                continue;
             }
+            AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
+            cast = true;
         }
     } else {
         (void)k;
         (void)g;
+        (void)pick;
     }
     return cast;
+}
+
+// After FixStatTails and its S_V: the deferred 16-bit statistics cast to float (FinishStatLoads left them).
+// Returns whether it cast any.
+template <typename T>
+__aicore__ inline bool CastStatTails(KernelState<T> &k, int64_t g)
+{
+    return CastStats(k, g, STATS_DEFERRED);
 }
 
 // Training, on the vector unit once IssueStatLoads' loads landed: the 16-bit statistics cast to float.
@@ -243,17 +257,7 @@ __aicore__ inline bool CastStatTails(KernelState<T> &k, int64_t g)
 template <typename T>
 __aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g, bool deferTails = false)
 {
-    if constexpr (!IsSame<T, float>::value) {
-        const uint32_t n = GroupCount(k.t, g);
-        for (uint32_t i = 0; i < TRAIN_STATS; ++i) {
-            uint32_t which = 0;
-            float absent = 0.0f;
-            StatParam(i, &which, &absent);
-            if (StatCast(k, which) && !(deferTails && DeferredStatTail(k, g, which))) {
-                AscendC::Cast(StatDst(k, i), StatStaging(k, i), AscendC::RoundMode::CAST_NONE, n);
-            }
-        }
-    }
+    CastStats(k, g, deferTails ? STATS_NOT_DEFERRED : STATS_ALL);
     k.statsGroup = g;
     k.coefGroup = -1;
 }
