@@ -48,6 +48,9 @@
 // Brcb and the masked repeat form of the UB -> UB Copy (the single pass's per-block broadcasts, with
 // spSegSum): not on Atlas training / inference.
 #define BNB_SOC_HAS_BLOCK_COPY (!BNB_SOC_LEGACY)
+// Gather (dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)], Gather.md): on every line but Atlas
+// training (dav-c100, ascend910: "不支持"); half and float on the Atlas inference AI Core (dav-m200).
+#define BNB_SOC_HAS_GATHER BNB_SOC_HAS_MUL_ADD
 // The single pass's segmented sums and per-block broadcasts (tiling spSegSum) need both.
 #define BNB_SOC_HAS_SEG_SUM (BNB_SOC_HAS_REDUCE_REPEAT && BNB_SOC_HAS_BLOCK_COPY)
 

@@ -252,10 +252,51 @@ void BnbCopy(AscendC::check::DataCopyBaseParams &p, const char *intr, bool pad)
         }
     }
 }
+
+// ---- Gather ----
+// The repeat form: `last` the last element the mask enables in a repeat (-1: none).
+void BnbGather(AscendC::check::VecGatherApiParams &p, const char *intr, int64_t last)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    const uint64_t e = p.dstDtypeBytes, lanes = R::REPEAT / e;
+    R::GatherParams(intr, *soc, e, p.srcBaseOffset, p.srcSize, {});
+    R::RepeatTimes(intr, p.repeatTimes, {});
+    const uint64_t n = last < 0 ? 0 : p.repeatTimes, active = uint64_t(last + 1);
+    const uint64_t d = n == 0 ? 0 : (n - 1) * p.dstRepeatStride * R::BLOCK + active * e;
+    const uint64_t o = n == 0 ? 0 : ((n - 1) * lanes + active) * p.offsetDtypeBytes;
+    BnbOperand(intr, "dst", p.dstAddr, p.dstPos, d, p.dstSize);
+    BnbOperand(intr, "src", p.srcAddr, p.srcPos, n == 0 ? 0 : e, p.srcSize);
+    BnbOperand(intr, "srcOffset", p.offsetAddr, p.offsetPos, o, p.offsetSize);
+    const uint32_t *po = reinterpret_cast<const uint32_t *>(static_cast<uintptr_t>(p.offsetAddr));
+    for (uint64_t r = 0; r < n; ++r) {
+        for (uint64_t i = r * lanes; i < r * lanes + active; ++i) {
+            R::GatherOffset(intr, i, po[i], p.srcBaseOffset, e, p.srcSize, {});
+        }
+    }
+    R::Require(n == 0 || p.dstAddr + d <= p.srcAddr || p.srcAddr + p.srcSize <= p.dstAddr, intr,
+               "src and dst share memory", "", {});
+}
 }  // namespace
 
 namespace AscendC {
 namespace check {
+bool CheckFuncGatherImpl(VecGatherApiParams &p, const uint64_t mask, const char *intr)
+{
+    BnbGather(p, intr, BnbLastOfCount(p.dstDtypeBytes, mask));
+    return true;
+}
+bool CheckFuncGatherImpl(VecGatherApiParams &p, const uint64_t mask[], const char *intr)
+{
+    BnbGather(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask));
+    return true;
+}
+// The count form: its repeats and its tail are checked by the repeat form the headers call next.
+bool CheckFuncGatherImpl(VecGatherApiParams &p, const char *intr)
+{
+    R::GatherCount(intr, p.calCount, p.dstDtypeBytes, {});
+    return true;
+}
 bool CheckFuncVecBinaryImpl(VecBinaryApiParams &p, const char *intr)
 {
     BnbBinaryCount(p, intr);

@@ -59,6 +59,11 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     copy.srcRepeatSize = 1;
     Copy(a, b, uint64_t(64), uint8_t(1), copy);
 #endif
+#if BNB_SOC_HAS_GATHER
+    const LocalTensor<uint32_t> offsets = c.template ReinterpretCast<uint32_t>();
+    Gather(a, b, offsets, uint32_t(0), uint32_t(n));
+    Gather(a, b, offsets, uint32_t(0), uint64_t(64), uint8_t(1), uint16_t(8));
+#endif
 }
 
 template <typename T>

@@ -397,6 +397,40 @@ inline void BrcbParams(const char *intr, const Soc &soc, uint64_t elemBytes, uin
                 "UB in use " + N(ubUsed) + " of " + N(soc.ubBytes), src);
     }
 }
+// Gather (Memory矢量计算/离散与聚合/Gather.md): dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)];
+// 产品支持情况: not on Atlas training (dav-c100), on the Atlas inference AI Core, A2, A3 and 950;
+// 16- and 32-bit types on these lines (8-bit on the 950 only, and only in the count form); dst, src and
+// srcOffset 32-byte aligned; srcBaseAddr and every offset multiples of sizeof(T) (约束说明: else "数据发生错位",
+// no error on a board), the addressed element inside src (the headers' CPU check: srcBaseAddr below
+// src's size; "偏移地址后不能超出UB大小数据的范围"); src and dst never the same memory; repeatTime∈[0, 255]
+// with 8 DataBlocks a repeat; the count form is count / (256 / sizeof(T)) repeats in a uint8_t
+// (kernel_operator_vec_gather_intf_impl.h), so count below 256 repeats.
+inline void GatherParams(const char *intr, const Soc &soc, uint64_t elemBytes, uint64_t srcBaseAddr, uint64_t srcBytes,
+                         Src src)
+{
+    Require(soc.npuArch != 1001, intr, std::string("not supported on ") + soc.name, "", src);
+    Require(elemBytes == 2 || elemBytes == 4 || (elemBytes == 1 && soc.npuArch == 3510), intr,
+            "16- or 32-bit elements only on " + std::string(soc.name), "element " + N(elemBytes) + " bytes", src);
+    Require(srcBaseAddr % elemBytes == 0, intr, "srcBaseAddr not a multiple of the element size",
+            "srcBaseAddr " + N(srcBaseAddr) + ", element " + N(elemBytes) + " bytes", src);
+    Require(srcBaseAddr < srcBytes, intr, "srcBaseAddr outside src",
+            "srcBaseAddr " + N(srcBaseAddr) + ", src " + N(srcBytes) + " bytes", src);
+}
+inline void GatherOffset(const char *intr, uint64_t i, uint64_t offset, uint64_t srcBaseAddr, uint64_t elemBytes,
+                         uint64_t srcBytes, Src src)
+{
+    Require(offset % elemBytes == 0, intr, "srcOffset not a multiple of the element size",
+            "srcOffset[" + N(i) + "] " + N(offset) + ", element " + N(elemBytes) + " bytes", src);
+    Require(srcBaseAddr + offset + elemBytes <= srcBytes, intr, "srcOffset outside src",
+            "srcBaseAddr " + N(srcBaseAddr) + " + srcOffset[" + N(i) + "] " + N(offset) + ", src " + N(srcBytes) +
+                " bytes",
+            src);
+}
+inline void GatherCount(const char *intr, uint64_t count, uint64_t elemBytes, Src src)
+{
+    Require(count / (REPEAT / elemBytes) <= 255, intr, "count above 255 repeats (the count form's uint8_t repeatTime)",
+            "count " + N(count), src);
+}
 // Copy, masked repeat form (数据搬运/Copy（UBToUB掩码式高维数据搬运）.md): not on Atlas training / inference;
 // 16- and 32-bit types; repeatTime∈[0, 255] (its uint8_t); CopyRepeatParams dstStride / srcStride∈[0, 65535],
 // dstRepeatSize / srcRepeatSize∈[0, 4095] DataBlocks; both addresses 32-byte aligned.

@@ -6,6 +6,7 @@
 // says (附录/Vector指令理论性能汇总.md).
 #ifndef BNB_SIM_VECTOR_REPEAT_H
 #define BNB_SIM_VECTOR_REPEAT_H
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "sim_vector.h"
@@ -227,6 +228,82 @@ void Copy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint64_t m
         for (uint64_t e = 0; e < active; ++e) {
             pd[at_(r, e, p.dstRepeatSize, p.dstStride)] = v[r * active + e];
         }
+    }
+}
+
+// Gather (离散与聚合/Gather.md), the repeat form with a continuous mask: in repeat r (dst
+// r * dstRepStride blocks on, srcOffset r * 256 / sizeof(T) elements on), dst element e = the src
+// element (srcBaseAddr + srcOffset[e]) bytes from src, for the first `mask` elements. Rules:
+// bnb_rules::GatherParams / GatherOffset. Cost: 5 elements a cycle (附录/Vector指令理论性能汇总.md, 表15).
+constexpr double GATHER_ELEMS_PER_CYCLE = 5;
+template <typename T>
+void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<uint32_t> &srcOffset,
+            const uint32_t srcBaseAddr, const uint64_t mask, const uint8_t repeatTime, const uint16_t dstRepStride,
+            bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Gather: 16- or 32-bit elements only in this CPU build");
+    const char *op = "Gather";
+    sim::CheckVecType<T>(op, at);
+    const uint64_t srcBytes = uint64_t(src.GetSize()) * sizeof(T);
+    bnb_rules::GatherParams(op, SimThisCore().soc, sizeof(T), srcBaseAddr, srcBytes, at);
+    const uint64_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T), perBlock = bnb_rules::BLOCK / sizeof(T);
+    const uint64_t active = bnb_rules::MaskElems(int64_t(std::min<uint64_t>(mask, 1u << 30)), sizeof(T));
+    sim::NoUndefinedNop(op, repeatTime, int64_t(active), at);
+    const uint64_t n = active == 0 ? 0 : repeatTime;
+    const uint64_t offExtent = n == 0 ? 0 : (n - 1) * lanes + active;
+    const uint64_t dstExtent = n == 0 ? 0 : (n - 1) * uint64_t(dstRepStride) * perBlock + active;
+    const uint32_t *po = srcOffset.SimPtr(offExtent, op, true, at, "srcOffset");
+    T *pd = dst.SimPtr(dstExtent, op, true, at, "dst");
+    const T *ps = src.SimPtr(srcBytes / sizeof(T), op, true, at, "src");
+    std::vector<uint64_t> idx;
+    for (uint64_t r = 0; r < n; ++r) {
+        for (uint64_t e = 0; e < active; ++e) {
+            const uint64_t i = r * lanes + e;
+            bnb_rules::GatherOffset(op, i, po[i], srcBaseAddr, sizeof(T), srcBytes, at);
+            idx.push_back((srcBaseAddr + po[i]) / sizeof(T));
+        }
+    }
+    std::vector<bnb_hazards::Range> reads, writes;
+    if (n > 0) {
+        const uint64_t lo = *std::min_element(idx.begin(), idx.end()), hi = *std::max_element(idx.begin(), idx.end());
+        const bnb_hazards::Range rs = src[uint32_t(lo)].SimRange(hi - lo + 1), rd = dst.SimRange(dstExtent);
+        bnb_rules::Require(rs.hi <= rd.lo || rd.hi <= rs.lo, op, "src and dst share memory",
+                           "src UB " + bnb_rules::N(rs.lo) + ".." + bnb_rules::N(rs.hi) + ", dst UB " +
+                               bnb_rules::N(rd.lo) + ".." + bnb_rules::N(rd.hi),
+                           at);
+        reads.push_back(rs);
+        reads.push_back(srcOffset.SimRange(offExtent));
+        for (uint64_t r = 0; r < n; ++r) {
+            writes.push_back(dst[uint32_t(r * uint64_t(dstRepStride) * perBlock)].SimRange(active));
+        }
+    }
+    sim::RecordV(op, at, reads, writes);
+    perf::Vector(std::max<uint64_t>(n, 1) * lanes, sizeof(T), double(lanes) / GATHER_ELEMS_PER_CYCLE);
+    if (perf::SkipData()) return;
+    std::vector<T> v(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) v[i] = ps[idx[i]];
+    for (uint64_t r = 0; r < n; ++r) {
+        for (uint64_t e = 0; e < active; ++e) {
+            pd[r * uint64_t(dstRepStride) * perBlock + e] = v[r * active + e];
+        }
+    }
+}
+
+// Gather, the count form: the first `count` elements, as the headers split it on these lines (full
+// repeats of 256 bytes, then one repeat of the rest, kernel_operator_vec_gather_intf_impl.h).
+template <typename T>
+void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<uint32_t> &srcOffset,
+            const uint32_t srcBaseAddr, const uint32_t count, bnb_rules::Src at = bnb_rules::Here())
+{
+    const uint32_t lanes = uint32_t(ONE_REPEAT_BYTE_SIZE / sizeof(T));
+    bnb_rules::GatherCount("Gather", count, sizeof(T), at);
+    const uint32_t repeats = count / lanes, tail = count % lanes;
+    if (repeats > 0) {
+        Gather(dst, src, srcOffset, srcBaseAddr, uint64_t(lanes), uint8_t(repeats), uint16_t(8), at);
+    }
+    if (tail > 0) {
+        Gather(dst[count - tail], src, srcOffset[count - tail], srcBaseAddr, uint64_t(tail), uint8_t(1), uint16_t(8),
+               at);
     }
 }
 }  // namespace AscendC

@@ -17,6 +17,8 @@
 //   dup_masked:    maskLow, maskHigh, repeatTime, dstBlockStride, dstRepeatStride (Duplicate, bitwise mask,
 //                  of src[0])
 //   reduce_sum:    count (ReduceSum of the first count elements into dst[0], a scratch buffer of its own)
+//   gather:        srcBaseAddr, count, offsetsBytes, srcOffset[0 .. count) (Gather, count form; the offsets in
+//                  a uint32_t buffer of offsetsBytes of its own, 0: count x 4 rounded up to a block)
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -82,6 +84,16 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         need(5);
         uint64_t mask[2] = {uint64_t(a[0]), uint64_t(a[1])};
         Duplicate(d, static_cast<T>(src[0]), mask, uint8_t(a[2]), uint16_t(a[3]), uint8_t(a[4]));
+    } else if (op == "gather") {
+        need(3);
+        const uint32_t count = uint32_t(a[1]);
+        need(3 + int(count));
+        const uint32_t bytes = a[2] > 0 ? uint32_t(a[2]) : (count * 4 + 31) / 32 * 32;
+        pipe.InitBuffer(tbuf, bytes);
+        const LocalTensor<uint32_t> off = tbuf.Get<uint32_t>();
+        uint32_t *po = off.SimPtr(uint64_t(bytes / 4), "test setup", true);
+        for (uint32_t i = 0; i < count && i < bytes / 4; ++i) po[i] = uint32_t(a[3 + i]);
+        Gather(d, s, off, uint32_t(a[0]), count);
     } else if (op == "reduce_sum") {
         need(1);
         pipe.InitBuffer(tbuf, srcBytes);
@@ -103,7 +115,7 @@ extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, con
     const std::string name(op);
     if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy" &&
         name != "add_masked" && name != "sub_masked" && name != "fma_masked" && name != "mad_masked" &&
-        name != "dup_masked" && name != "reduce_sum") {
+        name != "dup_masked" && name != "reduce_sum" && name != "gather") {
         return 3;
     }
     try {

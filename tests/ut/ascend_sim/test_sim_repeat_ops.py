@@ -338,3 +338,46 @@ def test_repeat_ops_run_on_the_vector_pipe(sim, op, args):
     # A scalar read of the result with no V_S event in between is a hazard of PIPE_S against PIPE_V.
     out, err = simlib.repeat_op(sim, op, np.arange(64), np.zeros(64), args, scalar_read=True)
     assert out is None and err is not None and "pipe hazard" in err and "PIPE_V" in err, err
+
+
+# Gather (SIMD-API/基础API/Memory矢量计算/离散与聚合/Gather.md): dst[i] = src[(srcBaseAddr + srcOffset[i]) //
+# sizeof(T)], offsets in bytes; on the Atlas inference AI Core (ascend310p), A2, A3 and 950, not on Atlas
+# training (ascend910, 产品支持情况: "Atlas 训练系列产品：不支持").
+def gather_args(base, offsets, offsets_bytes=0):
+    return [base, len(offsets), offsets_bytes] + [int(o) for o in offsets]
+
+
+@pytest.mark.parametrize("soc", ["ascend310p", "ascend910b", "ascend950"])
+@pytest.mark.parametrize("half", [False, True])
+def test_gather_picks_the_addressed_elements(sim, soc, half):
+    # a per-channel broadcast: 16 values, each to a 49-element span (7x7 slices packed), from lane 3 on
+    vals = np.arange(32, dtype=np.float32) - 5.5
+    chan = np.repeat(np.arange(16), 49)
+    esize = 2 if half else 4
+    out, err = simlib.repeat_op(sim, "gather", vals, np.full(784 + 8, SENTINEL),
+                                gather_args(3 * esize, chan * esize), soc=soc, half=half)
+    assert err is None, err
+    assert np.array_equal(out[:784], vals[3 + chan]) and np.all(out[784:] == SENTINEL)
+
+
+def test_gather_partial_repeat(sim):
+    vals = RNG.standard_normal(64).astype(np.float32)
+    idx = RNG.integers(0, 64, size=70)
+    out, err = simlib.repeat_op(sim, "gather", vals, np.full(72, SENTINEL), gather_args(0, idx * 4), soc="ascend310p")
+    assert err is None, err
+    assert np.array_equal(out[:70], vals[idx]) and np.all(out[70:] == SENTINEL)
+
+
+@pytest.mark.parametrize("args,soc,kw,words", [
+    (gather_args(0, [0, 4]), "ascend910", {}, "Gather: not supported on ascend910"),
+    (gather_args(2, [0, 4]), "ascend310p", {}, "srcBaseAddr not a multiple of the element size"),
+    (gather_args(0, [0, 6]), "ascend310p", {}, "srcOffset not a multiple of the element size"),
+    (gather_args(0, [0, 64 * 4]), "ascend310p", {}, "srcOffset outside src"),
+    (gather_args(64 * 4, [0]), "ascend310p", {}, "srcBaseAddr outside src"),
+    (gather_args(0, [0, 4]), "ascend310p", {"alias": True}, "src and dst share memory"),
+    (gather_args(0, [0, 4]), "ascend310p", {"src_offset": 3}, "not 32-byte aligned"),
+    (gather_args(0, [0] * (256 * 64)), "ascend310p", {}, "count above 255 repeats"),
+])
+def test_gather_rules(sim, args, soc, kw, words):
+    out, err = simlib.repeat_op(sim, "gather", np.ones(64), np.zeros(64), args, soc=soc, **kw)
+    assert out is None and err is not None and words in err, err
