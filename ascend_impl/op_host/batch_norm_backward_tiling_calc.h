@@ -585,14 +585,14 @@ inline void SinglePassFields(BatchNormBackwardTilingData &t, uint64_t groups, ui
     t.usedCores = uint32_t(groups);
 }
 
-// Single pass, where even sub-groups (EvenBursts) do not help: the sub-group size (channels) near `resident`,
-// in runs of q, whose every sub-group moves at
-// least SP_MIN_BURST_BYTES a row copy (a row of a sub-group is its channels' slices, adjacent in GM), where
-// the full ones already do: a group of n channels is whole sub-groups and one shorter, and that short one
-// could be a channel or two of a 7x7 slice, a copy of a few hundred bytes. Of the sizes from the smallest whose full sub-groups still reach the burst up to `most` (what
-// fits), the one closest to `resident` (the smaller on a tie) whose remainders, on both group sizes of the
-// balanced split (`count`, `count` - q), are zero or reach it. Which sub-group sums a channel changes
-// nothing in its sums, so the bits do not change.
+// Single pass, where even sub-groups (EvenBursts) do not help: the sub-group size (channels) near
+// `resident`, in runs of q, whose every sub-group moves at least SP_MIN_BURST_BYTES a row copy (a row of a
+// sub-group is its channels' slices, adjacent in GM), where the full ones already do: a group of n channels
+// is whole sub-groups and one shorter, and that short one could be a channel or two of a 7x7 slice, a copy
+// of a few hundred bytes. Of the sizes from the smallest whose full sub-groups still reach the burst up to
+// `most` (what fits), the one closest to `resident` (the smaller on a tie) whose remainders, on both group
+// sizes of the balanced split (`count`, `count` - q), are zero or reach it. Which sub-group sums a channel
+// changes nothing in its sums, so the bits do not change.
 inline uint64_t BurstResident(uint64_t resident, uint64_t most, uint64_t count, bool unequal, uint64_t q,
                               uint64_t channelBytes)
 {
@@ -623,7 +623,9 @@ inline bool EvenBursts(uint64_t resident, uint64_t count, bool unequal, uint64_t
     if (resident == 0 || resident * channelBytes < SP_MIN_BURST_BYTES) {
         return false;
     }
-    const auto shortOk = [&](uint64_t n) { return n % resident == 0 || (n % resident) * channelBytes >= SP_MIN_BURST_BYTES; };
+    const auto shortOk = [&](uint64_t n) {
+        return n % resident == 0 || (n % resident) * channelBytes >= SP_MIN_BURST_BYTES;
+    };
     const auto evenOk = [&](uint64_t n) {
         const uint64_t runs = n / q, subs = CeilDiv(runs, resident / q);
         return subs == 0 || runs / subs * q * channelBytes >= SP_MIN_BURST_BYTES;
