@@ -45,8 +45,9 @@
 // a tree of float Adds to one block of lane partials whose lanes the scalar unit adds (BlockTreeSum,
 // tiling reduceSum 0).
 #define BNB_SOC_HAS_FLOAT_REDUCE_SUM BNB_SOC_HAS_REDUCE_REPEAT
-// Brcb and the masked repeat form of the UB -> UB Copy (the single pass's per-block broadcasts, with
-// spSegSum): not on Atlas training / inference.
+// The masked repeat form of the UB -> UB Copy, with Brcb the single pass's per-block broadcasts (spSegSum):
+// not on Atlas training / inference. (Brcb alone is documented for the Atlas inference AI Core, Brcb.md,
+// not for Atlas training; spSegSum needs both.)
 #define BNB_SOC_HAS_BLOCK_COPY (!BNB_SOC_LEGACY)
 // Gather (dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)], Gather.md): on every line but Atlas
 // training (dav-c100, ascend910: "不支持"); half and float on the Atlas inference AI Core (dav-m200).
