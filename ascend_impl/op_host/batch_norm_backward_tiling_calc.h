@@ -890,9 +890,11 @@ inline std::string ComputeTiling(const TilingInput &in, BatchNormBackwardTilingD
     // Without DataCopyPad and the hardware SyncAll (the software SyncAll's lines), float32 channel-first tiles
     // take a row count that divides N where one at least half as large fits, so every unit of a channel is
     // the same size and an even split of a round's units over the cores is an even split of its elements
-    // (a short last row block left the cores that drew it idle at every SyncAll). Not 16-bit types: there
-    // the vector unit is the bound and the smaller tiles cost it more than the balance gave back.
-    const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll && in.dtype == ELEM_FLOAT32;
+    // (a short last row block left the cores that drew it idle at every SyncAll). 16-bit types only where
+    // the SoC fuses the multiply-adds (ascend310p, whose GM is the bound): without them (ascend910) the
+    // vector unit is the bound and the smaller tiles cost it more than the balance gave back.
+    const bool evenRows = first && !t.flat && !in.hasDataCopyPad && !in.hasSyncAll &&
+                          (in.dtype == ELEM_FLOAT32 || in.hasMulAdd);
     // There, on SoCs without mul_add (ascend910: its fp32 56x56 / 112x112 layers take the software SyncAll's
     // L2 rounds, TryL2Rounds, of a few channels each, where every round ends on a SyncAll that waits for the
     // core with the most units of the round), a tile of the chosen rank whose units per channel hold a
