@@ -645,8 +645,13 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
             WithValue<true>(b, dr, SLAB_A, elems);
             if (k.t.training) {
                 const LocalTensor<float> xh = ApplyX(b, off, elems);
-                WithValue<true>(b, xh, SLAB_K, elems);
-                AscendC::Add(res, floatToX ? xh : dr, floatToX ? dr : xh, Narrow<int32_t>(elems, "Add count"));
+                if (b.scalar && !floatToX) {
+                    // one channel: k a scalar, so its product and the addition are one Axpy (dr += k * x)
+                    AscendC::Axpy(dr, xh, b.value[SLAB_K], Narrow<int32_t>(elems, "Axpy count"));
+                } else {
+                    WithValue<true>(b, xh, SLAB_K, elems);
+                    AscendC::Add(res, floatToX ? xh : dr, floatToX ? dr : xh, Narrow<int32_t>(elems, "Add count"));
+                }
                 WithValue<false>(b, res, SLAB_B, elems);
             }
         }
