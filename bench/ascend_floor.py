@@ -25,7 +25,7 @@ FLOAT_BYTES = 4  # the computation is float32 whatever the element type (docs/op
 def vector_instructions(dtype, mul_add):
     """Vector instructions per element at least: the two sums, the apply step, the casts."""
     reduce = 1 + 1 + (1 if mul_add else 2)  # x - mean; sum dy; sum dy * (x - mean) (MulAddDst or Mul + Add)
-    apply = 2 if mul_add else 4             # a * dy + k * x + b: two products, two adds (fused in pairs)
+    apply = 2 if mul_add else 3             # a * dy + k * x + b: FusedMulAdd, MulAddDst; else Muls, Axpy, Adds
     casts = 3 if ascend_model.DTYPES[dtype][1] < FLOAT_BYTES else 0  # x, dy in; dx out
     return reduce + apply + casts
 
