@@ -178,6 +178,59 @@ __aicore__ inline void PairTreeSumTo(const LocalTensor<float> &slot, const Local
                  AscendC::BinaryRepeatParams(1, 1, 1, uint8_t(1), rep, rep));
 }
 
+// Without float ReduceSum, 16-bit types without mul_add (ascend910's two passes, whose vector unit is the
+// busiest pipe): whether InterleavedTreeSumTo takes a unit of `count` floats whose rows are contiguous
+// (cols == rowStride: one run, so the sums need no rows).
+constexpr uint32_t REPEAT_FLOATS = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+constexpr uint32_t REPEAT_PAIR_FLOATS = 2 * REPEAT_FLOATS;
+__aicore__ inline bool InterleavedTree(const BatchNormBackwardTilingData &t, uint32_t cols, uint32_t count)
+{
+    return !HasFloatReduceSum(t) && cols == t.rowStride && count >= 4 * REPEAT_PAIR_FLOATS &&
+           count <= t.tileRows * t.rowStride;
+}
+
+// Both sums of a unit, `dy` and `dyx` (`count` floats each, in float tiles of `room` floats), into slot and
+// slot[SLOT_FLOATS] by one flat tree instead of two row trees and PairTreeSumTo: each sum's upper part (from
+// a whole pair of repeats past the middle) onto its lower, count form, until a sum is whole pairs of
+// repeats and twice it fits the tile; then one level per sum writes its two halves' sum into every other
+// repeat behind dy's run (dy's at repeats 0, 2, 4, ..., dyx's at 1, 3, 5, ...: the repeat form with a
+// destination repeat stride of two repeats), so each later level folds the upper pairs of repeats onto the
+// lower for both sums in one instruction; the last pair's two repeats halve in place (a repeat per sum) and
+// the last level writes both slots. Fewer instructions than the row trees' and the column trees' levels of
+// each sum (the vector unit's issue cost); a fixed tree of `count` (not of the cores), so the same bits on
+// any core count.
+__aicore__ inline void InterleavedTreeSumTo(const LocalTensor<float> &slot, const LocalTensor<float> &dy,
+                                            const LocalTensor<float> &dyx, uint32_t count, uint32_t room)
+{
+    constexpr uint32_t MAX_REPEATS = 255;  // uint8_t repeatTime
+    uint32_t n = count;
+    while (n % REPEAT_PAIR_FLOATS != 0 || 2 * n > room || n / REPEAT_PAIR_FLOATS > MAX_REPEATS) {
+        const uint32_t h = uint32_t(AlignUp((n + 1) / 2, REPEAT_PAIR_FLOATS));
+        AscendC::Add(dy, dy, dy[h], int32_t(n - h));
+        AscendC::Add(dyx, dyx, dyx[h], int32_t(n - h));
+        n = h;
+    }
+    const uint32_t h = n / 2;
+    const LocalTensor<float> pairs = dy[n];  // behind dy's run, in its float tile
+    constexpr uint8_t REP = uint8_t(REPEAT_FLOATS / SLOT_FLOATS);
+    uint64_t full[2] = {~0ull, 0};
+    const AscendC::BinaryRepeatParams apart(1, 1, 1, uint8_t(2 * REP), REP, REP);
+    AscendC::Add(pairs, dy, dy[h], full, uint8_t(h / REPEAT_FLOATS), apart);
+    AscendC::Add(pairs[REPEAT_FLOATS], dyx, dyx[h], full, uint8_t(h / REPEAT_FLOATS), apart);
+    for (uint32_t m = h / REPEAT_FLOATS; m > 1;) {  // pairs of repeats
+        const uint32_t hm = (m + 1) / 2;
+        AscendC::Add(pairs, pairs, pairs[hm * REPEAT_PAIR_FLOATS], int32_t((m - hm) * REPEAT_PAIR_FLOATS));
+        m = hm;
+    }
+    for (uint32_t w = REPEAT_FLOATS / 2; w >= 2 * SLOT_FLOATS; w /= 2) {
+        uint64_t mask[2] = {(1ull << w) - 1, 0};
+        AscendC::Add(pairs, pairs, pairs[w], mask, uint8_t(2), AscendC::BinaryRepeatParams(1, 1, 1, REP, REP, REP));
+    }
+    uint64_t mask[2] = {(1ull << SLOT_FLOATS) - 1, 0};
+    AscendC::Add(slot, pairs, pairs[SLOT_FLOATS], mask, uint8_t(2),
+                 AscendC::BinaryRepeatParams(1, 1, 1, uint8_t(1), REP, REP));
+}
+
 // totDy / totDyx lane lane0 + j = the sum of channel (c0 + j)'s partials, in unit order (j < n).
 // The channels' partials are contiguous in the workspace: they come in copies
 // of up to the whole UB batch (PartSlots units), across

@@ -254,16 +254,18 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     }
     IssueNext(k, next);
     LocalTensor<float> slot;
-    bool pair = false;
+    bool pair = false, flatTree = false;
     if (ChannelFirst(k.t)) {
         // dy's row sums and their partial first, while x's loads (issued after dy's) land; then the row
         // sums of dy * (x - mean), one MulAddDst per row where the SoC has it; invstd once per unit, on
         // its sum (MODE_REDUCE: x - mean itself)
         // (16-bit types without mul_add, where the vector unit is the busiest pipe: dy's sums last, folded
-        // in place in dyF, a float copy that x's product no longer needs, RowTreeSums)
+        // in place in dyF, a float copy that x's product no longer needs, RowTreeSums; a unit whose rows are
+        // contiguous: both sums by one flat tree, InterleavedTreeSumTo)
         const bool fused = BNB_SOC_HAS_MUL_ADD && k.t.mulAdd;
         const bool dyLast = !IsSame<T, float>::value && !fused;
-        pair = dyLast && channel_first::PairTree(k.t, r.cols);  // both sums' column trees at once
+        flatTree = dyLast && channel_first::InterleavedTree(k.t, r.cols, n);
+        pair = !flatTree && dyLast && channel_first::PairTree(k.t, r.cols);  // both sums' column trees at once
         TakeDy(k, n);
         slot = k.PartialSlot(u);
         if (!dyLast) {
@@ -283,10 +285,12 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
                 AscendC::MulAddDst(ub.accDyx, ub.xF[row * stride], ub.dyF[row * stride], r.cols);
             }
 #endif
+        } else if (flatTree) {
+            channel_first::InterleavedTreeSumTo(slot, ub.dyF, ub.xF, n, k.t.tileRows * stride);
         } else {
             RowTreeSums(ub.accDyx, ub.xF, stride, r.rows, r.cols);
         }
-        if (dyLast) {
+        if (dyLast && !flatTree) {
             RowTreeSums(ub.accDy, ub.dyF, stride, r.rows, r.cols);
             if (!pair) {
                 channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
@@ -308,7 +312,7 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
     if (ChannelFirst(k.t)) {
         if (pair) {
             channel_first::PairTreeSumTo(slot, ub.accDy, ub.accDyx, r.cols);
-        } else {
+        } else if (!flatTree) {
             channel_first::StorePartial(ub, k.t, slot[SLOT_FLOATS], ub.accDyx, r.cols);
         }
         if constexpr (MODE != MODE_REDUCE) {

@@ -289,6 +289,20 @@ def test_soft_sync_rounds_share_evenly(lib, dtype):
     assert len({(k.act_read_bytes, k.act_write_bytes) for k in r.cores}) == 1, [k.act_read_bytes for k in r.cores]
 
 
+def test_soft_sync_rounds_16bit_sums_take_one_tree(lib):
+    """ascend910's 16-bit two passes are bound by the vector unit, 16 issue cycles an instruction: a phase-1
+    unit whose rows are contiguous sums dy and dy * (x - mean) by one flat tree (InterleavedTreeSumTo), each
+    level past the first ones one instruction for both sums, not a row tree and a column tree per sum (7-row
+    units of 56x56: 14 instructions for the two sums, were 18). So a unit costs the busiest core at most 27
+    vector instructions over both passes (casts, x - mean, the product, the tree and invstd; the apply's six),
+    where it took about 30."""
+    r = ascend_model.run(lib, "ascend910", (32, 64, 56, 56), "float16")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0
+    per_unit = max(k.vector_instrs for k in r.cores) / (t.units / t.used_cores)
+    assert per_unit <= 27, per_unit
+
+
 @pytest.mark.slow
 def test_json_rows(resnet910b, tmp_path):
     assert sum(r["layers"] for r in resnet910b if r["dtype"] == "float32") == 53
