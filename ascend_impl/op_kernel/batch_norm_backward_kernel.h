@@ -585,6 +585,7 @@ private:
     // Without float ReduceSum only (ascend910).
     struct Ahead {
         bool want = false, tile = false, done = false, issued = false;
+        int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
         uint64_t ab = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
@@ -615,6 +616,24 @@ private:
     // Before the last phase-1 unit's partials are waited for (Taken, Interleaved). 16-bit types: the first
     // phase-2 tile, once AheadTile issued it, cast first, while the round's last partials drain, by a vector
     // unit otherwise idle until the SyncAll (its phase-2 unit finds it taken).
+    // Without float ReduceSum, before the last phase-1 unit of a round (its units take their scalars from
+    // TakeScalars, not the statistics' vectors): the loads of the next round's first group's statistics, so
+    // they land while that unit computes and RunAhead only casts them (LoadStats' round trip came after the
+    // round's last vector instruction, between the partials' landing and the SyncAll).
+    __aicore__ inline void EarlyStats(Ahead *a)
+    {
+        if (a == nullptr || !a->want || !k_.t.training || HasFloatReduceSum(k_.t)) {
+            return;
+        }
+        const int64_t g = GroupOf(k_.t, int64_t(a->rb / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
+        if (k_.statsGroup == g) {
+            return;
+        }
+        IssueStatLoads(k_, g);
+        k_.statsGroup = -1;  // being overwritten: FinishStatLoads (RunAhead) sets it
+        a->early = g;
+    }
+
     __aicore__ inline void RunAhead(Ahead *a)
     {
         if constexpr (!IsSame<T, float>::value) {
@@ -626,6 +645,11 @@ private:
         }
         if (a == nullptr || !a->want) {
             return;
+        }
+        if (a->early >= 0) {
+            SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // EarlyStats' loads landed
+            FinishStatLoads(k_, a->early);
+            SetWaitFlag<AscendC::HardEvent::V_S>();  // their casts before the scalar reads (TakeScalars)
         }
         TakeScalars(a->rb, a->re, false, a->rs);
         a->done = true;
@@ -724,6 +748,9 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
             } else {
+                if (left == 1) {
+                    EarlyStats(ahead);
+                }
                 ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, re), &rs[u / pc - rb / pc]);
             }
             apply = nextApply;
@@ -785,6 +812,9 @@ private:
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
             } else {
+                if (u + 1 == e) {
+                    EarlyStats(ahead);
+                }
                 ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, e), &s[u / pc - b / pc]);
             }
         }
