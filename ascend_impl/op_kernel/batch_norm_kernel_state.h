@@ -226,6 +226,9 @@ struct KernelState {
     bool partPending[PART_HALVES] = {};             // partEvent set, not yet waited for
     uint32_t partHalf = 0, partFill = 0;            // channel-first: the batch being filled, its units so far
     uint64_t partFirst = 0;                         // ... and its first unit
+    uint32_t partFolded = 0;                        // FoldBehind: the batch's first slots whose lanes are folded
+    bool foldPending = false;                       // ... foldEvent set behind the last slot's vector work
+    AscendC::TEventID foldEvent = 0;
     uint64_t applyBegin = 0, applyEnd = 0;  // the phase-2 units being run (OwnTotals: the channels to combine)
     bool keepPartials = false;  // GroupByGroup, a group within one batch: its partials stay in UB (batch partHalf)
     uint64_t cachedLo = 0, cachedHi = 0;  // OwnTotals: units whose partials CombineShare left in partUb
@@ -336,13 +339,43 @@ struct KernelState {
     // Without float ReduceSum: the batch's lane partials (BlockTreeSum) added up by the scalar unit into each
     // block's first lane (LaneSum) before the copy, while the copy waits anyway, so the combines from the
     // workspace read one value per sum as with ReduceSum.
-    __aicore__ inline void FoldBatchLanes()
+    // The slots [partFolded, to) of the batch are folded so (LaneSum into their first lanes).
+    __aicore__ inline void FoldSlots(uint32_t to)
     {
         const LocalTensor<float> batch = ub.partUb[partHalf * SLOTS_PER_LOAD * UNIT_SLOT_FLOATS];
-        SetWaitFlag<AscendC::HardEvent::V_S>();
-        for (uint32_t b = 0; b < partFill * UNIT_SLOT_FLOATS; b += SLOT_FLOATS) {
+        for (uint32_t b = partFolded * UNIT_SLOT_FLOATS; b < to * UNIT_SLOT_FLOATS; b += SLOT_FLOATS) {
             batch.SetValue(b, LaneSum(batch, b, true));
         }
+        partFolded = to;
+    }
+
+    // A slot written that does not send its batch: the previous slot's lanes folded behind the vector unit,
+    // which computes this unit meanwhile (its event, foldEvent, set after that slot's vector work and
+    // waited for after this unit's was issued), so the scalar unit's reads do not hold the issue of a
+    // unit's vector instructions (the vector unit stood idle while a whole batch was folded); the same
+    // LaneSums, so the same bits. The event id is held from a batch's first slot to its copy.
+    __aicore__ inline void FoldBehind()
+    {
+        if (foldPending) {
+            AscendC::WaitFlag<AscendC::HardEvent::V_S>(foldEvent);
+            FoldSlots(partFill - 1);
+        } else {
+            foldEvent = pipe.template AllocEventID<AscendC::HardEvent::V_S>();
+        }
+        AscendC::SetFlag<AscendC::HardEvent::V_S>(foldEvent);
+        foldPending = true;
+    }
+
+    __aicore__ inline void FoldBatchLanes()
+    {
+        if (foldPending) {
+            AscendC::WaitFlag<AscendC::HardEvent::V_S>(foldEvent);
+            pipe.template ReleaseEventID<AscendC::HardEvent::V_S>(foldEvent);
+            foldPending = false;
+        }
+        SetWaitFlag<AscendC::HardEvent::V_S>();
+        FoldSlots(partFill);
+        partFolded = 0;
         SetWaitFlag<AscendC::HardEvent::S_MTE3>();
     }
 
@@ -350,6 +383,9 @@ struct KernelState {
     __aicore__ inline void StoreBatch(bool flush)
     {
         if (++partFill < SLOTS_PER_LOAD && !flush) {
+            if (!keepPartials && !HasFloatReduceSum(t)) {
+                FoldBehind();
+            }
             return;
         }
         if (keepPartials) {
