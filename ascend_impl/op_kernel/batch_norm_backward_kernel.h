@@ -517,9 +517,11 @@ private:
             // still in UB, where a reload would take the tensor-end tail's barriers)
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
             Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
-            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued)) {
-                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued)) {
-                    ApplyUnits(b, e, true, ahead.issued ? 1 : 0);
+            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
+                                      ahead.second)) {
+                if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
+                           ahead.second)) {
+                    ApplyUnits(b, e, true, ahead.issued ? (ahead.second ? 2 : 1) : 0);
                 }
                 if (more) {
                     k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
@@ -569,7 +571,12 @@ private:
             } else {
                 LoadStats(k_, g);
             }
-            s[c - c0] = channel_first::ScalarsOf(k_.ub, uint32_t(int64_t(c) - GroupStart(k_.t, g)), coefs, true);
+            const uint32_t lane = uint32_t(int64_t(c) - GroupStart(k_.t, g));
+            s[c - c0] = channel_first::ScalarsOf(k_.ub, lane, coefs, true);
+            if (!coefs && !IsSame<T, float>::value && !HasFloatReduceSum(k_.t)) {
+                // a = weight * invstd, as LoadCoefs forms it (one rounding), for RunAhead's a * dy
+                s[c - c0].a = k_.ub.v.weight.GetValue(lane) * s[c - c0].invstd;
+            }
         }
     }
 
@@ -586,7 +593,10 @@ private:
     struct Ahead {
         bool want = false, tile = false, done = false, issued = false;
         int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
-        uint64_t ab = 0, rb = 0, re = 0;
+        bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
+        bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
+        float a = 0.0f;
+        uint64_t ab = 0, ae = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
 
@@ -596,6 +606,7 @@ private:
         a.want = stats && Serial() && Fits(ab, ae, rb, re);
         a.tile = !a.want && Serial() && !HasFloatReduceSum(k_.t) && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
         a.ab = ab;
+        a.ae = ae;
         a.rb = rb;
         a.re = re;
         return a;
@@ -616,6 +627,30 @@ private:
     // Before the last phase-1 unit's partials are waited for (Taken, Interleaved). 16-bit types: the first
     // phase-2 tile, once AheadTile issued it, cast first, while the round's last partials drain, by a vector
     // unit otherwise idle until the SyncAll (its phase-2 unit finds it taken).
+    // 16-bit types without float ReduceSum, once the last phase-1 unit of a round took its tile (its casts
+    // free both buffers of the input queues): the loads of the second phase-2 tile of the round, behind the
+    // first (AheadTile), so they land while that unit computes and its partials drain, not after the
+    // SyncAll, where the first phase-2 unit, its dy scaled ahead (RunAhead), waited for them. Phase 2 then
+    // issues the third tile's loads from its second unit on (`second`).
+    __aicore__ inline NextTile SecondTile(Ahead *a) const
+    {
+        if (IsSame<T, float>::value || HasFloatReduceSum(k_.t) || a == nullptr || !a->issued || a->ab + 1 >= a->ae) {
+            return NextTile();
+        }
+        a->second = true;
+        return NextOf(k_.t, a->ab + 1, true, k_.t.training != 0);
+    }
+
+    // The first phase-2 tile's a, from the scalars of the phase-1 units [b, e) it is one of (TakeScalars).
+    __aicore__ inline void TakeCoefA(Ahead *a, uint64_t b, uint64_t e, const channel_first::UnitScalars *s) const
+    {
+        if (a != nullptr && a->issued && a->ab >= b && a->ab < e) {
+            const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
+            a->a = s[a->ab / pc - b / pc].a;
+            a->scale = true;
+        }
+    }
+
     // Without float ReduceSum, before the last phase-1 unit of a round (its units take their scalars from
     // TakeScalars, not the statistics' vectors): the loads of the next round's first group's statistics, so
     // they land while that unit computes and RunAhead only casts them (LoadStats' round trip came after the
@@ -641,6 +676,12 @@ private:
                 const TileRows r = UnitRows(k_.t, a->ab, true);
                 TakeTile(k_, k_.t.training != 0, r.rows * k_.t.rowStride);
                 k_.ub.taken = true;
+                if (a->scale && k_.t.training && !HasFloatReduceSum(k_.t)) {
+                    // a * dy too (its unit's first apply step, which needs no other core): the vector unit
+                    // is idle until the partials have landed anyway
+                    AscendC::Muls(k_.ub.dyF, k_.ub.dyF, a->a, r.rows * k_.t.rowStride);
+                    k_.ub.scaled = true;
+                }
             }
         }
         if (a == nullptr || !a->want) {
@@ -701,7 +742,7 @@ private:
     // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
                                        const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
-                                       bool issued = false)
+                                       bool issued = false, bool second = false)
     {
         if (!Fits(ab, ae, rb, re)) {
             return false;
@@ -746,16 +787,19 @@ private:
                 next = AheadTile(ahead);
             }
             if (apply) {
-                GradInputUnit<MODE>(k_, u, true, next, &as[u / pc - ab / pc]);
+                GradInputUnit<MODE>(k_, u, true, second && u == ab ? NextTile() : next, &as[u / pc - ab / pc]);
             } else {
+                NextTile after;
                 if (left == 1) {
                     EarlyStats(ahead);
+                    after = SecondTile(ahead);
                 }
-                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, re), &rs[u / pc - rb / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, re), &rs[u / pc - rb / pc], &after);
             }
             apply = nextApply;
             u = nu;
         }
+        TakeCoefA(ahead, rb, re, rs);
         RunAhead(ahead);
         k_.WaitPartials();
         return true;
@@ -788,7 +832,7 @@ private:
     // `share` (phase 2 of the last round): the share's partials loaded once the coefficients are taken
     // (LoadSharePartials; *share whether it did).
     __aicore__ inline bool Taken(uint64_t b, uint64_t e, bool apply, Ahead *ahead = nullptr, bool *share = nullptr,
-                                 bool issued = false)
+                                 bool issued = false, bool second = false)
     {
         if (InterleavedRounds(k_.t) || b >= e || ChannelSpan(b, e) > IL_CHANNELS) {
             return false;
@@ -810,15 +854,18 @@ private:
         for (uint64_t u = b; u < e; ++u) {
             const NextTile next = u + 1 < e ? NextOf(k_.t, u + 1, apply, withX) : AheadTile(apply ? nullptr : ahead);
             if (apply) {
-                GradInputUnit<MODE>(k_, u, true, next, &s[u / pc - b / pc]);
+                GradInputUnit<MODE>(k_, u, true, second && u == b ? NextTile() : next, &s[u / pc - b / pc]);
             } else {
+                NextTile after;
                 if (u + 1 == e) {
                     EarlyStats(ahead);
+                    after = SecondTile(ahead);
                 }
-                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, e), &s[u / pc - b / pc]);
+                ReduceUnit<MODE>(k_, u, next, LastOfBatch(u, e), &s[u / pc - b / pc], &after);
             }
         }
         if (!apply) {
+            TakeCoefA(ahead, b, e, s);
             RunAhead(ahead);
             k_.WaitPartials();
         }

@@ -240,10 +240,11 @@ __aicore__ inline void RowTreeSums(const LocalTensor<float> &acc, const LocalTen
 
 // ---- phase 1: partial sums of one unit (its tile issued before; `next` issued before its compute;
 // `flush`: the last unit of a run, its batch of partials leaves; `given`: channel-first, its channel's
-// mean and invstd taken ahead, so the group's statistics need not be in UB) ----
+// mean and invstd taken ahead, so the group's statistics need not be in UB; `afterX`: channel-first, loads
+// issued once the unit took x, whose casts freed its buffers, 16-bit types) ----
 template <uint32_t MODE, typename T>
 __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile &next, bool flush,
-                                  const channel_first::UnitScalars *given = nullptr)
+                                  const channel_first::UnitScalars *given = nullptr, const NextTile *afterX = nullptr)
 {
     KernelUb &ub = k.ub;
     const uint32_t stride = k.t.rowStride;
@@ -273,6 +274,9 @@ __aicore__ inline void ReduceUnit(KernelState<T> &k, uint64_t u, const NextTile 
             channel_first::StorePartial(ub, k.t, slot, ub.accDy, r.cols);
         }
         TakeX(k, n);
+        if (afterX != nullptr) {
+            IssueNext(k, *afterX);
+        }
         channel_first::Xhat(k.ub, given != nullptr ? given->mean : ub.v.mean.GetValue(r.groupLane), n);
         if (!fused) {
             AscendC::Mul(ub.xF, ub.xF, ub.dyF, n);

@@ -303,6 +303,22 @@ def test_soft_sync_rounds_16bit_sums_take_one_tree(lib):
     assert per_unit <= 27, per_unit
 
 
+def test_soft_sync_rounds_16bit_vector_unit_waits_little_per_round(lib):
+    """ascend910's 16-bit serial rounds: the vector unit is the bound but for each round's turn, where it
+    waits for the partials to land, the software SyncAll's three GM round trips and the partials' load.
+    What needs no other core goes before the SyncAll, inside the partials' landing: the next round's
+    statistics (loaded during the round's last unit, EarlyStats), the first phase-2 tile cast and its dy
+    scaled, the second tile's loads (SecondTile), the partials' lanes folded behind the vector unit
+    (FoldBehind). So the busiest core's vector unit is idle at most 6.75 copy latencies a round, launch
+    and end included (it was about 8)."""
+    r = ascend_model.run(lib, "ascend910", (32, 256, 56, 56), "float16")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0
+    rounds = -(-t.groups // t.l2_rounds)
+    idle = (r.modeled_us * 1e3 - max(k.busy_v for k in r.cores)) / rounds
+    assert idle <= 6.75 * ascend_model.capabilities()["ascend910"]["copy_latency_ns"], idle
+
+
 @pytest.mark.slow
 def test_json_rows(resnet910b, tmp_path):
     assert sum(r["layers"] for r in resnet910b if r["dtype"] == "float32") == 53
