@@ -1241,7 +1241,8 @@ private:
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
         b_.shift = 0;
-        FoldSums(k, b_, s.len, PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        FoldSums(k, b_, s.len, dyxAt);
     }
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
@@ -1336,6 +1337,13 @@ private:
 
     // Tiling spWhole (16-bit types only).
     __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
+    // Buffers::lanes, a full sub-group (its slots of the two sums adjacent) and accumulator rows to fold: the
+    // last fold of the dy * xhat sums goes to the dy sums' row 1 (FoldSums), so the sums of both are runs one
+    // runBlocks apart and LanePartials takes them in one set of calls (the same Adds).
+    __aicore__ inline bool LanesFolded(const KernelState<T> &k, const SubGroup &s) const
+    {
+        return b_.lanes && s.cnt == k.t.spChannels && k.t.spAccRows > 1;
+    }
     // Tiling spLaneSums SP_LANES_REDUCE: the lane partials summed by ReduceRepeat straight into the lanes.
     __aicore__ inline bool ReducedLanes(const KernelState<T> &k) const
     {
@@ -1415,7 +1423,11 @@ private:
             // a block of lane partials per channel in the slots, then its lanes summed
             const LaneRun u = LaneRunOf(k.t);
             const uint32_t slabBlocks = b_.slabElems / SLOT_FLOATS;
-            if (s.cnt == u.qf && slabBlocks <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE) {
+            if (LanesFolded(k, s)) {
+                // the dy * xhat sums right after the dy sums' row (Reduce), their slots after the dy sums'
+                // (cnt == spChannels): both as runs of one call, a repeat per run
+                LanePartials(b_.slotDy, b_.slab[SLAB_SUM_DY], u, 2 * s.cnt);
+            } else if (s.cnt == u.qf && slabBlocks <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE) {
                 LanePartials(b_.slotDy, b_.sumPair, u, s.cnt, slabBlocks, k.t.spChannels);
             } else {
                 LanePartials(b_.slotDy, b_.slab[SLAB_SUM_DY], u, s.cnt);
