@@ -1306,14 +1306,20 @@ private:
                                    scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
                 }
             }
-            if (!Whole(k)) {
-                ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
-                          dyFreeEarly ? ReleaseIdOf(s, c) : -1);
-            }
-            AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
-            AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
-            for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
+            // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
+            // as soon as applied, so after the launch's last instruction only its own rows' stores are left
+            const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
+            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            for (uint64_t r0 = c0; r0 < c1; r0 += step) {
+                const uint64_t r1 = Min(r0 + step, c1);
+                if (!Whole(k)) {
+                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                }
+                AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
+                AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
+                for (uint64_t n = r0; n < r1; ++n) {
+                    StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
+                }
             }
             if (loads_) {
                 if (!dyFreeEarly) {
