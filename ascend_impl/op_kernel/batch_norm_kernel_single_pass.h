@@ -1091,6 +1091,18 @@ private:
     {
         return int32_t(relSet_[buf] * chunks_ + c);
     }
+    // Tiling spSpare with an event id past the ring's slots (the ring's SoCs have SP_MAX_CHUNKS) and rows to
+    // reduce: the last chunk's rows are signalled to V in two halves of whole instructions (the first on id
+    // slots_), so the reduce of a sub-group whose loads V waits for (a group's first) ends half a chunk's
+    // instructions sooner after its last rows land. The first row of the second half, or 0: not split.
+    __aicore__ inline uint64_t HalfRows(const KernelState<T> &k, uint32_t c) const
+    {
+        if (slots_ == 0 || slots_ >= SP_MAX_CHUNKS || !reduce_ || Whole(k) || c + 1 != chunks_) {
+            return 0;
+        }
+        const uint64_t c0 = ChunkBegin(k.t, c), rows = ChunkBegin(k.t, c + 1) - c0, step = k.t.spSlabRows;
+        return rows >= 2 * step ? c0 + rows / 2 / step * step : 0;
+    }
     // Tiling spSpare: the ring's slot of chunk c of sub-group s.
     __aicore__ inline uint32_t SlotOf(const SubGroup &s, uint32_t c) const { return (s.ring0 + c) % slots_; }
     // Event ids of chunk c of sub-group s: its ring slot (spSpare) for every event, else LoadId (MTE2_V) and
@@ -1136,7 +1148,14 @@ private:
                 FinishStatLoads(k, statsGroup);
             }
             ReleaseSlot(SlotOf(s, c), true, true);
-            LoadRows(k, s, c, !dyFirst, reduce_);
+            const uint64_t mid = HalfRows(k, c);
+            if (mid > 0) {  // the first half signalled on its own id (Reduce)
+                LoadRows(k, s, c, !dyFirst, reduce_, ChunkBegin(k.t, c), mid);
+                AscendC::SetFlag<HardEvent::MTE2_V>(int32_t(slots_));
+                LoadRows(k, s, c, !dyFirst, reduce_, mid, ChunkBegin(k.t, c + 1));
+            } else {
+                LoadRows(k, s, c, !dyFirst, reduce_);
+            }
             AscendC::SetFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
         }
     }
@@ -1201,10 +1220,13 @@ private:
         }
     }
 
-    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x)
+    // Rows [r0, r1) of chunk c (all of it by default).
+    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x,
+                                    uint64_t r0 = ~0ull, uint64_t r1 = 0)
     {
         const int64_t shift = Shift(k, s, c);
-        for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, c) : r0, hi = r0 == ~0ull ? ChunkBegin(k.t, c + 1) : r1;
+        for (uint64_t n = lo; n < hi; ++n) {
             const uint64_t at = uint64_t(int64_t(n * s.len) + shift);
             if (dy) {
                 LoadRow(k, b_.dy[at], k.dy, s, n);
@@ -1230,8 +1252,16 @@ private:
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         for (uint32_t c = 0; c < chunks_; ++c) {
-            AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
+            const uint64_t mid = HalfRows(k, c);
             b_.shift = Shift(k, s, c);
+            if (mid > 0) {  // the last chunk's first half as soon as it lands (LoadRing)
+                AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(slots_));
+                ReduceRows(k, b_, ChunkBegin(k.t, c), mid, s.len);
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
+                ReduceRows(k, b_, mid, ChunkBegin(k.t, c + 1), s.len);
+                continue;
+            }
+            AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
                     ReduceWholeRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
