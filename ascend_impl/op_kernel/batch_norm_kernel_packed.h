@@ -188,6 +188,44 @@ __aicore__ inline void DuplicateSpan(const LocalTensor<float> &slab, float v, co
     }
 }
 
+#if BNB_SOC_HAS_GATHER
+// Tiling spLaneSums SP_LANES_REDUCE (LaneGather): row 0 of a slab of `cnt` channels (whole runs), channel j's
+// floats = block j of `blocks` (its value in each lane), by Subs of a zero block (x - 0 is x, -0 and NaN
+// included) with the lane masks of LanePartials: the heads and the tails a repeat per run (block stride m,
+// a block per channel of a run), the bodies a repeat per body block of a run or per run, the fewer calls.
+__aicore__ inline void SpreadRuns(const LocalTensor<float> &slab, const LocalTensor<float> &blocks,
+                                  const LocalTensor<float> &zero, const LaneRun &u, uint32_t cnt)
+{
+    uint64_t all[2] = {MaskBits(0, u.qf * SLOT_FLOATS), 0};
+    uint64_t head[2] = {0, 0};
+    uint64_t tail[2] = {0, 0};
+    for (uint32_t j = 0; j < u.qf; ++j) {
+        head[0] |= MaskBits(j * SLOT_FLOATS + j * u.r, (j + 1) * SLOT_FLOATS);
+        tail[0] |= MaskBits(j * SLOT_FLOATS, j * SLOT_FLOATS + (j + 1) * u.r);
+    }
+    const uint8_t m = Narrow<uint8_t>(u.m, "block stride"), qf = Narrow<uint8_t>(u.qf, "repeat stride");
+    const uint8_t run = Narrow<uint8_t>(u.runBlocks, "repeat stride");
+    const AscendC::BinaryRepeatParams perRun(m, 1, 0, run, qf, 0), perBlock(m, 1, 0, 1, 0, 0);
+    const uint32_t runs = cnt / u.qf;
+    for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
+        const uint8_t n = uint8_t(Min(SP_SEG_MAX_REPEAT, runs - r0));
+        const LocalTensor<float> d = slab[r0 * u.runBlocks * SLOT_FLOATS], v = blocks[r0 * u.qf * SLOT_FLOATS];
+        AscendC::Sub(d, v, zero, head, n, perRun);
+        AscendC::Sub(d[u.m * SLOT_FLOATS], v, zero, tail, n, perRun);
+        if (uint32_t(n) + 1 < u.m) {
+            for (uint32_t i = 0; i < n; ++i) {  // a call per run, a repeat per body block
+                AscendC::Sub(d[(i * u.runBlocks + 1) * SLOT_FLOATS], v[i * u.qf * SLOT_FLOATS], zero, all,
+                             uint8_t(u.m - 1), perBlock);
+            }
+        } else {
+            for (uint32_t b = 1; b < u.m; ++b) {  // a call per body block, a repeat per run
+                AscendC::Sub(d[b * SLOT_FLOATS], v, zero, all, n, perRun);
+            }
+        }
+    }
+}
+#endif
+
 }  // namespace single_pass
 }  // namespace bnb
 #endif  // BATCH_NORM_KERNEL_PACKED_H

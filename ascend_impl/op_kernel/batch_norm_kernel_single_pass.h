@@ -70,6 +70,28 @@ enum Slab : uint32_t {
 };
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
+// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (one),
+// the lane sums' (two: both sums) and their gathered partials (two), then a block of zeros.
+constexpr uint32_t LANE_GATHER_SETS = 5;
+constexpr uint32_t LANE_ROWS = 2 * SLOT_FLOATS;  // LaneSums' gathered rows: 8 lanes of each of the two sums
+
+// Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather (ascend310p), mulAdd (so the product's slab is
+// free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach their slabs by a Gather of
+// blocks and SpreadRuns, and the lane partials are summed by a Gather into lane-major rows and three Adds
+// (LaneSums), not ReduceRepeat: no scalar read of a value, no instruction per channel. From the tiling alone.
+__aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const SinglePassPlan &p, uint32_t slabElems)
+{
+#if BNB_SOC_HAS_GATHER
+    return t.spLaneSums == SP_LANES_REDUCE && t.mulAdd && p.prodSlab && t.spQuantum % SLOT_FLOATS == 0 &&
+           t.spChannels % SLOT_FLOATS == 0 && LANE_GATHER_SETS * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
+#else
+    (void)t;
+    (void)p;
+    (void)slabElems;
+    return false;
+#endif
+}
+
 template <typename T>
 struct Buffers {
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, slotBuf;
@@ -89,6 +111,13 @@ struct Buffers {
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
     bool scalar = false;
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
+    // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
+    // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
+    // bytes) and of the lane sums (laneOff: the slots' lane partials in LaneSumAt order), the gathered
+    // partials (laneT) and a block of zeros (SpreadRuns).
+    bool lanes = false;
+    LocalTensor<uint32_t> bcastOff, laneOff;
+    LocalTensor<float> laneT, zero;
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -129,6 +158,15 @@ struct Buffers {
         slotDy = slotBuf.template Get<float>();
         scratch = slotDy;
         slotDyx = slotDy[t.spChannels * SLOT_FLOATS];
+        lanes = LaneGather(t, p, slabElems);
+        if (lanes) {
+            const uint32_t sc = t.spChannels * SLOT_FLOATS;  // floats of one set of slots
+            const LocalTensor<uint32_t> offs = slab[SLAB_PROD].template ReinterpretCast<uint32_t>();
+            bcastOff = offs;
+            laneOff = offs[sc];
+            laneT = slab[SLAB_PROD][3 * sc];
+            zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
+        }
     }
 
     __aicore__ inline void Use(uint32_t buf)
@@ -386,6 +424,31 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
     return k.t.spLaneSums == SP_LANES_NONE;  // spLaneSums: every row filled (DuplicateSpan)
 }
 
+#if BNB_SOC_HAS_GATHER
+// Buffers::lanes: each vector's lanes of the sub-group into a block each in the slot buffer (a Gather of
+// bcastOff: channel j's lane into block j), row 0 of its slab from them (SpreadRuns), the other rows copied
+// (k and b together); no scalar read, so no V_S / S_V hand-over.
+template <typename T>
+__aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s, uint32_t n,
+                                      const uint32_t *which, const LocalTensor<float> *vec)
+{
+    const LaneRun u = LaneRunOf(k.t);
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    for (uint32_t i = 0; i < n; ++i) {
+        const LocalTensor<float> blocks = b.scratch[i * set];  // the slot buffer holds two sets
+        AscendC::Gather(blocks, vec[i], b.bcastOff, uint32_t(s.lane0 * sizeof(float)), s.cnt * SLOT_FLOATS);
+        SpreadRuns(b.slab[which[i]], blocks, b.zero, u, s.cnt);
+    }
+    if (n == 2 && which[0] == SLAB_K && which[1] == SLAB_B) {
+        FillPairRows(k, b, s);
+        return;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        FillSlabRows(k, b.slab[which[i]], s);
+    }
+}
+#endif
+
 // slab[which[i]] lane block j = the group vector vec[i]'s lane (lane0 + j), for
 // the sub-group's channels, in each of the slab's spSlabRows rows (row 0 by
 // FillRow0, the others copied from it, doubling: the k and b slabs, one buffer,
@@ -402,6 +465,12 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
         }
         return;
     }
+#if BNB_SOC_HAS_GATHER
+    if (b.lanes) {
+        BroadcastLanes(k, b, s, n, which, vec);
+        return;
+    }
+#endif
     bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
         rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
@@ -825,6 +894,9 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s0, chunks_ - 1));
                 FinishStatLoads(k, g, true);
             }
+#if BNB_SOC_HAS_GATHER
+            LaneTables(k);  // while the statistics land
+#endif
             AscendC::SetFlag<HardEvent::V_S>(0);  // the scalar unit reads the statistics too (Broadcast)
             AscendC::WaitFlag<HardEvent::V_S>(0);
             if (FixStatTails(k, g)) {
@@ -838,6 +910,9 @@ private:
             if (first) {
                 Load(k, Make(k, g, 0));
             }
+#if BNB_SOC_HAS_GATHER
+            LaneTables(k);
+#endif
         }
         AscendC::Duplicate(k.ub.v.totDy, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
         AscendC::Duplicate(k.ub.v.totDyx, 0.0f, Narrow<int32_t>(k.t.vecElems, "Duplicate count"));
@@ -1016,6 +1091,18 @@ private:
     {
         return int32_t(relSet_[buf] * chunks_ + c);
     }
+    // Tiling spSpare with an event id past the ring's slots (the ring's SoCs have SP_MAX_CHUNKS) and rows to
+    // reduce: the last chunk's rows are signalled to V in two halves of whole instructions (the first on id
+    // slots_), so the reduce of a sub-group whose loads V waits for (a group's first) ends half a chunk's
+    // instructions sooner after its last rows land. The first row of the second half, or 0: not split.
+    __aicore__ inline uint64_t HalfRows(const KernelState<T> &k, uint32_t c) const
+    {
+        if (slots_ == 0 || slots_ >= SP_MAX_CHUNKS || !reduce_ || Whole(k) || c + 1 != chunks_) {
+            return 0;
+        }
+        const uint64_t c0 = ChunkBegin(k.t, c), rows = ChunkBegin(k.t, c + 1) - c0, step = k.t.spSlabRows;
+        return rows >= 2 * step ? c0 + rows / 2 / step * step : 0;
+    }
     // Tiling spSpare: the ring's slot of chunk c of sub-group s.
     __aicore__ inline uint32_t SlotOf(const SubGroup &s, uint32_t c) const { return (s.ring0 + c) % slots_; }
     // Event ids of chunk c of sub-group s: its ring slot (spSpare) for every event, else LoadId (MTE2_V) and
@@ -1061,7 +1148,14 @@ private:
                 FinishStatLoads(k, statsGroup);
             }
             ReleaseSlot(SlotOf(s, c), true, true);
-            LoadRows(k, s, c, !dyFirst, reduce_);
+            const uint64_t mid = HalfRows(k, c);
+            if (mid > 0) {  // the first half signalled on its own id (Reduce)
+                LoadRows(k, s, c, !dyFirst, reduce_, ChunkBegin(k.t, c), mid);
+                AscendC::SetFlag<HardEvent::MTE2_V>(int32_t(slots_));
+                LoadRows(k, s, c, !dyFirst, reduce_, mid, ChunkBegin(k.t, c + 1));
+            } else {
+                LoadRows(k, s, c, !dyFirst, reduce_);
+            }
             AscendC::SetFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
         }
     }
@@ -1126,10 +1220,13 @@ private:
         }
     }
 
-    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x)
+    // Rows [r0, r1) of chunk c (all of it by default).
+    __aicore__ inline void LoadRows(KernelState<T> &k, const SubGroup &s, uint32_t c, bool dy, bool x,
+                                    uint64_t r0 = ~0ull, uint64_t r1 = 0)
     {
         const int64_t shift = Shift(k, s, c);
-        for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
+        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, c) : r0, hi = r0 == ~0ull ? ChunkBegin(k.t, c + 1) : r1;
+        for (uint64_t n = lo; n < hi; ++n) {
             const uint64_t at = uint64_t(int64_t(n * s.len) + shift);
             if (dy) {
                 LoadRow(k, b_.dy[at], k.dy, s, n);
@@ -1155,8 +1252,16 @@ private:
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
         for (uint32_t c = 0; c < chunks_; ++c) {
-            AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
+            const uint64_t mid = HalfRows(k, c);
             b_.shift = Shift(k, s, c);
+            if (mid > 0) {  // the last chunk's first half as soon as it lands (LoadRing)
+                AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(slots_));
+                ReduceRows(k, b_, ChunkBegin(k.t, c), mid, s.len);
+                AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
+                ReduceRows(k, b_, mid, ChunkBegin(k.t, c + 1), s.len);
+                continue;
+            }
+            AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
                     ReduceWholeRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
@@ -1166,7 +1271,8 @@ private:
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
         b_.shift = 0;
-        FoldSums(k, b_, s.len, PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        FoldSums(k, b_, s.len, dyxAt);
     }
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
@@ -1230,14 +1336,20 @@ private:
                                    scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
                 }
             }
-            if (!Whole(k)) {
-                ApplyRows(k, b_, outX_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_,
-                          dyFreeEarly ? ReleaseIdOf(s, c) : -1);
-            }
-            AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
-            AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
-            for (uint64_t n = ChunkBegin(k.t, c); n < ChunkBegin(k.t, c + 1); ++n) {
-                StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
+            // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
+            // as soon as applied, so after the launch's last instruction only its own rows' stores are left
+            const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
+            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            for (uint64_t r0 = c0; r0 < c1; r0 += step) {
+                const uint64_t r1 = Min(r0 + step, c1);
+                if (!Whole(k)) {
+                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                }
+                AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
+                AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
+                for (uint64_t n = r0; n < r1; ++n) {
+                    StoreRow(k, k.gi, Out()[uint64_t(int64_t(n * s.len) + b_.shift)], s, n);
+                }
             }
             if (loads_) {
                 if (!dyFreeEarly) {
@@ -1261,6 +1373,13 @@ private:
 
     // Tiling spWhole (16-bit types only).
     __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
+    // Buffers::lanes, a full sub-group (its slots of the two sums adjacent) and accumulator rows to fold: the
+    // last fold of the dy * xhat sums goes to the dy sums' row 1 (FoldSums), so the sums of both are runs one
+    // runBlocks apart and LanePartials takes them in one set of calls (the same Adds).
+    __aicore__ inline bool LanesFolded(const KernelState<T> &k, const SubGroup &s) const
+    {
+        return b_.lanes && s.cnt == k.t.spChannels && k.t.spAccRows > 1;
+    }
     // Tiling spLaneSums SP_LANES_REDUCE: the lane partials summed by ReduceRepeat straight into the lanes.
     __aicore__ inline bool ReducedLanes(const KernelState<T> &k) const
     {
@@ -1282,6 +1401,48 @@ private:
 #endif
     }
 
+#if BNB_SOC_HAS_GATHER
+    // Buffers::lanes: the lane partials of both sums (the slot buffer, a block per channel) gathered lane-major
+    // (laneOff, LaneTables): rows of spChannels floats in the order (lane parity, pairs 0 / 2 or 1 / 3, sum,
+    // pairs 0 / 1 or 2 / 3), so three Adds sum each channel's 8 lanes as ReduceRepeat's tree of adjacent
+    // pairs does ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), the last one straight into the lanes.
+    __aicore__ inline void LaneSums(KernelState<T> &k, const SubGroup &s)
+    {
+        const uint32_t sc = k.t.spChannels;
+        const LocalTensor<float> &g = b_.laneT;
+        AscendC::Gather(g, b_.slotDy, b_.laneOff, 0u, LANE_ROWS * sc);
+        AscendC::Add(g, g, g[LANE_ROWS / 2 * sc], Narrow<int32_t>(LANE_ROWS / 2 * sc, "Add count"));
+        AscendC::Add(g, g, g[LANE_ROWS / 4 * sc], Narrow<int32_t>(LANE_ROWS / 4 * sc, "Add count"));
+        AscendC::Add(k.ub.v.totDy[s.lane0], g, g[sc], Narrow<int32_t>(s.cnt, "Add count"));
+        AscendC::Add(k.ub.v.totDyx[s.lane0], g[2 * sc], g[3 * sc], Narrow<int32_t>(s.cnt, "Add count"));
+    }
+
+    // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
+    // while the first loads are in flight: bcastOff block j = channel j's lane; laneOff row
+    // ((h * 2 + p) * 2 + sum) * 2 + t, element j = lane 2 * (2 * t + p) + h of channel j's slot of that sum;
+    // and the zero block of SpreadRuns.
+    __aicore__ inline void LaneTables(KernelState<T> &k)
+    {
+        if (!b_.lanes || tables_) {
+            return;
+        }
+        tables_ = true;
+        const uint32_t sc = k.t.spChannels, f = uint32_t(sizeof(float));
+        for (uint32_t i = 0; i < sc * SLOT_FLOATS; ++i) {
+            b_.bcastOff.SetValue(i, i / SLOT_FLOATS * f);
+        }
+        for (uint32_t row = 0; row < LANE_ROWS; ++row) {
+            const uint32_t t = row & 1, sum = row >> 1 & 1, p = row >> 2 & 1, h = row >> 3;
+            const uint32_t lane = 2 * (2 * t + p) + h;
+            for (uint32_t j = 0; j < sc; ++j) {
+                b_.laneOff.SetValue(row * sc + j, ((sum * sc + j) * SLOT_FLOATS + lane) * f);
+            }
+        }
+        SetWaitFlag<HardEvent::S_V>();
+        AscendC::Duplicate(b_.zero, 0.0f, int32_t(SLOT_FLOATS));
+    }
+#endif
+
     // Per channel: ReduceSum of the two row-sum slabs, then (S, SumsToLanes) into the group's lanes. Packed: the
     // ReduceSum of the body, the shared blocks' elements added by the scalar unit (head, body, tail:
     // a fixed order).
@@ -1298,12 +1459,22 @@ private:
             // a block of lane partials per channel in the slots, then its lanes summed
             const LaneRun u = LaneRunOf(k.t);
             const uint32_t slabBlocks = b_.slabElems / SLOT_FLOATS;
-            if (s.cnt == u.qf && slabBlocks <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE) {
+            if (LanesFolded(k, s)) {
+                // the dy * xhat sums right after the dy sums' row (Reduce), their slots after the dy sums'
+                // (cnt == spChannels): both as runs of one call, a repeat per run
+                LanePartials(b_.slotDy, b_.slab[SLAB_SUM_DY], u, 2 * s.cnt);
+            } else if (s.cnt == u.qf && slabBlocks <= MAX_REPEAT_STRIDE && k.t.spChannels <= MAX_REPEAT_STRIDE) {
                 LanePartials(b_.slotDy, b_.sumPair, u, s.cnt, slabBlocks, k.t.spChannels);
             } else {
                 LanePartials(b_.slotDy, b_.slab[SLAB_SUM_DY], u, s.cnt);
                 LanePartials(b_.slotDyx, b_.slab[SLAB_SUM_DYX], u, s.cnt);
             }
+#if BNB_SOC_HAS_GATHER
+            if (b_.lanes) {
+                LaneSums(k, s);
+                return;
+            }
+#endif
 #if BNB_SOC_HAS_REDUCE_REPEAT
             if (ReducedLanes(k)) {
                 for (uint32_t j = 0; j < s.cnt; j += SP_SEG_MAX_REPEAT) {
@@ -1591,7 +1762,7 @@ private:
             return;
         }
 #endif
-        if (!BlockBroadcasts(k, s)) {
+        if (!BlockBroadcasts(k, s) && !b_.lanes) {
             AscendC::SetFlag<HardEvent::V_S>(0);  // Broadcast reads the coefficients with the scalar unit
             AscendC::WaitFlag<HardEvent::V_S>(0);
         }
@@ -1631,6 +1802,7 @@ private:
     }
 
     Buffers<T> b_;
+    bool tables_ = false;      // LaneTables has run
     bool lastGroup_ = false;   // Group: the core's last group
     int64_t syncGroup_ = -1;   // Finish: the cores meet before this sub-group's apply (SyncBeforeLastApply)
     bool synced_ = false;      // they have met (softSync)

@@ -61,6 +61,9 @@ ProcessLock *ProcessLock::CreateLock() { bnb_stub::Unmodelled("ProcessLock"); }
 int ProcessLock::Write() { bnb_stub::Unmodelled("ProcessLock"); }
 int ProcessLock::Unlock() { bnb_stub::Unmodelled("ProcessLock"); }
 
+// The source of the next vgather (Gather's CPU-debug hand-over of its source; bnb_stub_impl.h).
+void SetModelGatherbSrc0Tensor(uint64_t src0, const uint32_t length) { bnb_stub::GatherSrc() = {src0, length}; }
+
 // The closed library's argument checkers (check::*) are in bnb_stub_checks.cpp.
 }  // namespace AscendC
 

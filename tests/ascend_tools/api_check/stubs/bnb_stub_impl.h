@@ -451,6 +451,56 @@ inline void vcopy(T *dst, T *src, R repeat, S0 dstStride, S1 srcStride, S2 dstRe
     for (auto &o : out) *o.first = o.second;
 }
 
+// vgather (Gather): active element e of repeat r of dst (dstRepStride blocks a repeat) = the element
+// offsets[r * per + e] bytes past the source the headers pass in CPU-debug mode (SetModelGatherbSrc0Tensor:
+// the UB address inside the instruction is 32 bits, the CPU one is not); the bits move unchanged. The
+// dav-m200 form packs the address, dstRepStride (bits 32..39) and repeatTime (56..63) into one config.
+namespace bnb_stub {
+struct GatherSource {
+    uint64_t addr = 0;    // the source's element srcBaseOffset bytes on
+    uint32_t elems = 0;   // the source tensor's elements (GetSize), counted from its start
+};
+inline GatherSource &GatherSrc()
+{
+    static GatherSource source;  // per process = per core
+    return source;
+}
+template <typename T>
+inline void GatherModel(T *dst, const uint32_t *offsets, uint64_t dstRepStride, uint64_t repeat)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "vgather: 16- or 32-bit elements");
+    const GatherSource g = GatherSrc();
+    bnb_rules::Require(g.addr != 0, "vgather", "no source set (SetModelGatherbSrc0Tensor)", "", {});
+    bnb_rules::RepeatTimes("vgather", repeat, {});
+    const uint64_t per = PerRepeat(sizeof(T));
+    Operand od("dst"), oo("srcOffset"), os("src");
+    std::vector<std::pair<T *, T>> out;
+    ForEachActive(repeat, sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
+        const uint32_t *o = offsets + r * per + e;
+        // (the exact range, from the base offset, is the argument checker's: CheckFuncGatherImpl)
+        bnb_rules::Require(uint64_t(*o) + sizeof(T) <= uint64_t(g.elems) * sizeof(T), "vgather",
+                           "offset past the source", "", {});
+        const T *src = reinterpret_cast<const T *>(g.addr + *o);
+        T *d = At(dst, r, e, 1, dstRepStride);
+        oo.Add(o, sizeof(uint32_t)), os.Add(src, sizeof(T)), od.Add(d, sizeof(T));
+        out.emplace_back(d, *src);
+    });
+    PipeOp(PIPE_V, "vgather", {&oo, &os}, {&od});
+    for (auto &x : out) *x.first = x.second;
+}
+}  // namespace bnb_stub
+
+template <typename T>
+inline void vgather(T *dst, uint32_t *offsets, uint64_t config)
+{
+    bnb_stub::GatherModel(dst, offsets, config >> 32 & 0xFF, config >> 56 & 0xFF);
+}
+template <typename T>
+inline void vgather(T *dst, uint32_t *offsets, uint32_t, uint16_t dstRepStride, uint8_t repeat)
+{
+    bnb_stub::GatherModel(dst, offsets, dstRepStride, repeat);
+}
+
 // vbrcb (Brcb): src element 8 * i + j to every element of dst's block (i * dstRepStride + j * dstBlkStride);
 // src read contiguously; the bits move unchanged; dstBlkStride 0 undefined, src and dst never shared.
 template <typename T, typename B, typename S, typename R>
