@@ -95,6 +95,30 @@ __aicore__ inline uint64_t MaskBits(uint32_t lo, uint32_t hi)
     return upTo & ~((1ull << lo) - 1);
 }
 
+// The lane masks of a run's channels (a block each, u.qf of them per repeat): `all` every lane of the run's
+// body blocks, `head` / `tail` channel j's lanes of the block it shares with its neighbour before / after;
+// and the run's strides, narrowed to a repeat's fields.
+struct LaneMasks {
+    uint64_t all[2] = {0, 0};
+    uint64_t head[2] = {0, 0};
+    uint64_t tail[2] = {0, 0};
+    uint8_t m = 0, qf = 0, run = 0;
+};
+
+__aicore__ inline LaneMasks LaneMasksOf(const LaneRun &u)
+{
+    LaneMasks k;
+    k.all[0] = MaskBits(0, u.qf * SLOT_FLOATS);
+    for (uint32_t j = 0; j < u.qf; ++j) {
+        k.head[0] |= MaskBits(j * SLOT_FLOATS + j * u.r, (j + 1) * SLOT_FLOATS);
+        k.tail[0] |= MaskBits(j * SLOT_FLOATS, j * SLOT_FLOATS + (j + 1) * u.r);
+    }
+    k.m = Narrow<uint8_t>(u.m, "block stride");
+    k.qf = Narrow<uint8_t>(u.qf, "repeat stride");
+    k.run = Narrow<uint8_t>(u.runBlocks, "repeat stride");
+    return k;
+}
+
 // Block j of `part` (a block per channel of the sub-group) = the lane-wise sum of channel j's floats in row
 // `row` of a sum slab: its body blocks in order, then its head's and its tail's lanes (masked Adds, the
 // other lanes of those blocks are its neighbours'). The same sums for every sub-group of the launch, so
@@ -104,15 +128,9 @@ __aicore__ inline uint64_t MaskBits(uint32_t lo, uint32_t hi)
 __aicore__ inline void LanePartials(const LocalTensor<float> &part, const LocalTensor<float> &row, const LaneRun &u,
                                     uint32_t cnt, uint32_t pairBlocks = 0, uint32_t partBlocks = 0)
 {
-    uint64_t all[2] = {MaskBits(0, u.qf * SLOT_FLOATS), 0};
-    uint64_t head[2] = {0, 0};
-    uint64_t tail[2] = {0, 0};
-    for (uint32_t j = 0; j < u.qf; ++j) {
-        head[0] |= MaskBits(j * SLOT_FLOATS + j * u.r, (j + 1) * SLOT_FLOATS);
-        tail[0] |= MaskBits(j * SLOT_FLOATS, j * SLOT_FLOATS + (j + 1) * u.r);
-    }
-    const uint8_t m = Narrow<uint8_t>(u.m, "block stride"), qf = Narrow<uint8_t>(u.qf, "repeat stride");
-    const uint8_t run = Narrow<uint8_t>(u.runBlocks, "repeat stride");
+    LaneMasks k = LaneMasksOf(u);
+    uint64_t *all = k.all, *head = k.head, *tail = k.tail;
+    const uint8_t m = k.m, qf = k.qf, run = k.run;
     const AscendC::BinaryRepeatParams first(1, m, m, qf, run, run), acc(1, 1, m, qf, qf, run);
     const uint32_t runs = cnt / u.qf;
     if (pairBlocks > 0) {
@@ -196,15 +214,9 @@ __aicore__ inline void DuplicateSpan(const LocalTensor<float> &slab, float v, co
 __aicore__ inline void SpreadRuns(const LocalTensor<float> &slab, const LocalTensor<float> &blocks,
                                   const LocalTensor<float> &zero, const LaneRun &u, uint32_t cnt)
 {
-    uint64_t all[2] = {MaskBits(0, u.qf * SLOT_FLOATS), 0};
-    uint64_t head[2] = {0, 0};
-    uint64_t tail[2] = {0, 0};
-    for (uint32_t j = 0; j < u.qf; ++j) {
-        head[0] |= MaskBits(j * SLOT_FLOATS + j * u.r, (j + 1) * SLOT_FLOATS);
-        tail[0] |= MaskBits(j * SLOT_FLOATS, j * SLOT_FLOATS + (j + 1) * u.r);
-    }
-    const uint8_t m = Narrow<uint8_t>(u.m, "block stride"), qf = Narrow<uint8_t>(u.qf, "repeat stride");
-    const uint8_t run = Narrow<uint8_t>(u.runBlocks, "repeat stride");
+    LaneMasks k = LaneMasksOf(u);
+    uint64_t *all = k.all, *head = k.head, *tail = k.tail;
+    const uint8_t m = k.m, qf = k.qf, run = k.run;
     const AscendC::BinaryRepeatParams perRun(m, 1, 0, run, qf, 0), perBlock(m, 1, 0, 1, 0, 0);
     const uint32_t runs = cnt / u.qf;
     for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
