@@ -18,7 +18,10 @@
 //     MTE3); PipeBarrier<PIPE_ALL> joins every pipe; SyncAll joins every pipe
 //     of every core (plus sync_all_ns);
 //   - a core's GM share is min(core_gm_bytes_per_cycle x clock,
-//     gm_gbps / cores used); reads and writes share it.
+//     gm_gbps / cores used); its loads (MTE2) and its stores (MTE3) each
+//     move at that rate (the SoC files give reads and writes a port rate
+//     each), and only the launch-wide bound (modeled time at least all GM
+//     bytes / gm_gbps, bench/ascend_model.py) holds their sum to the chip's.
 // The model trusts the kernel's synchronisation: a missing flag makes it
 // optimistic (the hazard checks of the CPU build are what catch that).
 // L2: a read of grad_out / input finds a 32-byte block in L2 when the chip
