@@ -51,16 +51,7 @@ struct FwdRowPath {
   // Calls f(offset, length) for the contiguous runs of tile t of channel c.
   template <class F>
   inline void ForRuns(int64_t c, int64_t t, F &&f) const {
-    int64_t p = t * kTileElems;
-    const int64_t end = std::min(n, p + kTileElems);
-    int64_t o = p / inner, i = p - o * inner;
-    while (p < end) {
-      const int64_t len = std::min(inner - i, end - p);
-      f((o * C + c) * inner + i, len);
-      p += len;
-      ++o;
-      i = 0;
-    }
+    ForTileRuns(n, C, inner, kTileElems, c, t, f);
   }
 
   // Prefetches elements [off, off + len) of the input into L2 (past the end: harmless).

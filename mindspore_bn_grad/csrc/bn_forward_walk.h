@@ -82,16 +82,6 @@ struct FwdPlan {
   bool stream;  // output stored around the cache (non-temporal)
 };
 
-#ifdef BN_GRAD_HAVE_AVX2
-// Sum of 8 float lanes in double, in a fixed order.
-inline double HSum8(__m256 v) {
-  __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
-                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-#endif
-
 // Sum of x over [off, off + len) and (second form) of d = x - k and d^2;
 // float lanes (double for float64), each call reduced to double.
 template <DType D>

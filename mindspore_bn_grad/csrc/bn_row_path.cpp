@@ -32,16 +32,6 @@ constexpr int64_t kMaxBlock = 128;           // channels per block
 constexpr int64_t kGroupBytes = 4 << 20;     // split mode: x+dy bytes per group
 constexpr int64_t kMaxGroup = 64;            // split mode: channels per group
 
-#ifdef BN_GRAD_HAVE_AVX2
-// Sum of 8 float lanes in double, in a fixed order.
-inline double HSum(__m256 v) {
-  __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
-                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-#endif
-
 // ------------------------------------------------------------ statistics, dx
 
 template <DType D>
@@ -83,8 +73,8 @@ struct RowSums {
   inline void Finish() {
 #ifdef BN_GRAD_HAVE_AVX2
     if constexpr (kVec<D>) {
-      s_dy += HSum(_mm256_add_ps(dy0, dy1));
-      s_dyx += HSum(_mm256_add_ps(dx0, dx1));
+      s_dy += HSum8(_mm256_add_ps(dy0, dy1));
+      s_dyx += HSum8(_mm256_add_ps(dx0, dx1));
     }
 #endif
   }
@@ -165,16 +155,7 @@ struct RowPath {
   // Calls f(offset, length) for the contiguous runs of tile t of channel c.
   template <class F>
   inline void ForRuns(int64_t c, int64_t t, F &&f) const {
-    int64_t p = t * kTileElems;
-    const int64_t end = std::min(n, p + kTileElems);
-    int64_t o = p / inner, i = p - o * inner;
-    while (p < end) {
-      const int64_t len = std::min(inner - i, end - p);
-      f((o * C + c) * inner + i, len);
-      p += len;
-      ++o;
-      i = 0;
-    }
+    ForTileRuns(n, C, inner, kTileElems, c, t, f);
   }
 
   void TileSums(int64_t c, int64_t t, T mean, double *s_dy, double *s_dyx) const {

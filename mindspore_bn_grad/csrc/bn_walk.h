@@ -20,6 +20,23 @@
 #include "thread_pool.h"
 
 namespace bn_grad {
+
+// The row walks (forward and backward) cut a channel's n = outer x inner elements of [outer, C, inner]
+// data into tiles of `tile` elements; f(offset, length) for the contiguous runs of tile t of channel c.
+template <class F>
+inline void ForTileRuns(int64_t n, int64_t C, int64_t inner, int64_t tile, int64_t c, int64_t t, F &&f) {
+  int64_t p = t * tile;
+  const int64_t end = std::min(n, p + tile);
+  int64_t o = p / inner, i = p - o * inner;
+  while (p < end) {
+    const int64_t len = std::min(inner - i, end - p);
+    f((o * C + c) * inner + i, len);
+    p += len;
+    ++o;
+    i = 0;
+  }
+}
+
 namespace bwd {
 
 // Shorter contiguous runs per channel than this take the column path.
