@@ -58,6 +58,17 @@ def _default_threads() -> int:
     return _check_threads(int(env), "MS_BN_GRAD_NUM_THREADS")
 
 
+# The aot ABI's arguments (nparam, params, ndims, shapes, dtypes) that every direct entry point takes first.
+_AOT_ARGS = (ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+             ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p))
+
+
+def _declare(fn, *extra):
+    """Sets the ctypes signature of a direct entry point: the aot arguments, then `extra`; returns an int."""
+    fn.restype = ctypes.c_int
+    fn.argtypes = [*_AOT_ARGS, *extra]
+
+
 def _apply_threads(handle, n: int) -> None:
     rc = handle.MsBnGradSetNumThreads(n)
     if rc == 9:
@@ -78,11 +89,7 @@ def lib():
     except OSError as e:
         raise KernelBuildError(f"BatchNormBackward: cannot load the CPU kernel library {path} ({e}); "
                                f"delete it to have it rebuilt") from e
-    handle.MsBnGradDirect.restype = ctypes.c_int
-    handle.MsBnGradDirect.argtypes = [
-        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
-        ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    _declare(handle.MsBnGradDirect, ctypes.c_int, ctypes.c_double, *[ctypes.c_int] * 4)
     handle.MsBnGradSetNumThreads.argtypes = [ctypes.c_int]
     handle.MsBnGradSetNumThreads.restype = ctypes.c_int
     _apply_threads(handle, threads)
@@ -218,12 +225,8 @@ def _counter_dtypes():
 @functools.lru_cache(maxsize=None)
 def _sync_lib():
     handle = lib()
-    common = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-              ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p)]
-    handle.MsBnSyncReduceDirect.restype = ctypes.c_int
-    handle.MsBnSyncReduceDirect.argtypes = common + [ctypes.c_int] * 4
-    handle.MsBnSyncElemtDirect.restype = ctypes.c_int
-    handle.MsBnSyncElemtDirect.argtypes = common + [ctypes.c_int]
+    _declare(handle.MsBnSyncReduceDirect, *[ctypes.c_int] * 4)
+    _declare(handle.MsBnSyncElemtDirect, ctypes.c_int)
     return handle
 
 
@@ -270,11 +273,7 @@ def elemt_direct(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, coun
 @functools.lru_cache(maxsize=None)
 def _double_lib():
     handle = lib()
-    handle.MsBnDoubleBackwardDirect.restype = ctypes.c_int
-    handle.MsBnDoubleBackwardDirect.argtypes = [
-        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
-        ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    _declare(handle.MsBnDoubleBackwardDirect, ctypes.c_int, ctypes.c_double, *[ctypes.c_int] * 4)
     return handle
 
 
@@ -321,11 +320,7 @@ def double_direct(*arrays, **kwargs):
 @functools.lru_cache(maxsize=None)
 def _forward_lib():
     handle = lib()
-    handle.MsBnForwardDirect.restype = ctypes.c_int
-    handle.MsBnForwardDirect.argtypes = [
-        ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_char_p),
-        ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+    _declare(handle.MsBnForwardDirect, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_int)
     return handle
 
 
