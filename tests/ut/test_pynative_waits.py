@@ -305,9 +305,10 @@ class _SameShapes(nn.Cell):
 
 
 _EVAL_BN1D_WAITS = pytest.mark.xfail(
-    strict=True, reason="open: in eval mode the launch of BatchNorm1d's backward (a reshaped (N, C, 1, 1) "
-    "input) waits for the queue; MindSpore's own BatchNormGrad launched in its place waits too, and copies "
-    "of the inputs do not help; the cause is not found yet")
+    strict=True, reason="open: in eval mode the launch of BatchNorm1d's backward waits for the queue: any "
+    "launch that reads its x or dy (Reshape views, (N, C) <-> (N, C, 1, 1)) does, ours, MindSpore's "
+    "BatchNormGrad or an Add copying them, while fresh tensors do not; a small network with the same "
+    "reshapes does not wait, so the cause is not found yet (docs/performance.md)")
 
 
 def _assert_mindspore_launches_do_not_wait(gate):
