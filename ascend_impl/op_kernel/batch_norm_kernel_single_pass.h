@@ -70,9 +70,10 @@ enum Slab : uint32_t {
 };
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
-// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (one),
-// the lane sums' (two: both sums) and their gathered partials (two), then a block of zeros.
-constexpr uint32_t LANE_GATHER_SETS = 5;
+// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (two:
+// one vector's lanes, then the other half of the pair [coefB | coefK], so k and b are one Gather), the lane
+// sums' (two: both sums) and their gathered partials (two), then a block of zeros.
+constexpr uint32_t LANE_GATHER_SETS = 6;
 constexpr uint32_t LANE_ROWS = 2 * SLOT_FLOATS;  // LaneSums' gathered rows: 8 lanes of each of the two sums
 
 // Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather (ascend310p), mulAdd (so the product's slab is
@@ -113,7 +114,7 @@ struct Buffers {
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
-    // bytes) and of the lane sums (laneOff: the slots' lane partials in LaneSumAt order), the gathered
+    // bytes, then block spChannels + j = lane vecElems + j, the pair's second half) and of the lane sums (laneOff: the slots' lane partials in LaneSumAt order), the gathered
     // partials (laneT) and a block of zeros (SpreadRuns).
     bool lanes = false;
     LocalTensor<uint32_t> bcastOff, laneOff;
@@ -163,8 +164,8 @@ struct Buffers {
             const uint32_t sc = t.spChannels * SLOT_FLOATS;  // floats of one set of slots
             const LocalTensor<uint32_t> offs = slab[SLAB_PROD].template ReinterpretCast<uint32_t>();
             bcastOff = offs;
-            laneOff = offs[sc];
-            laneT = slab[SLAB_PROD][3 * sc];
+            laneOff = offs[2 * sc];
+            laneT = slab[SLAB_PROD][4 * sc];
             zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
         }
     }
@@ -434,12 +435,21 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
 {
     const LaneRun u = LaneRunOf(k.t);
     const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    const bool coefs = n == 2 && which[0] == SLAB_K && which[1] == SLAB_B;
+    if (coefs && s.cnt == k.t.spChannels) {
+        // a full sub-group: the lanes of both halves of [coefB | coefK] in one Gather (both sets of bcastOff)
+        AscendC::Gather(b.scratch, k.ub.v.coefPair, b.bcastOff, uint32_t(s.lane0 * sizeof(float)), 2 * set);
+        SpreadRuns(b.slab[SLAB_B], b.scratch, b.zero, u, s.cnt);
+        SpreadRuns(b.slab[SLAB_K], b.scratch[set], b.zero, u, s.cnt);
+        FillPairRows(k, b, s);
+        return;
+    }
     for (uint32_t i = 0; i < n; ++i) {
         const LocalTensor<float> blocks = b.scratch[i * set];  // the slot buffer holds two sets
         AscendC::Gather(blocks, vec[i], b.bcastOff, uint32_t(s.lane0 * sizeof(float)), s.cnt * SLOT_FLOATS);
         SpreadRuns(b.slab[which[i]], blocks, b.zero, u, s.cnt);
     }
-    if (n == 2 && which[0] == SLAB_K && which[1] == SLAB_B) {
+    if (coefs) {
         FillPairRows(k, b, s);
         return;
     }
@@ -1413,12 +1423,22 @@ private:
         AscendC::Gather(g, b_.slotDy, b_.laneOff, 0u, LANE_ROWS * sc);
         AscendC::Add(g, g, g[LANE_ROWS / 2 * sc], Narrow<int32_t>(LANE_ROWS / 2 * sc, "Add count"));
         AscendC::Add(g, g, g[LANE_ROWS / 4 * sc], Narrow<int32_t>(LANE_ROWS / 4 * sc, "Add count"));
+        const uint32_t vecBlocks = k.t.vecElems / SLOT_FLOATS;
+        if (k.t.vecElems % SLOT_FLOATS == 0 && vecBlocks <= MAX_REPEAT_STRIDE && s.cnt <= uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float)) {
+            // both sums' last step in one instruction, a repeat each: [totDy | totDyx] are vecElems apart
+            uint64_t mask[2] = {MaskBits(0, s.cnt), 0};
+            const uint8_t src = Narrow<uint8_t>(2 * sc / SLOT_FLOATS, "repeat stride");
+            const AscendC::BinaryRepeatParams p(1, 1, 1, uint8_t(vecBlocks), src, src);
+            AscendC::Add(k.ub.v.totPair[s.lane0], g, g[sc], mask, uint8_t(2), p);
+            return;
+        }
         AscendC::Add(k.ub.v.totDy[s.lane0], g, g[sc], Narrow<int32_t>(s.cnt, "Add count"));
         AscendC::Add(k.ub.v.totDyx[s.lane0], g[2 * sc], g[3 * sc], Narrow<int32_t>(s.cnt, "Add count"));
     }
 
     // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
-    // while the first loads are in flight: bcastOff block j = channel j's lane; laneOff row
+    // while the first loads are in flight: bcastOff block j = channel j's lane, block spChannels + j lane
+    // vecElems + j (the pair's second half); laneOff row
     // ((h * 2 + p) * 2 + sum) * 2 + t, element j = lane 2 * (2 * t + p) + h of channel j's slot of that sum;
     // and the zero block of SpreadRuns.
     __aicore__ inline void LaneTables(KernelState<T> &k)
@@ -1430,6 +1450,7 @@ private:
         const uint32_t sc = k.t.spChannels, f = uint32_t(sizeof(float));
         for (uint32_t i = 0; i < sc * SLOT_FLOATS; ++i) {
             b_.bcastOff.SetValue(i, i / SLOT_FLOATS * f);
+            b_.bcastOff.SetValue(sc * SLOT_FLOATS + i, (k.t.vecElems + i / SLOT_FLOATS) * f);
         }
         for (uint32_t row = 0; row < LANE_ROWS; ++row) {
             const uint32_t t = row & 1, sum = row >> 1 & 1, p = row >> 2 & 1, h = row >> 3;
@@ -1667,12 +1688,16 @@ private:
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
-    // Training with grad_input, sums handed over by the scalar unit, slices not packed (so few channels
-    // per sub-group: packed runs are many channels, whose scalar steps would outlast Coefs' vector ones):
-    // k and b formed by the scalar unit (ScalarCoefs). Decided from the shape and the SoC alone.
+    // Training with grad_input, sums handed over by the scalar unit: k and b formed by the scalar unit
+    // (ScalarCoefs), which holds the sums already, so the vector unit neither forms them nor waits for the
+    // scalar unit a second time before the broadcasts. Slices not packed (few channels per sub-group), or
+    // packed without lane sums where the SoC fuses the multiply-adds (ascend310p's 14x14 slices: a few
+    // channels a sub-group, whose packed sums the scalar unit finishes anyway; the lane sums' runs are many
+    // channels, whose scalar steps would outlast Coefs' vector ones). Decided from the shape and the SoC alone.
     __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
     {
-        return want_ && k.t.training && !SegmentedSums(k) && k.t.spQuantum == 0;
+        const bool packedScalar = k.t.mulAdd && k.t.spLaneSums == SP_LANES_NONE;
+        return want_ && k.t.training && !SegmentedSums(k) && (k.t.spQuantum == 0 || packedScalar);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
