@@ -71,18 +71,17 @@ enum Slab : uint32_t {
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
 // LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (two:
-// one vector's lanes, then the other half of the pair [coefB | coefK], so k and b are one Gather), the lane
-// sums' (two: both sums) and their gathered partials (two), then a block of zeros.
-constexpr uint32_t LANE_GATHER_SETS = 6;
-constexpr uint32_t LANE_ROWS = 2 * SLOT_FLOATS;  // LaneSums' gathered rows: 8 lanes of each of the two sums
+// one vector's lanes, then the other half of the pair [coefB | coefK], so k and b are one Gather), then a
+// block of zeros.
+constexpr uint32_t LANE_GATHER_SETS = 2;
 
-// Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather (ascend310p), mulAdd (so the product's slab is
-// free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach their slabs by a Gather of
-// blocks and SpreadRuns, and the lane partials are summed by a Gather into lane-major rows and three Adds
+// Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather and ReduceDataBlock on float (ascend310p), mulAdd
+// (so the product's slab is free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach
+// their slabs by a Gather of blocks and SpreadRuns, and the lane partials are summed by ReduceDataBlock
 // (LaneSums), not ReduceRepeat: no scalar read of a value, no instruction per channel. From the tiling alone.
 __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const SinglePassPlan &p, uint32_t slabElems)
 {
-#if BNB_SOC_HAS_GATHER
+#if BNB_SOC_HAS_GATHER && BNB_SOC_HAS_BLOCK_REDUCE_SUM
     return t.spLaneSums == SP_LANES_REDUCE && t.mulAdd && p.prodSlab && t.spQuantum % SLOT_FLOATS == 0 &&
            t.spChannels % SLOT_FLOATS == 0 && LANE_GATHER_SETS * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
 #else
@@ -114,11 +113,11 @@ struct Buffers {
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
-    // bytes, then block spChannels + j = lane vecElems + j, the pair's second half) and of the lane sums (laneOff: the slots' lane partials in LaneSumAt order), the gathered
-    // partials (laneT) and a block of zeros (SpreadRuns).
+    // bytes, then block spChannels + j = lane vecElems + j, the pair's second half) and a block of zeros
+    // (SpreadRuns).
     bool lanes = false;
-    LocalTensor<uint32_t> bcastOff, laneOff;
-    LocalTensor<float> laneT, zero;
+    LocalTensor<uint32_t> bcastOff;
+    LocalTensor<float> zero;
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -164,8 +163,6 @@ struct Buffers {
             const uint32_t sc = t.spChannels * SLOT_FLOATS;  // floats of one set of slots
             const LocalTensor<uint32_t> offs = slab[SLAB_PROD].template ReinterpretCast<uint32_t>();
             bcastOff = offs;
-            laneOff = offs[2 * sc];
-            laneT = slab[SLAB_PROD][4 * sc];
             zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
         }
     }
@@ -1412,35 +1409,30 @@ private:
     }
 
 #if BNB_SOC_HAS_GATHER
-    // Buffers::lanes: the lane partials of both sums (the slot buffer, a block per channel) gathered lane-major
-    // (laneOff, LaneTables): rows of spChannels floats in the order (lane parity, pairs 0 / 2 or 1 / 3, sum,
-    // pairs 0 / 1 or 2 / 3), so three Adds sum each channel's 8 lanes as ReduceRepeat's tree of adjacent
-    // pairs does ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), the last one straight into the lanes.
+    // Buffers::lanes: each channel's 8 lane partials of a sum (a block per channel and sum in the slot buffer,
+    // LanePartials) summed by ReduceDataBlock straight into the group's lanes, a result per block: its tree
+    // of adjacent pairs ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) is ReduceRepeat's over those lanes.
+    // A repeat is 8 channels (whole runs: cnt is a multiple of them); a sub-group of one repeat takes both
+    // sums in one call, [totDy | totDyx] vecElems apart and the dy * xhat slots spChannels blocks on.
     __aicore__ inline void LaneSums(KernelState<T> &k, const SubGroup &s)
     {
-        const uint32_t sc = k.t.spChannels;
-        const LocalTensor<float> &g = b_.laneT;
-        AscendC::Gather(g, b_.slotDy, b_.laneOff, 0u, LANE_ROWS * sc);
-        AscendC::Add(g, g, g[LANE_ROWS / 2 * sc], Narrow<int32_t>(LANE_ROWS / 2 * sc, "Add count"));
-        AscendC::Add(g, g, g[LANE_ROWS / 4 * sc], Narrow<int32_t>(LANE_ROWS / 4 * sc, "Add count"));
-        const uint32_t vecBlocks = k.t.vecElems / SLOT_FLOATS;
-        if (k.t.vecElems % SLOT_FLOATS == 0 && vecBlocks <= MAX_REPEAT_STRIDE && s.cnt <= uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float)) {
-            // both sums' last step in one instruction, a repeat each: [totDy | totDyx] are vecElems apart
-            uint64_t mask[2] = {MaskBits(0, s.cnt), 0};
-            const uint8_t src = Narrow<uint8_t>(2 * sc / SLOT_FLOATS, "repeat stride");
-            const AscendC::BinaryRepeatParams p(1, 1, 1, uint8_t(vecBlocks), src, src);
-            AscendC::Add(k.ub.v.totPair[s.lane0], g, g[sc], mask, uint8_t(2), p);
+        const int32_t mask = int32_t(SLOT_FLOATS * SLOT_FLOATS);
+        const int32_t reps = Narrow<int32_t>(s.cnt / SLOT_FLOATS, "repeatTime");
+        if (reps == 1 && k.t.vecElems % SLOT_FLOATS == 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totPair[s.lane0], b_.slotDy, mask, 2, int32_t(k.t.vecElems / SLOT_FLOATS), 1,
+                int32_t(k.t.spChannels));
             return;
         }
-        AscendC::Add(k.ub.v.totDy[s.lane0], g, g[sc], Narrow<int32_t>(s.cnt, "Add count"));
-        AscendC::Add(k.ub.v.totDyx[s.lane0], g[2 * sc], g[3 * sc], Narrow<int32_t>(s.cnt, "Add count"));
+        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(k.ub.v.totDy[s.lane0], b_.slotDy, mask, reps,
+                                                                          1, 1, int32_t(SLOT_FLOATS));
+        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(k.ub.v.totDyx[s.lane0], b_.slotDyx, mask,
+                                                                          reps, 1, 1, int32_t(SLOT_FLOATS));
     }
 
     // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
     // while the first loads are in flight: bcastOff block j = channel j's lane, block spChannels + j lane
-    // vecElems + j (the pair's second half); laneOff row
-    // ((h * 2 + p) * 2 + sum) * 2 + t, element j = lane 2 * (2 * t + p) + h of channel j's slot of that sum;
-    // and the zero block of SpreadRuns.
+    // vecElems + j (the pair's second half); and the zero block of SpreadRuns.
     __aicore__ inline void LaneTables(KernelState<T> &k)
     {
         if (!b_.lanes || tables_) {
@@ -1451,13 +1443,6 @@ private:
         for (uint32_t i = 0; i < sc * SLOT_FLOATS; ++i) {
             b_.bcastOff.SetValue(i, i / SLOT_FLOATS * f);
             b_.bcastOff.SetValue(sc * SLOT_FLOATS + i, (k.t.vecElems + i / SLOT_FLOATS) * f);
-        }
-        for (uint32_t row = 0; row < LANE_ROWS; ++row) {
-            const uint32_t t = row & 1, sum = row >> 1 & 1, p = row >> 2 & 1, h = row >> 3;
-            const uint32_t lane = 2 * (2 * t + p) + h;
-            for (uint32_t j = 0; j < sc; ++j) {
-                b_.laneOff.SetValue(row * sc + j, ((sum * sc + j) * SLOT_FLOATS + lane) * f);
-            }
         }
         SetWaitFlag<HardEvent::S_V>();
         AscendC::Duplicate(b_.zero, 0.0f, int32_t(SLOT_FLOATS));
