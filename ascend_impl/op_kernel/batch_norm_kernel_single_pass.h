@@ -70,10 +70,11 @@ enum Slab : uint32_t {
 };
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
-// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (two:
-// one vector's lanes, then the other half of the pair [coefB | coefK], so k and b are one Gather), then a
-// block of zeros.
-constexpr uint32_t LANE_GATHER_SETS = 2;
+// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets
+// (three: one vector's lanes; then the pair [coefB | coefK]'s second half and first half, so k and b are one
+// Gather, k's blocks first), then a block of zeros, then ScaledSpread's weight blocks (two sets).
+constexpr uint32_t LANE_GATHER_SETS = 3;
+constexpr uint32_t LANE_WEIGHT_SETS = 2;
 
 // Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather and ReduceDataBlock on float (ascend310p), mulAdd
 // (so the product's slab is free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach
@@ -83,7 +84,8 @@ __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const Si
 {
 #if BNB_SOC_HAS_GATHER && BNB_SOC_HAS_BLOCK_REDUCE_SUM
     return t.spLaneSums == SP_LANES_REDUCE && t.mulAdd && p.prodSlab && t.spQuantum % SLOT_FLOATS == 0 &&
-           t.spChannels % SLOT_FLOATS == 0 && LANE_GATHER_SETS * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
+           t.spChannels % SLOT_FLOATS == 0 &&
+           (LANE_GATHER_SETS + LANE_WEIGHT_SETS) * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
 #else
     (void)t;
     (void)p;
@@ -113,11 +115,11 @@ struct Buffers {
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
-    // bytes, then block spChannels + j = lane vecElems + j, the pair's second half) and a block of zeros
-    // (SpreadRuns).
+    // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
+    // lane j again), a block of zeros (SpreadRuns) and the weights' blocks (ScaledSpread).
     bool lanes = false;
     LocalTensor<uint32_t> bcastOff;
-    LocalTensor<float> zero;
+    LocalTensor<float> zero, weights;
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -164,6 +166,7 @@ struct Buffers {
             const LocalTensor<uint32_t> offs = slab[SLAB_PROD].template ReinterpretCast<uint32_t>();
             bcastOff = offs;
             zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
+            weights = slab[SLAB_PROD][LANE_GATHER_SETS * sc + SLOT_FLOATS];
         }
     }
 
@@ -423,6 +426,44 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
 }
 
 #if BNB_SOC_HAS_GATHER
+// Buffers::lanes, a full sub-group of one run whose k and b slabs' rows 0 are at most a repeat stride apart
+// (pairBlocks): both rows 0 are two runs of one SpreadRuns.
+template <typename T>
+__aicore__ inline bool PairSpread(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t pairBlocks = b.accElems / SLOT_FLOATS;
+    return b.lanes && s.cnt == k.t.spChannels && s.cnt == LaneRunOf(k.t).qf && b.accElems % SLOT_FLOATS == 0 &&
+           pairBlocks <= MAX_REPEAT_STRIDE;
+}
+
+// float32 with PairSpread: k and b are single products [-a / n | scaleK] x [totDy | totDyx] (Coefs), so the
+// spread forms them per element from the sums' lanes and the weights' (WeightBlocks, gathered before the
+// combine: they do not depend on the sums) in place of Coefs' Mul over the vectors: the same products.
+template <typename T>
+__aicore__ inline bool ScaledSpread(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    return IsSame<T, float>::value && PairSpread(k, b, s);
+}
+
+// ScaledSpread: the sub-group's lanes of [-a / n | scaleK] into blocks, scaleK's first (bcastOff's last two sets).
+template <typename T>
+__aicore__ inline void WeightBlocks(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    AscendC::Gather(b.weights, k.ub.v.weightPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+}
+
+// ScaledSpread: the lanes of [totDy | totDyx] into blocks (totDyx's first), rows 0 of the k and b slabs = their
+// products with the weights' blocks (SpreadRuns' Muls), the other rows copied.
+template <typename T>
+__aicore__ inline void BroadcastScaledPair(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    AscendC::Gather(b.scratch, k.ub.v.totPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+    SpreadRuns(b.sumPair, b.scratch, b.weights, LaneRunOf(k.t), 2 * s.cnt, b.accElems / SLOT_FLOATS, true);
+    FillPairRows(k, b, s);
+}
+
 // Buffers::lanes: each vector's lanes of the sub-group into a block each in the slot buffer (a Gather of
 // bcastOff: channel j's lane into block j), row 0 of its slab from them (SpreadRuns), the other rows copied
 // (k and b together); no scalar read, so no V_S / S_V hand-over.
@@ -434,10 +475,15 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
     const uint32_t set = k.t.spChannels * SLOT_FLOATS;
     const bool coefs = n == 2 && which[0] == SLAB_K && which[1] == SLAB_B;
     if (coefs && s.cnt == k.t.spChannels) {
-        // a full sub-group: the lanes of both halves of [coefB | coefK] in one Gather (both sets of bcastOff)
-        AscendC::Gather(b.scratch, k.ub.v.coefPair, b.bcastOff, uint32_t(s.lane0 * sizeof(float)), 2 * set);
-        SpreadRuns(b.slab[SLAB_B], b.scratch, b.zero, u, s.cnt);
-        SpreadRuns(b.slab[SLAB_K], b.scratch[set], b.zero, u, s.cnt);
+        // a full sub-group: the lanes of both halves of [coefB | coefK] in one Gather (bcastOff's last two
+        // sets: k's blocks, then b's)
+        AscendC::Gather(b.scratch, k.ub.v.coefPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+        if (PairSpread(k, b, s)) {
+            SpreadRuns(b.sumPair, b.scratch, b.zero, u, 2 * s.cnt, b.accElems / SLOT_FLOATS);
+        } else {
+            SpreadRuns(b.slab[SLAB_K], b.scratch, b.zero, u, s.cnt);
+            SpreadRuns(b.slab[SLAB_B], b.scratch[set], b.zero, u, s.cnt);
+        }
         FillPairRows(k, b, s);
         return;
     }
@@ -1293,6 +1339,11 @@ private:
         const bool scaled = Whole(k) && want_ && handOver;
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
+#if BNB_SOC_HAS_GATHER
+            if (k.t.training && ScaledSpread(k, b_, s)) {
+                WeightBlocks(k, b_, s);
+            }
+#endif
         }
         if (reduce_) {
             BNB_PERF_COMBINE_BEGIN();
@@ -1432,7 +1483,7 @@ private:
 
     // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
     // while the first loads are in flight: bcastOff block j = channel j's lane, block spChannels + j lane
-    // vecElems + j (the pair's second half); and the zero block of SpreadRuns.
+    // vecElems + j (the pair's second half), block 2 spChannels + j lane j; and the zero block of SpreadRuns.
     __aicore__ inline void LaneTables(KernelState<T> &k)
     {
         if (!b_.lanes || tables_) {
@@ -1443,6 +1494,7 @@ private:
         for (uint32_t i = 0; i < sc * SLOT_FLOATS; ++i) {
             b_.bcastOff.SetValue(i, i / SLOT_FLOATS * f);
             b_.bcastOff.SetValue(sc * SLOT_FLOATS + i, (k.t.vecElems + i / SLOT_FLOATS) * f);
+            b_.bcastOff.SetValue(2 * sc * SLOT_FLOATS + i, i / SLOT_FLOATS * f);
         }
         SetWaitFlag<HardEvent::S_V>();
         AscendC::Duplicate(b_.zero, 0.0f, int32_t(SLOT_FLOATS));
@@ -1750,6 +1802,12 @@ private:
             Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             return;
         }
+#if BNB_SOC_HAS_GATHER
+        if (ScaledSpread(k, b_, s)) {
+            BroadcastScaledPair(k, b_, s);  // the products per element, no Mul over the vectors
+            return;
+        }
+#endif
         ChannelVecs &v = k.ub.v;
         // [coefB | coefK] = [-a / n | scaleK] * [totDy | totDyx] (Group), one instruction over the pairs
         AscendC::Mul(v.coefPair, v.weightPair, v.totPair, Narrow<int32_t>(2 * k.t.vecElems, "Mul count"));

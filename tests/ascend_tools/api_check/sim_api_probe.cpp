@@ -34,6 +34,8 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     strided.src0RepStride = 8;
     strided.src1RepStride = 49;
     Add(a, b, c, bits, uint8_t(1), strided);
+    Sub(a, b, c, bits, uint8_t(1), strided);
+    Mul(a, b, c, bits, uint8_t(1), strided);
     Duplicate(a, s, bits, uint8_t(1), uint16_t(1), uint8_t(8));
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
