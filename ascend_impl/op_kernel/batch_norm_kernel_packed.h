@@ -209,30 +209,48 @@ __aicore__ inline void DuplicateSpan(const LocalTensor<float> &slab, float v, co
 #if BNB_SOC_HAS_GATHER
 // Tiling spLaneSums SP_LANES_REDUCE (LaneGather): row 0 of a slab of `cnt` channels (whole runs), channel j's
 // floats = block j of `blocks` (its value in each lane), by Subs of a zero block (x - 0 is x, -0 and NaN
-// included) with the lane masks of LanePartials: the heads and the tails a repeat per run (block stride m,
-// a block per channel of a run), the bodies a repeat per body block of a run or per run, the fewer calls.
+// included) with the lane masks of LanePartials: the tails a repeat per run (block stride m, a block per
+// channel of a run); the heads with the bodies a repeat per block of a run, or the heads a repeat per run and
+// the bodies a repeat per run of a body block, the fewer calls. runStride > 0: the runs that many blocks
+// apart in `slab` (the rows 0 of two slabs of a run each), not back to back. scale: `zero` is a block per
+// channel as `blocks` is, and the floats are their products (Muls), not the values.
 __aicore__ inline void SpreadRuns(const LocalTensor<float> &slab, const LocalTensor<float> &blocks,
-                                  const LocalTensor<float> &zero, const LaneRun &u, uint32_t cnt)
+                                  const LocalTensor<float> &zero, const LaneRun &u, uint32_t cnt,
+                                  uint32_t runStride = 0, bool scale = false)
 {
     LaneMasks k = LaneMasksOf(u);
     uint64_t *all = k.all, *head = k.head, *tail = k.tail;
-    const uint8_t m = k.m, qf = k.qf, run = k.run;
-    const AscendC::BinaryRepeatParams perRun(m, 1, 0, run, qf, 0), perBlock(m, 1, 0, 1, 0, 0);
+    const uint32_t stride = runStride > 0 ? runStride : u.runBlocks;
+    const uint8_t m = k.m, qf = k.qf, run = Narrow<uint8_t>(stride, "repeat stride");
+    const uint8_t zb = scale ? 1 : 0, zr = scale ? qf : 0;  // the second operand's block / repeat strides
+    const AscendC::BinaryRepeatParams perRun(m, 1, zb, run, qf, zr), perBlock(m, 1, zb, 1, 0, 0);
+    const auto spread = [&](const LocalTensor<float> &d, const LocalTensor<float> &v, const LocalTensor<float> &z,
+                            uint64_t *mask, uint8_t n, const AscendC::BinaryRepeatParams &p) {
+        if (scale) {
+            AscendC::Mul(d, v, z, mask, n, p);
+        } else {
+            AscendC::Sub(d, v, z, mask, n, p);
+        }
+    };
     const uint32_t runs = cnt / u.qf;
     for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
         const uint8_t n = uint8_t(Min(SP_SEG_MAX_REPEAT, runs - r0));
-        const LocalTensor<float> d = slab[r0 * u.runBlocks * SLOT_FLOATS], v = blocks[r0 * u.qf * SLOT_FLOATS];
-        AscendC::Sub(d, v, zero, head, n, perRun);
-        AscendC::Sub(d[u.m * SLOT_FLOATS], v, zero, tail, n, perRun);
+        const LocalTensor<float> d = slab[r0 * stride * SLOT_FLOATS], v = blocks[r0 * u.qf * SLOT_FLOATS];
+        const LocalTensor<float> z = scale ? zero[r0 * u.qf * SLOT_FLOATS] : zero;
         if (uint32_t(n) + 1 < u.m) {
-            for (uint32_t i = 0; i < n; ++i) {  // a call per run, a repeat per body block
-                AscendC::Sub(d[(i * u.runBlocks + 1) * SLOT_FLOATS], v[i * u.qf * SLOT_FLOATS], zero, all,
-                             uint8_t(u.m - 1), perBlock);
+            // a call per run, a repeat per block from the head's: every lane of the head block too, its lanes
+            // before the head (the channel before's) then rewritten by the tails' call, after (V in order)
+            for (uint32_t i = 0; i < n; ++i) {
+                const uint32_t at = i * u.qf * SLOT_FLOATS;
+                spread(d[i * stride * SLOT_FLOATS], v[at], scale ? z[at] : z, all, uint8_t(u.m), perBlock);
             }
-        } else {
-            for (uint32_t b = 1; b < u.m; ++b) {  // a call per body block, a repeat per run
-                AscendC::Sub(d[b * SLOT_FLOATS], v, zero, all, n, perRun);
-            }
+            spread(d[u.m * SLOT_FLOATS], v, z, tail, n, perRun);
+            continue;
+        }
+        spread(d, v, z, head, n, perRun);
+        spread(d[u.m * SLOT_FLOATS], v, z, tail, n, perRun);
+        for (uint32_t b = 1; b < u.m; ++b) {  // a call per body block, a repeat per run
+            spread(d[b * SLOT_FLOATS], v, z, all, n, perRun);
         }
     }
 }

@@ -70,20 +70,22 @@ enum Slab : uint32_t {
 };
 constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
-// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets (one),
-// the lane sums' (two: both sums) and their gathered partials (two), then a block of zeros.
-constexpr uint32_t LANE_GATHER_SETS = 5;
-constexpr uint32_t LANE_ROWS = 2 * SLOT_FLOATS;  // LaneSums' gathered rows: 8 lanes of each of the two sums
+// LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets
+// (three: one vector's lanes; then the pair [coefB | coefK]'s second half and first half, so k and b are one
+// Gather, k's blocks first), then a block of zeros, then ScaledSpread's weight blocks (two sets).
+constexpr uint32_t LANE_GATHER_SETS = 3;
+constexpr uint32_t LANE_WEIGHT_SETS = 2;
 
-// Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather (ascend310p), mulAdd (so the product's slab is
-// free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach their slabs by a Gather of
-// blocks and SpreadRuns, and the lane partials are summed by a Gather into lane-major rows and three Adds
+// Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather and ReduceDataBlock on float (ascend310p), mulAdd
+// (so the product's slab is free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach
+// their slabs by a Gather of blocks and SpreadRuns, and the lane partials are summed by ReduceDataBlock
 // (LaneSums), not ReduceRepeat: no scalar read of a value, no instruction per channel. From the tiling alone.
 __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const SinglePassPlan &p, uint32_t slabElems)
 {
-#if BNB_SOC_HAS_GATHER
+#if BNB_SOC_HAS_GATHER && BNB_SOC_HAS_BLOCK_REDUCE_SUM
     return t.spLaneSums == SP_LANES_REDUCE && t.mulAdd && p.prodSlab && t.spQuantum % SLOT_FLOATS == 0 &&
-           t.spChannels % SLOT_FLOATS == 0 && LANE_GATHER_SETS * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
+           t.spChannels % SLOT_FLOATS == 0 &&
+           (LANE_GATHER_SETS + LANE_WEIGHT_SETS) * t.spChannels * SLOT_FLOATS + SLOT_FLOATS <= slabElems;
 #else
     (void)t;
     (void)p;
@@ -113,11 +115,11 @@ struct Buffers {
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
-    // bytes) and of the lane sums (laneOff: the slots' lane partials in LaneSumAt order), the gathered
-    // partials (laneT) and a block of zeros (SpreadRuns).
+    // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
+    // lane j again), a block of zeros (SpreadRuns) and the weights' blocks (ScaledSpread).
     bool lanes = false;
-    LocalTensor<uint32_t> bcastOff, laneOff;
-    LocalTensor<float> laneT, zero;
+    LocalTensor<uint32_t> bcastOff;
+    LocalTensor<float> zero, weights;
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -163,9 +165,8 @@ struct Buffers {
             const uint32_t sc = t.spChannels * SLOT_FLOATS;  // floats of one set of slots
             const LocalTensor<uint32_t> offs = slab[SLAB_PROD].template ReinterpretCast<uint32_t>();
             bcastOff = offs;
-            laneOff = offs[sc];
-            laneT = slab[SLAB_PROD][3 * sc];
             zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
+            weights = slab[SLAB_PROD][LANE_GATHER_SETS * sc + SLOT_FLOATS];
         }
     }
 
@@ -425,6 +426,44 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
 }
 
 #if BNB_SOC_HAS_GATHER
+// Buffers::lanes, a full sub-group of one run whose k and b slabs' rows 0 are at most a repeat stride apart
+// (pairBlocks): both rows 0 are two runs of one SpreadRuns.
+template <typename T>
+__aicore__ inline bool PairSpread(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t pairBlocks = b.accElems / SLOT_FLOATS;
+    return b.lanes && s.cnt == k.t.spChannels && s.cnt == LaneRunOf(k.t).qf && b.accElems % SLOT_FLOATS == 0 &&
+           pairBlocks <= MAX_REPEAT_STRIDE;
+}
+
+// float32 with PairSpread: k and b are single products [-a / n | scaleK] x [totDy | totDyx] (Coefs), so the
+// spread forms them per element from the sums' lanes and the weights' (WeightBlocks, gathered before the
+// combine: they do not depend on the sums) in place of Coefs' Mul over the vectors: the same products.
+template <typename T>
+__aicore__ inline bool ScaledSpread(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    return IsSame<T, float>::value && PairSpread(k, b, s);
+}
+
+// ScaledSpread: the sub-group's lanes of [-a / n | scaleK] into blocks, scaleK's first (bcastOff's last two sets).
+template <typename T>
+__aicore__ inline void WeightBlocks(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    AscendC::Gather(b.weights, k.ub.v.weightPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+}
+
+// ScaledSpread: the lanes of [totDy | totDyx] into blocks (totDyx's first), rows 0 of the k and b slabs = their
+// products with the weights' blocks (SpreadRuns' Muls), the other rows copied.
+template <typename T>
+__aicore__ inline void BroadcastScaledPair(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    AscendC::Gather(b.scratch, k.ub.v.totPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+    SpreadRuns(b.sumPair, b.scratch, b.weights, LaneRunOf(k.t), 2 * s.cnt, b.accElems / SLOT_FLOATS, true);
+    FillPairRows(k, b, s);
+}
+
 // Buffers::lanes: each vector's lanes of the sub-group into a block each in the slot buffer (a Gather of
 // bcastOff: channel j's lane into block j), row 0 of its slab from them (SpreadRuns), the other rows copied
 // (k and b together); no scalar read, so no V_S / S_V hand-over.
@@ -434,12 +473,26 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
 {
     const LaneRun u = LaneRunOf(k.t);
     const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    const bool coefs = n == 2 && which[0] == SLAB_K && which[1] == SLAB_B;
+    if (coefs && s.cnt == k.t.spChannels) {
+        // a full sub-group: the lanes of both halves of [coefB | coefK] in one Gather (bcastOff's last two
+        // sets: k's blocks, then b's)
+        AscendC::Gather(b.scratch, k.ub.v.coefPair, b.bcastOff[set], uint32_t(s.lane0 * sizeof(float)), 2 * set);
+        if (PairSpread(k, b, s)) {
+            SpreadRuns(b.sumPair, b.scratch, b.zero, u, 2 * s.cnt, b.accElems / SLOT_FLOATS);
+        } else {
+            SpreadRuns(b.slab[SLAB_K], b.scratch, b.zero, u, s.cnt);
+            SpreadRuns(b.slab[SLAB_B], b.scratch[set], b.zero, u, s.cnt);
+        }
+        FillPairRows(k, b, s);
+        return;
+    }
     for (uint32_t i = 0; i < n; ++i) {
         const LocalTensor<float> blocks = b.scratch[i * set];  // the slot buffer holds two sets
         AscendC::Gather(blocks, vec[i], b.bcastOff, uint32_t(s.lane0 * sizeof(float)), s.cnt * SLOT_FLOATS);
         SpreadRuns(b.slab[which[i]], blocks, b.zero, u, s.cnt);
     }
-    if (n == 2 && which[0] == SLAB_K && which[1] == SLAB_B) {
+    if (coefs) {
         FillPairRows(k, b, s);
         return;
     }
@@ -1286,6 +1339,11 @@ private:
         const bool scaled = Whole(k) && want_ && handOver;
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
+#if BNB_SOC_HAS_GATHER
+            if (k.t.training && ScaledSpread(k, b_, s)) {
+                WeightBlocks(k, b_, s);
+            }
+#endif
         }
         if (reduce_) {
             BNB_PERF_COMBINE_BEGIN();
@@ -1402,25 +1460,30 @@ private:
     }
 
 #if BNB_SOC_HAS_GATHER
-    // Buffers::lanes: the lane partials of both sums (the slot buffer, a block per channel) gathered lane-major
-    // (laneOff, LaneTables): rows of spChannels floats in the order (lane parity, pairs 0 / 2 or 1 / 3, sum,
-    // pairs 0 / 1 or 2 / 3), so three Adds sum each channel's 8 lanes as ReduceRepeat's tree of adjacent
-    // pairs does ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), the last one straight into the lanes.
+    // Buffers::lanes: each channel's 8 lane partials of a sum (a block per channel and sum in the slot buffer,
+    // LanePartials) summed by ReduceDataBlock straight into the group's lanes, a result per block: its tree
+    // of adjacent pairs ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) is ReduceRepeat's over those lanes.
+    // A repeat is 8 channels (whole runs: cnt is a multiple of them); a sub-group of one repeat takes both
+    // sums in one call, [totDy | totDyx] vecElems apart and the dy * xhat slots spChannels blocks on.
     __aicore__ inline void LaneSums(KernelState<T> &k, const SubGroup &s)
     {
-        const uint32_t sc = k.t.spChannels;
-        const LocalTensor<float> &g = b_.laneT;
-        AscendC::Gather(g, b_.slotDy, b_.laneOff, 0u, LANE_ROWS * sc);
-        AscendC::Add(g, g, g[LANE_ROWS / 2 * sc], Narrow<int32_t>(LANE_ROWS / 2 * sc, "Add count"));
-        AscendC::Add(g, g, g[LANE_ROWS / 4 * sc], Narrow<int32_t>(LANE_ROWS / 4 * sc, "Add count"));
-        AscendC::Add(k.ub.v.totDy[s.lane0], g, g[sc], Narrow<int32_t>(s.cnt, "Add count"));
-        AscendC::Add(k.ub.v.totDyx[s.lane0], g[2 * sc], g[3 * sc], Narrow<int32_t>(s.cnt, "Add count"));
+        const int32_t mask = int32_t(SLOT_FLOATS * SLOT_FLOATS);
+        const int32_t reps = Narrow<int32_t>(s.cnt / SLOT_FLOATS, "repeatTime");
+        if (reps == 1 && k.t.vecElems % SLOT_FLOATS == 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                k.ub.v.totPair[s.lane0], b_.slotDy, mask, 2, int32_t(k.t.vecElems / SLOT_FLOATS), 1,
+                int32_t(k.t.spChannels));
+            return;
+        }
+        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(k.ub.v.totDy[s.lane0], b_.slotDy, mask, reps,
+                                                                          1, 1, int32_t(SLOT_FLOATS));
+        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(k.ub.v.totDyx[s.lane0], b_.slotDyx, mask,
+                                                                          reps, 1, 1, int32_t(SLOT_FLOATS));
     }
 
     // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
-    // while the first loads are in flight: bcastOff block j = channel j's lane; laneOff row
-    // ((h * 2 + p) * 2 + sum) * 2 + t, element j = lane 2 * (2 * t + p) + h of channel j's slot of that sum;
-    // and the zero block of SpreadRuns.
+    // while the first loads are in flight: bcastOff block j = channel j's lane, block spChannels + j lane
+    // vecElems + j (the pair's second half), block 2 spChannels + j lane j; and the zero block of SpreadRuns.
     __aicore__ inline void LaneTables(KernelState<T> &k)
     {
         if (!b_.lanes || tables_) {
@@ -1430,13 +1493,8 @@ private:
         const uint32_t sc = k.t.spChannels, f = uint32_t(sizeof(float));
         for (uint32_t i = 0; i < sc * SLOT_FLOATS; ++i) {
             b_.bcastOff.SetValue(i, i / SLOT_FLOATS * f);
-        }
-        for (uint32_t row = 0; row < LANE_ROWS; ++row) {
-            const uint32_t t = row & 1, sum = row >> 1 & 1, p = row >> 2 & 1, h = row >> 3;
-            const uint32_t lane = 2 * (2 * t + p) + h;
-            for (uint32_t j = 0; j < sc; ++j) {
-                b_.laneOff.SetValue(row * sc + j, ((sum * sc + j) * SLOT_FLOATS + lane) * f);
-            }
+            b_.bcastOff.SetValue(sc * SLOT_FLOATS + i, (k.t.vecElems + i / SLOT_FLOATS) * f);
+            b_.bcastOff.SetValue(2 * sc * SLOT_FLOATS + i, i / SLOT_FLOATS * f);
         }
         SetWaitFlag<HardEvent::S_V>();
         AscendC::Duplicate(b_.zero, 0.0f, int32_t(SLOT_FLOATS));
@@ -1667,12 +1725,16 @@ private:
         AscendC::WaitFlag<HardEvent::S_V>(0);
     }
 
-    // Training with grad_input, sums handed over by the scalar unit, slices not packed (so few channels
-    // per sub-group: packed runs are many channels, whose scalar steps would outlast Coefs' vector ones):
-    // k and b formed by the scalar unit (ScalarCoefs). Decided from the shape and the SoC alone.
+    // Training with grad_input, sums handed over by the scalar unit: k and b formed by the scalar unit
+    // (ScalarCoefs), which holds the sums already, so the vector unit neither forms them nor waits for the
+    // scalar unit a second time before the broadcasts. Slices not packed (few channels per sub-group), or
+    // packed without lane sums where the SoC fuses the multiply-adds (ascend310p's 14x14 slices: a few
+    // channels a sub-group, whose packed sums the scalar unit finishes anyway; the lane sums' runs are many
+    // channels, whose scalar steps would outlast Coefs' vector ones). Decided from the shape and the SoC alone.
     __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
     {
-        return want_ && k.t.training && !SegmentedSums(k) && k.t.spQuantum == 0;
+        const bool packedScalar = k.t.mulAdd && k.t.spLaneSums == SP_LANES_NONE;
+        return want_ && k.t.training && !SegmentedSums(k) && (k.t.spQuantum == 0 || packedScalar);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
@@ -1740,6 +1802,12 @@ private:
             Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             return;
         }
+#if BNB_SOC_HAS_GATHER
+        if (ScaledSpread(k, b_, s)) {
+            BroadcastScaledPair(k, b_, s);  // the products per element, no Mul over the vectors
+            return;
+        }
+#endif
         ChannelVecs &v = k.ub.v;
         // [coefB | coefK] = [-a / n | scaleK] * [totDy | totDyx] (Group), one instruction over the pairs
         AscendC::Mul(v.coefPair, v.weightPair, v.totPair, Narrow<int32_t>(2 * k.t.vecElems, "Mul count"));

@@ -52,6 +52,13 @@
 // Gather (dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)], Gather.md): on every line but Atlas
 // training (dav-c100, ascend910: "不支持"); half and float on the Atlas inference AI Core (dav-m200).
 #define BNB_SOC_HAS_GATHER BNB_SOC_HAS_MUL_ADD
+// ReduceDataBlock<ReduceType::SUM> (BlockReduceSum) on float, a sum per 32-byte block (the 7x7 lane sums,
+// LaneSums): Atlas training (dav-c100) has it for half only (ReduceDataBlock.md, 数据类型); the kernel takes
+// it where it takes Gather (LaneGather), which no line has without it.
+#define BNB_SOC_HAS_BLOCK_REDUCE_SUM BNB_SOC_HAS_REDUCE_REPEAT
+#if BNB_SOC_HAS_GATHER && !BNB_SOC_HAS_BLOCK_REDUCE_SUM
+#error "LaneGather's lane sums need ReduceDataBlock on float wherever Gather is"
+#endif
 // The single pass's segmented sums and per-block broadcasts (tiling spSegSum) need both.
 #define BNB_SOC_HAS_SEG_SUM (BNB_SOC_HAS_REDUCE_REPEAT && BNB_SOC_HAS_BLOCK_COPY)
 

@@ -6,6 +6,7 @@
 // call stack, bnb_stub_where.cpp). Compiled against the public headers for one
 // SoC, like the kernel entries.
 #include <algorithm>
+#include <cstring>
 #include "kernel_operator.h"
 #include "../rules/bnb_rules.h"
 
@@ -182,6 +183,28 @@ void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, in
     const uint64_t off = p.dstAddr - BnbUbBase();
     R::Require(off % p.dstDtypeBytes == 0, intr, "UB address of dst not aligned to its element", "UB offset " + R::N(off),
                {});
+    R::FitsTensor(intr, "dst", dstBytes, p.dstSize, {});
+    R::InUb(intr, "dst", off, dstBytes, AscendC::TOTAL_UB_SIZE, {});
+}
+
+// ---- ReduceDataBlock / BlockReduceSum (a result per block) ----
+void BnbBlockReduce(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
+{
+    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
+    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
+    R::BlockReduceParams(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride,
+                         p.src0RepeatStride, {});
+    const uint64_t repeats = last < 0 ? 0 : uint64_t(p.repeatTimes);
+    const uint64_t srcBytes = BnbMaskedExtent(p.src0DtypeBytes, repeats, p.src0BlockStride, p.src0RepeatStride, last,
+                                              false, 0);
+    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, srcBytes, p.src0Size);
+    // dst: a result per block with an active element, a repeat's 8 results dstRepStride sets of 8 apart
+    const uint64_t perBlock = R::BLOCK / p.src0DtypeBytes;
+    const uint64_t blocks = last < 0 ? 0 : uint64_t(last) / perBlock + 1;
+    const uint64_t dstBytes = repeats == 0 ? 0 : ((repeats - 1) * p.dstRepeatStride * 8 + blocks) * p.dstDtypeBytes;
+    R::InUbPosition(intr, "dst", BnbIsUb(p.dstPos), BnbPosName(p.dstPos), {});
+    const uint64_t off = p.dstAddr - BnbUbBase();
+    R::BlockReduceDst(intr, off, p.dstDtypeBytes, {});
     R::FitsTensor(intr, "dst", dstBytes, p.dstSize, {});
     R::InUb(intr, "dst", off, dstBytes, AscendC::TOTAL_UB_SIZE, {});
 }
@@ -365,14 +388,25 @@ bool CheckFuncCopyImplForMaskArray(CopyApiParams &p, const uint64_t mask[], cons
     BnbMaskedCopy(p, intr, BnbLastOfBits(intr, p.dstDtypeBytes, mask));
     return true;
 }
+// The headers name ReduceDataBlock's (BlockReduceSum's) check "BlockReduceMax" and ReduceRepeat's
+// "WholeReduceSum" (kernel_operator_vec_reduce_intf_impl.h): a result per block or per repeat.
+bool BnbBlockReduceCheck(const char *intr) { return std::strncmp(intr, "BlockReduce", 11) == 0; }
 bool CheckFunReduceOtherImpl(VecReduceApiParams &p, const uint64_t mask, const char *intr)
 {
     R::ContinuousMask(intr, int64_t(mask), {});
+    if (BnbBlockReduceCheck(intr)) {
+        BnbBlockReduce(p, intr, BnbLastOfCount(p.src0DtypeBytes, mask));
+        return true;
+    }
     BnbReduceRepeat(p, intr, BnbLastOfCount(p.src0DtypeBytes, mask));
     return true;
 }
 bool CheckFunReduceOtherImplForMaskArray(VecReduceApiParams &p, const uint64_t mask[], const char *intr)
 {
+    if (BnbBlockReduceCheck(intr)) {
+        BnbBlockReduce(p, intr, BnbLastOfBits(intr, p.src0DtypeBytes, mask));
+        return true;
+    }
     BnbReduceRepeat(p, intr, BnbLastOfBits(intr, p.src0DtypeBytes, mask));
     return true;
 }

@@ -34,6 +34,8 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     strided.src0RepStride = 8;
     strided.src1RepStride = 49;
     Add(a, b, c, bits, uint8_t(1), strided);
+    Sub(a, b, c, bits, uint8_t(1), strided);
+    Mul(a, b, c, bits, uint8_t(1), strided);
     Duplicate(a, s, bits, uint8_t(1), uint16_t(1), uint8_t(8));
     ReduceSum(a, b, c, n);
     DataCopy(a, b, uint32_t(n));
@@ -48,6 +50,12 @@ __aicore__ inline void Vector(const LocalTensor<T> &a, const LocalTensor<T> &b, 
     ReduceRepeat<ReduceType::SUM, T, T, true>(a, b, mask, repeats, dstRep, srcBlk, srcRep,
                                               ReduceOrder::ORDER_ONLY_VALUE);
     WholeReduceSum<T>(a, b, mask, repeats, dstRep, srcBlk, srcRep);
+#endif
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+    ReduceDataBlock<ReduceType::SUM, T, T>(a, b, int32_t(64), int32_t(2), int32_t(1), int32_t(1), int32_t(8));
+    BlockReduceSum<T>(a, b, int32_t(2), int32_t(64), int32_t(1), int32_t(1), int32_t(8));
+#endif
+#if BNB_SOC_HAS_SEG_SUM
     BrcbRepeatParams brcb(uint16_t(1), uint16_t(8));
     brcb.dstBlkStride = 1;
     brcb.dstRepStride = 8;

@@ -371,6 +371,27 @@ inline void ReduceRepeatParams(const char *intr, const Soc &soc, uint64_t elemBy
     Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
             "", src);
 }
+// ReduceDataBlock / BlockReduceSum (a sum per block, ReduceDataBlock.md): ReduceRepeat's ranges; float not on
+// Atlas training ("支持half"), as ReduceRepeat's; dst starts on a repeat's 8 results (16 bytes for half, 32
+// for float, 表: dst "16字节对齐(针对half) / 32字节对齐(针对float)"), its repeat stride in such sets.
+inline void BlockReduceParams(const char *intr, const Soc &soc, uint64_t elemBytes, int64_t repeat, int64_t dstRep,
+                              int64_t srcBlk, int64_t srcRep, Src src)
+{
+    Require(repeat >= 0 && repeat <= 255, intr, "repeatTime outside [0, 255]", "repeatTime " + std::to_string(repeat),
+            src);
+    Require(dstRep >= 0 && dstRep <= 65535 && srcBlk >= 0 && srcBlk <= 65535 && srcRep >= 0 && srcRep <= 65535,
+            intr, "stride outside [0, 65535]",
+            "dstRepStride " + std::to_string(dstRep) + ", srcBlkStride " + std::to_string(srcBlk) +
+                ", srcRepStride " + std::to_string(srcRep),
+            src);
+    Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
+            "", src);
+}
+inline void BlockReduceDst(const char *intr, uint64_t ubOffset, uint64_t elemBytes, Src src)
+{
+    Require(ubOffset % (8 * elemBytes) == 0, intr, "UB address of dst not aligned to a repeat's 8 results",
+            "UB offset " + N(ubOffset), src);
+}
 // ReduceSum (归约计算/ReduceSum.md, 数据类型): "Atlas 训练系列产品，支持half" (float only on the other lines,
 // the same SoCs as ReduceRepeat's float); so are the other sums of the folder on Atlas training
 // (ReduceDataBlock.md / ReducePairElem.md: BlockReduceSum / PairReduceSum, "支持half").

@@ -251,6 +251,13 @@ void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 {
     sim::Binary(dst, src0, src1, count, "Sub", at, [](float x, float y) { return x - y; });
 }
+// Mul, repeat form with a normal-mode (逐bit) mask.
+template <typename T, bool isSetMask = true>
+void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask[],
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    sim::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, "Mul", at, [](float x, float y) { return x * y; });
+}
 template <typename T, bool isSetMask = true>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count,
          bnb_rules::Src at = bnb_rules::Here())

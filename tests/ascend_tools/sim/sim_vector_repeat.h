@@ -142,6 +142,77 @@ void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const 
                                                    srcRepStride, ReduceOrder::ORDER_VALUE_INDEX, at);
 }
 
+// ReduceDataBlock<ReduceType::SUM> (and its older name BlockReduceSum): in repeat r, element b of dst's
+// r-th result set (dstRepStride sets of 8 apart: 8 elements, a repeat's results) = the sum of the active
+// elements of block b of src's repeat r (continuous mask; its blocks srcBlkStride blocks apart, its repeats
+// srcRepStride), a binary tree of adjacent pairs over the block's lanes (ReduceDataBlock.md, 关键特性说明:
+// "两两相加"); a block with no active element is not written. dst starts on 8 elements (32 bytes for
+// float). A cycle a repeat, as the other single-pass vector instructions.
+template <ReduceType reduceType, typename T, typename U, bool isSetMask = true>
+void ReduceDataBlock(const LocalTensor<T> &dst, const LocalTensor<U> &src, const int32_t mask, const int32_t repeatTime,
+                     const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
+                     bnb_rules::Src at = bnb_rules::Here())
+{
+    static_assert(reduceType == ReduceType::SUM, "ReduceDataBlock: this CPU build models ReduceType::SUM only");
+    static_assert(std::is_same<T, U>::value, "ReduceDataBlock: dst and src of one type on these SoC lines");
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "ReduceDataBlock: half or float only");
+    const char *op = "ReduceDataBlock";
+    bnb_rules::ContinuousMask(op, mask, at);
+    bnb_rules::BlockReduceParams(op, SimThisCore().soc, sizeof(T), repeatTime, dstRepStride, srcBlkStride,
+                                 srcRepStride, at);
+    sim::NoUndefinedNop(op, repeatTime, mask, at);
+    const uint64_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T), perBlock = bnb_rules::BLOCK / sizeof(T);
+    const uint64_t active = bnb_rules::MaskElems(mask, sizeof(T));
+    const uint64_t repeats = active == 0 ? 0 : uint64_t(repeatTime), blocks = (active + perBlock - 1) / perBlock;
+    const uint64_t srcExtent =
+        repeats == 0 ? 0
+                     : ((repeats - 1) * uint64_t(srcRepStride) + (blocks - 1) * uint64_t(srcBlkStride)) * perBlock +
+                           (active - 1) % perBlock + 1;
+    const uint64_t setElems = 8;  // a repeat's results: one per block
+    const uint64_t dstExtent = repeats == 0 ? 0 : (repeats - 1) * uint64_t(dstRepStride) * setElems + blocks;
+    const U *ps = src.SimPtr(srcExtent, op, true, at, "src");
+    T *pd = dst.SimPtr(dstExtent, op, false, at, "dst");
+    bnb_rules::BlockReduceDst(op, dst.SimRange(0).lo, sizeof(T), at);
+    sim::WholeOperands(op, dst, dstExtent, src, srcExtent, at);
+    std::vector<bnb_hazards::Range> reads, writes;
+    for (uint64_t r = 0; r < repeats; ++r) {
+        for (uint64_t b = 0; b < blocks; ++b) {
+            const uint64_t lo = (r * uint64_t(srcRepStride) + b * uint64_t(srcBlkStride)) * perBlock;
+            reads.push_back(src[uint32_t(lo)].SimRange(std::min<uint64_t>(perBlock, active - b * perBlock)));
+        }
+        writes.push_back(dst[uint32_t(r * uint64_t(dstRepStride) * setElems)].SimRange(blocks));
+    }
+    sim::RecordV(op, at, reads, writes);
+    perf::Vector(std::max<uint64_t>(repeats, 1) * lanes, sizeof(T));
+    if (perf::SkipData()) return;
+    std::vector<T> sums;
+    for (uint64_t r = 0; r < repeats; ++r) {
+        for (uint64_t b = 0; b < blocks; ++b) {
+            std::vector<float> lane(perBlock, 0.0f);
+            for (uint64_t e = b * perBlock; e < std::min(active, (b + 1) * perBlock); ++e) {
+                lane[e - b * perBlock] = static_cast<float>(
+                    ps[(r * uint64_t(srcRepStride) + b * uint64_t(srcBlkStride)) * perBlock + e % perBlock]);
+            }
+            sums.push_back(static_cast<T>(sim::TreeSum(lane)));
+        }
+    }
+    for (uint64_t r = 0; r < repeats; ++r) {
+        for (uint64_t b = 0; b < blocks; ++b) {
+            pd[r * uint64_t(dstRepStride) * setElems + b] = sums[r * blocks + b];
+        }
+    }
+}
+
+// The older name of ReduceDataBlock<ReduceType::SUM> (still in the headers; repeatTime before the mask).
+template <typename T, bool isSetMask = true>
+void BlockReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t repeatTime, const int32_t mask,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
+                    bnb_rules::Src at = bnb_rules::Here())
+{
+    ReduceDataBlock<ReduceType::SUM, T, T, isSetMask>(dst, src, mask, repeatTime, dstRepStride, srcBlkStride,
+                                                      srcRepStride, at);
+}
+
 // Block j of repeat i of dst (dstRepStride * i + dstBlkStride * j blocks from dst) = src[8 * i + j], for
 // i < repeatTime; src is read contiguously.
 template <typename T>

@@ -1,4 +1,4 @@
-// One call of a repeat-form vector instruction of the CPU build (ReduceRepeat<SUM>, Brcb, the masked
+// One call of a repeat-form vector instruction of the CPU build (ReduceRepeat<SUM>, ReduceDataBlock<SUM>, Brcb, the masked
 // Copy, Add and Duplicate with a bitwise mask; ReduceSum) on data the test gives, for tests/ut/ascend_sim/test_sim_repeat_ops.py: values against NumPy
 // and every argument rule refusing a bad call. Loaded through ctypes with the other units.
 //
@@ -8,6 +8,7 @@
 //   buffer of that many more bytes allocated first (UB in use); scalarRead 1: dst[0] read by the scalar
 //   unit right after the instruction, without an event (the hazard tracker must see PIPE_V).
 //   reduce_repeat: mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride
+//   reduce_data_block / block_reduce_sum: as reduce_repeat (a sum per block, dstRepStride in sets of 8 results)
 //   brcb:          repeatTime, dstBlkStride, dstRepStride
 //   copy:          mask, repeatTime, dstStride, srcStride, dstRepeatSize, srcRepeatSize
 //   add_masked:    maskLow, maskHigh, repeatTime, dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
@@ -53,6 +54,13 @@ void Run(const std::string &op, const int64_t *p, int nParams, const float *src,
         need(5);
         ReduceRepeat<ReduceType::SUM, T, T>(d, s, int32_t(a[0]), int32_t(a[1]), int32_t(a[2]), int32_t(a[3]),
                                             int32_t(a[4]));
+    } else if (op == "reduce_data_block") {
+        need(5);
+        ReduceDataBlock<ReduceType::SUM, T, T>(d, s, int32_t(a[0]), int32_t(a[1]), int32_t(a[2]), int32_t(a[3]),
+                                               int32_t(a[4]));
+    } else if (op == "block_reduce_sum") {
+        need(5);
+        BlockReduceSum<T>(d, s, int32_t(a[1]), int32_t(a[0]), int32_t(a[2]), int32_t(a[3]), int32_t(a[4]));
     } else if (op == "whole_reduce_sum") {
         need(5);
         WholeReduceSum<T>(d, s, int32_t(a[0]), int32_t(a[1]), int32_t(a[2]), int32_t(a[3]), int32_t(a[4]));
@@ -113,7 +121,8 @@ extern "C" int bnb_sim_repeat_op(const char *soc, const char *op, int half_, con
                                  const float *src, int srcLen, float *dst, int dstLen, char *err, int errLen)
 {
     const std::string name(op);
-    if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "brcb" && name != "copy" &&
+    if (name != "reduce_repeat" && name != "whole_reduce_sum" && name != "reduce_data_block" &&
+        name != "block_reduce_sum" && name != "brcb" && name != "copy" &&
         name != "add_masked" && name != "sub_masked" && name != "fma_masked" && name != "mad_masked" &&
         name != "dup_masked" && name != "reduce_sum" && name != "gather") {
         return 3;

@@ -105,6 +105,49 @@ def test_reduce_repeat_dst_needs_only_element_alignment(sim):
     assert list(out) == [float(np.sum(src[:64])), float(np.sum(src[64:]))]
 
 
+# ReduceDataBlock<SUM> / BlockReduceSum (ReduceDataBlock.md): a sum per block of each repeat's active elements,
+# adjacent pairs level by level ("两两相加"), a repeat's 8 results dstRepStride sets of 8 apart.
+@pytest.mark.parametrize("op", ["reduce_data_block", "block_reduce_sum"])
+@pytest.mark.parametrize("mask,repeats,dst_rep,src_blk,src_rep", [(64, 2, 1, 1, 8), (64, 3, 2, 1, 16), (20, 2, 1, 2, 9),
+                                                                 (64, 2, 5, 1, 8)])
+def test_reduce_data_block_sums_each_block(sim, op, mask, repeats, dst_rep, src_blk, src_rep):
+    src = RNG.standard_normal(8 * (src_rep * repeats + 8 * src_blk)).astype(np.float32)
+    out, err = simlib.repeat_op(sim, op, src, np.full(8 * dst_rep * repeats, SENTINEL),
+                                [mask, repeats, dst_rep, src_blk, src_rep])
+    assert err is None, err
+    blocks = -(-mask // 8)
+    for r in range(repeats):
+        for b in range(8):
+            at = 8 * dst_rep * r + b
+            if b >= blocks:
+                assert out[at] == SENTINEL  # a block with no active element is not written
+                continue
+            lanes = np.zeros(8, dtype=np.float32)
+            n = min(8, mask - 8 * b)
+            lo = (r * src_rep + b * src_blk) * 8
+            lanes[:n] = src[lo:lo + n]
+            assert out[at] == tree_sum_f32(lanes)  # the documented binary tree, bit for bit
+        assert np.all(out[8 * dst_rep * r + 8:8 * dst_rep * (r + 1)] == SENTINEL)
+
+
+@pytest.mark.parametrize("args,offsets,soc,half,words", [
+    ([64, 2, 1, 1, 8], (0, 0), "ascend910", False, "float not supported on ascend910"),
+    ([64, 2, 1, 1, 8], (0, 4), "ascend310p", False, "dst not aligned to a repeat's 8 results"),
+    ([64, 256, 1, 1, 8], (0, 0), "ascend310p", False, "repeatTime outside [0, 255]"),
+    ([64, 2, 1, 1, 8], (3, 0), "ascend310p", False, "not 32-byte aligned"),
+])
+def test_reduce_data_block_rules(sim, args, offsets, soc, half, words):
+    out, err = simlib.repeat_op(sim, "reduce_data_block", np.ones(512), np.zeros(64), args, soc=soc, half=half,
+                                src_offset=offsets[0], dst_offset=offsets[1])
+    assert out is None and err is not None and words in err, err
+
+
+def test_reduce_data_block_half_on_ascend910_runs(sim):
+    out, err = simlib.repeat_op(sim, "reduce_data_block", np.ones(256), np.zeros(16), [128, 2, 1, 1, 8],
+                                soc="ascend910", half=True)
+    assert err is None and list(out) == [16.0] * 16
+
+
 @pytest.mark.parametrize("half", [False, True])
 @pytest.mark.parametrize("repeats,blk,rep", [(2, 1, 8), (1, 2, 16), (3, 7, 56)])
 def test_brcb_broadcasts_each_element_to_a_block(sim, half, repeats, blk, rep):

@@ -532,6 +532,39 @@ inline void vbrcb(T *dst, T *src, B dstBlkStride, S dstRepStride, R repeat)
     }
 }
 
+// vcgadd (ReduceDataBlock / BlockReduceSum): the active elements of block b of repeat r summed by a tree of
+// adjacent pairs (ReduceDataBlock.md, "两两相加"; inactive lanes count 0) into dst[(r * dstRep) * 8 + b],
+// dstRep in a repeat's 8 results; a block with no active element is not written.
+template <typename T, typename R, typename D, typename B, typename S>
+inline void vcgadd(T *dst, T *src, R repeat, D dstRep, B srcBlk, S srcRep)
+{
+    const uint64_t perBlock = bnb_stub::BLOCK / sizeof(T);
+    std::vector<std::pair<uint64_t, std::vector<float>>> blocks;  // (result index, lanes)
+    bnb_stub::Operand os("src"), od("dst");
+    bnb_stub::ForEachActive(uint64_t(repeat), sizeof(T), [&](uint64_t r, uint64_t e, uint64_t) {
+        const T *a = bnb_stub::At(src, r, e, uint64_t(srcBlk), uint64_t(srcRep));
+        os.Add(a, sizeof(T));
+        const uint64_t at = r * uint64_t(dstRep) * 8 + e / perBlock;
+        if (blocks.empty() || blocks.back().first != at) {
+            blocks.emplace_back(at, std::vector<float>(perBlock, 0.0f));
+        }
+        blocks.back().second[e % perBlock] = bnb_stub::Load(a);
+    });
+    for (const auto &b : blocks) {
+        od.Add(dst + b.first, sizeof(T));
+    }
+    bnb_stub::PipeOp(PIPE_V, "vcgadd", {&os}, {&od});
+    for (auto &b : blocks) {
+        std::vector<float> v = b.second;
+        while (v.size() > 1) {
+            std::vector<float> next(v.size() / 2);
+            for (size_t i = 0; i < next.size(); ++i) next[i] = v[2 * i] + v[2 * i + 1];
+            v.swap(next);
+        }
+        dst[b.first] = static_cast<T>(v[0]);
+    }
+}
+
 // Sum of each repeat's active elements into dst[r * dstRep]; in counter mode
 // (the whole-count ReduceSum of dav-c220) the total also lands in the
 // accumulator read back with get_acc_val.
