@@ -948,7 +948,7 @@ private:
                 LoadRing(k, Make(k, g, i + 1), 0, spare);
             }
             syncGroup_ = k.t.softSync && lastGroup_ && i + 1 == subs && ShareInOneLoad(k) ? g : -1;
-            Finish(k, s);
+            Finish(k, s, lastGroup_ && i + 1 == subs);
             if (!twoBuffers && i + 1 < subs) {
                 if (slots_ > 0) {
                     LoadRing(k, Make(k, g, i + 1), spare, chunks_);  // into the slots of this one, as released
@@ -1277,7 +1277,8 @@ private:
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
     // overlapping the next chunk's compute, and the chunk released for the buffer's next loads.
-    __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s)
+    // `last`: the core's last sub-group, whose apply nothing follows on the vector unit.
+    __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s, bool last)
     {
         b_.Use(s.buf);
         // The slab of a goes to V between the per-channel ReduceSums and the scalar hand-over of their
@@ -1291,8 +1292,10 @@ private:
             BNB_PERF_COMBINE_BEGIN();
             Totals(k, s);
             if (handOver) {
-                BNB_PERF_COMBINE_END();  // the broadcast of a is not the combine's
-                if (want_) {
+                BNB_PERF_COMBINE_END();  // the broadcast of a (or dy * a) is not the combine's
+                if (ScalarApplyOn(k)) {
+                    WithSpanValues<true>(k, s, b_.dy, k.ub.v.coefA, 0, uint32_t(k.t.outer));  // a is known
+                } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
                 if (scaled) {
@@ -1328,6 +1331,13 @@ private:
         }
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
+        // ScalarApplyOn: x = (x - mean) * k + b over all rows at once (the fewest instructions), then a chunk's
+        // dy * a added before its stores; the core's last sub-group chunk by chunk, so its stores, which nothing
+        // else overlaps, start after a chunk's instructions, not all of them
+        const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last;
+        if (scalarApply && !byChunk) {
+            ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
+        }
         for (uint32_t c = 0; c < chunks_; ++c) {
             b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
@@ -1342,7 +1352,14 @@ private:
             const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
-                if (!Whole(k)) {
+                if (byChunk) {
+                    ScaleShiftX(k, s, uint32_t(r0), uint32_t(r1 - r0));
+                }
+                if (scalarApply) {
+                    const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
+                    AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
+                                 Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
+                } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 }
                 AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
@@ -1672,7 +1689,38 @@ private:
     // k and b formed by the scalar unit (ScalarCoefs). Decided from the shape and the SoC alone.
     __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
     {
-        return want_ && k.t.training && !SegmentedSums(k) && k.t.spQuantum == 0;
+        return want_ && k.t.training && !SegmentedSums(k) && (k.t.spQuantum == 0 || ScalarApplyOn(k));
+    }
+
+    // Float32 in training with grad_input whose packed runs' lanes the scalar unit sums (SP_LANES_SCALAR: no
+    // mul_add, no ReduceRepeat) and rows one span of UB (no ring): the per-channel values are the scalar
+    // operands of masked repeats over all the sub-group's rows (WithSpanValue), not slabs of a Duplicate per
+    // channel and value: dy * a while the scalar unit takes the sums and forms k and b (ScalarCoefs), then x =
+    // (x - mean) * k + b, and per chunk one Add of dy * a before its stores; per element the same operations
+    // but the order of the last two additions (the sums of the launch are not changed). From the shape and
+    // the SoC only.
+    __aicore__ inline bool ScalarApplyOn(const KernelState<T> &k) const
+    {
+        return IsSame<T, float>::value && want_ && reduce_ && k.t.training && outX_ && !k.t.mulAdd &&
+               k.t.spLaneSums == SP_LANES_SCALAR && slots_ == 0;
+    }
+
+    // ScalarApplyOn: `count` rows from row r0 of `rows` (dy or x of the sub-group) times (MUL) or plus each
+    // channel's lane of vec.
+    template <bool MUL>
+    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<T> &rows,
+                                          const LocalTensor<float> &vec, uint32_t r0, uint32_t count)
+    {
+        const LocalTensor<float> f = rows[r0 * s.len].template ReinterpretCast<float>();
+        for (uint32_t j = 0; j < s.cnt; ++j) {
+            WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
+        }
+    }
+    // x = (x - mean) * k + b over `count` rows from r0.
+    __aicore__ inline void ScaleShiftX(const KernelState<T> &k, const SubGroup &s, uint32_t r0, uint32_t count)
+    {
+        WithSpanValues<true>(k, s, b_.x, k.ub.v.coefK, r0, count);
+        WithSpanValues<false>(k, s, b_.x, k.ub.v.coefB, r0, count);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
@@ -1736,8 +1784,10 @@ private:
             return;
         }
         if (ScalarCoefsOn(k)) {
-            // the scalar unit formed them in SumsToLanes (ScalarCoefs)
-            Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
+            // the scalar unit formed them in SumsToLanes (ScalarCoefs); ScalarApplyOn reads them as scalars
+            if (!ScalarApplyOn(k)) {
+                Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
+            }
             return;
         }
         ChannelVecs &v = k.ub.v;
