@@ -1285,6 +1285,7 @@ private:
         // results (SumsToLanes), so V broadcasts it while the scalar unit moves the sums, not after.
         const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
+        const bool slabs = SlabsLast(k, last);
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
         }
@@ -1293,7 +1294,7 @@ private:
             Totals(k, s);
             if (handOver) {
                 BNB_PERF_COMBINE_END();  // the broadcast of a (or dy * a) is not the combine's
-                if (ScalarApplyOn(k)) {
+                if (ScalarApplyOn(k) && !slabs) {
                     WithSpanValues<true>(k, s, b_.dy, k.ub.v.coefA, 0, uint32_t(k.t.outer));  // a is known
                 } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
@@ -1311,7 +1312,7 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             }
         }
-        Coefs(k, s);
+        Coefs(k, s, slabs);
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
@@ -1333,9 +1334,10 @@ private:
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         // ScalarApplyOn: x = (x - mean) * k + b over all rows at once (the fewest instructions), then a chunk's
         // dy * a added before its stores; the core's last sub-group chunk by chunk, so its stores, which nothing
-        // else overlaps, start after a chunk's instructions, not all of them
-        const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last;
-        if (scalarApply && !byChunk) {
+        // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
+        // slabs, SlabsLast)
+        const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
+        if (scalarApply && !last) {
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
@@ -1355,7 +1357,9 @@ private:
                 if (byChunk) {
                     ScaleShiftX(k, s, uint32_t(r0), uint32_t(r1 - r0));
                 }
-                if (scalarApply) {
+                if (slabs) {
+                    SlabsInScalarOrder(k, r0, r1, s.len);
+                } else if (scalarApply) {
                     const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
@@ -1692,8 +1696,9 @@ private:
         return want_ && k.t.training && !SegmentedSums(k) && (k.t.spQuantum == 0 || ScalarApplyOn(k));
     }
 
-    // Float32 in training with grad_input whose packed runs' lanes the scalar unit sums (SP_LANES_SCALAR: no
-    // mul_add, no ReduceRepeat) and rows one span of UB (no ring): the per-channel values are the scalar
+    // Float32 in training with grad_input in packed runs (no mul_add; lane sums by the scalar unit where the runs
+    // are regular, SP_LANES_SCALAR, or no lane sums: a channel wider than a repeat takes a masked repeat per
+    // piece of it) and rows one span of UB (no ring): the per-channel values are the scalar
     // operands of masked repeats over all the sub-group's rows (WithSpanValue), not slabs of a Duplicate per
     // channel and value: dy * a while the scalar unit takes the sums and forms k and b (ScalarCoefs), then x =
     // (x - mean) * k + b, and per chunk one Add of dy * a before its stores; per element the same operations
@@ -1702,7 +1707,7 @@ private:
     __aicore__ inline bool ScalarApplyOn(const KernelState<T> &k) const
     {
         return IsSame<T, float>::value && want_ && reduce_ && k.t.training && outX_ && !k.t.mulAdd &&
-               k.t.spLaneSums == SP_LANES_SCALAR && slots_ == 0;
+               k.t.spQuantum > 1 && k.t.spLaneSums != SP_LANES_REDUCE && !SegmentedSums(k) && slots_ == 0;
     }
 
     // ScalarApplyOn: `count` rows from row r0 of `rows` (dy or x of the sub-group) times (MUL) or plus each
@@ -1714,6 +1719,27 @@ private:
         const LocalTensor<float> f = rows[r0 * s.len].template ReinterpretCast<float>();
         for (uint32_t j = 0; j < s.cnt; ++j) {
             WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
+        }
+    }
+    // ScalarApplyOn, the core's last sub-group (`last`), channels wider than a repeat: a piece of a channel per
+    // masked repeat (WithSpanValue) makes a chunk's instructions more than its stores, which nothing else
+    // overlaps at the end; so a, k and b go to slabs as without ScalarApplyOn, with the operations in the
+    // order of ScalarApplyOn's (the same bits whichever sub-group is the last).
+    __aicore__ inline bool SlabsLast(const KernelState<T> &k, bool last) const
+    {
+        return last && ScalarApplyOn(k) && uint32_t(k.t.inner) + SLOT_FLOATS - 1 > SPAN_PIECE_FLOATS;
+    }
+    // SlabsLast: rows [r0, r1) as (k * (x - mean) + b) + a * dy, a slab's rows (spSlabRows) an instruction.
+    __aicore__ inline void SlabsInScalarOrder(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len)
+    {
+        for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+            const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+            const LocalTensor<float> x = b_.x[n * len].template ReinterpretCast<float>();
+            const LocalTensor<float> dy = b_.dy[n * len].template ReinterpretCast<float>();
+            WithValue<true>(b_, dy, SLAB_A, elems);
+            WithValue<true>(b_, x, SLAB_K, elems);
+            WithValue<false>(b_, x, SLAB_B, elems);
+            AscendC::Add(x, x, dy, Narrow<int32_t>(elems, "Add count"));
         }
     }
     // x = (x - mean) * k + b over `count` rows from r0.
@@ -1778,14 +1804,15 @@ private:
     // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
     // k * invstd (applied to x - mean) and b (over the sum slabs, whose sums
     // Totals has taken; that of a: Finish, before the combine).
-    __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
+    // `slabs`: SlabsLast, k and b as slabs though the scalar unit formed them.
+    __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s, bool slabs)
     {
         if (!want_ || !k.t.training) {
             return;
         }
         if (ScalarCoefsOn(k)) {
             // the scalar unit formed them in SumsToLanes (ScalarCoefs); ScalarApplyOn reads them as scalars
-            if (!ScalarApplyOn(k)) {
+            if (!ScalarApplyOn(k) || slabs) {
                 Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             }
             return;
