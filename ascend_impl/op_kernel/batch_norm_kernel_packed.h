@@ -206,6 +206,33 @@ __aicore__ inline void DuplicateSpan(const LocalTensor<float> &slab, float v, co
     }
 }
 
+// Channel j's floats of `rows` rows (rowBlocks blocks apart) times (MUL) or plus v in place, a masked repeat per
+// row and piece of the span (a repeat's floats from its first block; one piece where the span is within a
+// repeat, as DuplicateSpan's), up to SP_SEG_MAX_REPEAT rows a call (rows too far apart for a repeat stride: a
+// call per row, the same arithmetic): a per-channel value as the scalar operand, no slab of it.
+constexpr uint32_t SPAN_PIECE_FLOATS = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+template <bool MUL>
+__aicore__ inline void WithSpanValue(const LocalTensor<float> &rows0, float v, const PackedSpan &p, uint32_t rows,
+                                     uint32_t rowBlocks)
+{
+    const bool strided = rowBlocks <= MAX_REPEAT_STRIDE;
+    const uint8_t stride = strided ? uint8_t(rowBlocks) : uint8_t(SLOT_FLOATS);
+    const AscendC::UnaryRepeatParams params(1, 1, stride, stride);
+    const uint32_t perCall = strided ? SP_SEG_MAX_REPEAT : 1u;
+    for (uint32_t base = p.lo / SLOT_FLOATS * SLOT_FLOATS; base < p.hi; base += SPAN_PIECE_FLOATS) {
+        uint64_t mask[2] = {MaskBits(Max(p.lo, base) - base, Min(p.hi, base + SPAN_PIECE_FLOATS) - base), 0};
+        for (uint32_t r0 = 0; r0 < rows; r0 += perCall) {
+            const uint8_t n = uint8_t(Min(perCall, rows - r0));
+            const LocalTensor<float> at = rows0[r0 * rowBlocks * SLOT_FLOATS + base];
+            if constexpr (MUL) {
+                AscendC::Muls(at, at, v, mask, n, params);
+            } else {
+                AscendC::Adds(at, at, v, mask, n, params);
+            }
+        }
+    }
+}
+
 #if BNB_SOC_HAS_GATHER
 // Tiling spLaneSums SP_LANES_REDUCE (LaneGather): row 0 of a slab of `cnt` channels (whole runs), channel j's
 // floats = block j of `blocks` (its value in each lane), by Subs of a zero block (x - 0 is x, -0 and NaN

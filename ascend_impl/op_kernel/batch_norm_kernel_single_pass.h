@@ -1001,7 +1001,7 @@ private:
                 LoadRing(k, Make(k, g, i + 1), 0, spare);
             }
             syncGroup_ = k.t.softSync && lastGroup_ && i + 1 == subs && ShareInOneLoad(k) ? g : -1;
-            Finish(k, s);
+            Finish(k, s, lastGroup_ && i + 1 == subs);
             if (!twoBuffers && i + 1 < subs) {
                 if (slots_ > 0) {
                     LoadRing(k, Make(k, g, i + 1), spare, chunks_);  // into the slots of this one, as released
@@ -1330,13 +1330,15 @@ private:
 
     // The sub-group's totals and coefficients, then grad_input chunk by chunk, each chunk's stores
     // overlapping the next chunk's compute, and the chunk released for the buffer's next loads.
-    __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s)
+    // `last`: the core's last sub-group, whose apply nothing follows on the vector unit.
+    __aicore__ inline void Finish(KernelState<T> &k, const SubGroup &s, bool last)
     {
         b_.Use(s.buf);
         // The slab of a goes to V between the per-channel ReduceSums and the scalar hand-over of their
         // results (SumsToLanes), so V broadcasts it while the scalar unit moves the sums, not after.
         const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
+        const bool slabs = SlabsLast(k, last);
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
 #if BNB_SOC_HAS_GATHER
@@ -1349,8 +1351,10 @@ private:
             BNB_PERF_COMBINE_BEGIN();
             Totals(k, s);
             if (handOver) {
-                BNB_PERF_COMBINE_END();  // the broadcast of a is not the combine's
-                if (want_) {
+                BNB_PERF_COMBINE_END();  // the broadcast of a (or dy * a) is not the combine's
+                if (ScalarApplyOn(k) && !slabs) {
+                    WithSpanValues<true>(k, s, b_.dy, k.ub.v.coefA, 0, uint32_t(k.t.outer));  // a is known
+                } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
                 if (scaled) {
@@ -1366,7 +1370,7 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             }
         }
-        Coefs(k, s);
+        Coefs(k, s, slabs);
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
@@ -1386,6 +1390,14 @@ private:
         }
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
+        // ScalarApplyOn: x = (x - mean) * k + b over all rows at once (the fewest instructions), then a chunk's
+        // dy * a added before its stores; the core's last sub-group chunk by chunk, so its stores, which nothing
+        // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
+        // slabs, SlabsLast)
+        const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
+        if (scalarApply && !last) {
+            ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
+        }
         for (uint32_t c = 0; c < chunks_; ++c) {
             b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
@@ -1400,7 +1412,16 @@ private:
             const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
-                if (!Whole(k)) {
+                if (byChunk) {
+                    ScaleShiftX(k, s, uint32_t(r0), uint32_t(r1 - r0));
+                }
+                if (slabs) {
+                    SlabsInScalarOrder(k, r0, r1, s.len);
+                } else if (scalarApply) {
+                    const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
+                    AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
+                                 Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
+                } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 }
                 AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
@@ -1730,11 +1751,66 @@ private:
     // scalar unit a second time before the broadcasts. Slices not packed (few channels per sub-group), or
     // packed without lane sums where the SoC fuses the multiply-adds (ascend310p's 14x14 slices: a few
     // channels a sub-group, whose packed sums the scalar unit finishes anyway; the lane sums' runs are many
-    // channels, whose scalar steps would outlast Coefs' vector ones). Decided from the shape and the SoC alone.
+    // channels, whose scalar steps would outlast Coefs' vector ones), or where the apply takes the values as
+    // scalar operands (ScalarApplyOn). Decided from the shape and the SoC alone.
     __aicore__ inline bool ScalarCoefsOn(const KernelState<T> &k) const
     {
         const bool packedScalar = k.t.mulAdd && k.t.spLaneSums == SP_LANES_NONE;
-        return want_ && k.t.training && !SegmentedSums(k) && (k.t.spQuantum == 0 || packedScalar);
+        return want_ && k.t.training && !SegmentedSums(k) &&
+               (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k));
+    }
+
+    // Float32 in training with grad_input in packed runs (no mul_add; lane sums by the scalar unit where the runs
+    // are regular, SP_LANES_SCALAR, or no lane sums: a channel wider than a repeat takes a masked repeat per
+    // piece of it) and rows one span of UB (no ring): the per-channel values are the scalar
+    // operands of masked repeats over all the sub-group's rows (WithSpanValue), not slabs of a Duplicate per
+    // channel and value: dy * a while the scalar unit takes the sums and forms k and b (ScalarCoefs), then x =
+    // (x - mean) * k + b, and per chunk one Add of dy * a before its stores; per element the same operations
+    // but the order of the last two additions (the sums of the launch are not changed). From the shape and
+    // the SoC only.
+    __aicore__ inline bool ScalarApplyOn(const KernelState<T> &k) const
+    {
+        return IsSame<T, float>::value && want_ && reduce_ && k.t.training && outX_ && !k.t.mulAdd &&
+               k.t.spQuantum > 1 && k.t.spLaneSums != SP_LANES_REDUCE && !SegmentedSums(k) && slots_ == 0;
+    }
+
+    // ScalarApplyOn: `count` rows from row r0 of `rows` (dy or x of the sub-group) times (MUL) or plus each
+    // channel's lane of vec.
+    template <bool MUL>
+    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<T> &rows,
+                                          const LocalTensor<float> &vec, uint32_t r0, uint32_t count)
+    {
+        const LocalTensor<float> f = rows[r0 * s.len].template ReinterpretCast<float>();
+        for (uint32_t j = 0; j < s.cnt; ++j) {
+            WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
+        }
+    }
+    // ScalarApplyOn, the core's last sub-group (`last`), channels wider than a repeat: a piece of a channel per
+    // masked repeat (WithSpanValue) makes a chunk's instructions more than its stores, which nothing else
+    // overlaps at the end; so a, k and b go to slabs as without ScalarApplyOn, with the operations in the
+    // order of ScalarApplyOn's (the same bits whichever sub-group is the last).
+    __aicore__ inline bool SlabsLast(const KernelState<T> &k, bool last) const
+    {
+        return last && ScalarApplyOn(k) && uint32_t(k.t.inner) + SLOT_FLOATS - 1 > SPAN_PIECE_FLOATS;
+    }
+    // SlabsLast: rows [r0, r1) as (k * (x - mean) + b) + a * dy, a slab's rows (spSlabRows) an instruction.
+    __aicore__ inline void SlabsInScalarOrder(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len)
+    {
+        for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+            const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+            const LocalTensor<float> x = b_.x[n * len].template ReinterpretCast<float>();
+            const LocalTensor<float> dy = b_.dy[n * len].template ReinterpretCast<float>();
+            WithValue<true>(b_, dy, SLAB_A, elems);
+            WithValue<true>(b_, x, SLAB_K, elems);
+            WithValue<false>(b_, x, SLAB_B, elems);
+            AscendC::Add(x, x, dy, Narrow<int32_t>(elems, "Add count"));
+        }
+    }
+    // x = (x - mean) * k + b over `count` rows from r0.
+    __aicore__ inline void ScaleShiftX(const KernelState<T> &k, const SubGroup &s, uint32_t r0, uint32_t count)
+    {
+        WithSpanValues<true>(k, s, b_.x, k.ub.v.coefK, r0, count);
+        WithSpanValues<false>(k, s, b_.x, k.ub.v.coefB, r0, count);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
@@ -1792,14 +1868,17 @@ private:
     // sum(dy * (x - mean)) until the group ends), then the sub-group's slabs of
     // k * invstd (applied to x - mean) and b (over the sum slabs, whose sums
     // Totals has taken; that of a: Finish, before the combine).
-    __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s)
+    // `slabs`: SlabsLast, k and b as slabs though the scalar unit formed them.
+    __aicore__ inline void Coefs(KernelState<T> &k, const SubGroup &s, bool slabs)
     {
         if (!want_ || !k.t.training) {
             return;
         }
         if (ScalarCoefsOn(k)) {
-            // the scalar unit formed them in SumsToLanes (ScalarCoefs)
-            Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
+            // the scalar unit formed them in SumsToLanes (ScalarCoefs); ScalarApplyOn reads them as scalars
+            if (!ScalarApplyOn(k) || slabs) {
+                Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
+            }
             return;
         }
 #if BNB_SOC_HAS_GATHER

@@ -91,6 +91,24 @@ struct BinaryRepeatParams {
     bool strideSizeMode = false;
 };
 
+// Strides of the repeat form of a one-source instruction (Adds, Muls), in 32-byte blocks: block strides
+// uint16_t, repeat strides uint8_t (辅助数据结构/UnaryRepeatParams.md).
+struct UnaryRepeatParams {
+    UnaryRepeatParams() {}
+    UnaryRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t srcBlkStrideIn, const uint8_t dstRepStrideIn,
+                      const uint8_t srcRepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), srcBlkStride(srcBlkStrideIn), dstRepStride(dstRepStrideIn),
+          srcRepStride(srcRepStrideIn)
+    {}
+    uint32_t blockNumber = 8;
+    uint16_t dstBlkStride = 1;
+    uint16_t srcBlkStride = 1;
+    uint8_t dstRepStride = 8;
+    uint8_t srcRepStride = 8;
+    bool repeatStrideMode = false;
+    bool strideSizeMode = false;
+};
+
 namespace sim {
 // Normal-mode (逐bit) mask of one repeat: element e is active when its bit is set (low word elements
 // 0..63, high word 64..127; 掩码.md).
@@ -229,6 +247,41 @@ void BinaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const Loca
 {
     RepeatForm(dst, a, b, mask, repeatTime, p, op, src, false, [f](float x, float y, float) { return f(x, y); });
 }
+
+// A one-source instruction with a scalar, repeat form with a normal-mode mask: in repeat r the active
+// elements e, dst[r, e] = f(src[r, e]), the others keep their values; element-wise, so dst may be src.
+template <typename T, typename F>
+void UnaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const uint64_t mask[], uint8_t repeatTime,
+                 const UnaryRepeatParams &p, const char *op, Src src, F f)
+{
+    CheckVecType<T>(op, src);
+    bnb_rules::MaskWords(op, sizeof(T), mask[1], mask[0], src);
+    bnb_rules::BlockStride(op, "dst", p.dstBlkStride, 65535, true, src);
+    bnb_rules::BlockStride(op, "src", p.srcBlkStride, 65535, false, src);
+    const int64_t last = bnb_rules::LastMaskElement(sizeof(T), mask[1], mask[0]);
+    const uint64_t n = last < 0 ? 0 : repeatTime;
+    T *pd = dst.SimPtr(StridedElems(sizeof(T), n, last, p.dstBlkStride, p.dstRepStride), op, true, src, "dst");
+    const T *pa = a.SimPtr(StridedElems(sizeof(T), n, last, p.srcBlkStride, p.srcRepStride), op, true, src, "src");
+    const std::vector<bnb_hazards::Range> wd = StridedRanges(dst, mask, n, p.dstBlkStride, p.dstRepStride);
+    const std::vector<bnb_hazards::Range> r0 = StridedRanges(a, mask, n, p.srcBlkStride, p.srcRepStride);
+    bnb_rules::RepeatwiseOverlap(op, ByRepeat(wd, n), "src", ByRepeat(r0, n), false, src);
+    SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, Merged(r0), Merged(wd));
+    perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
+    if (perf::SkipData()) return;
+    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+    std::vector<std::pair<uint64_t, T>> out;
+    for (uint64_t r = 0; r < n; ++r) {
+        out.clear();
+        for (uint64_t e = 0; e < per; ++e) {
+            if (!MaskBit(mask, e)) continue;
+            const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.srcBlkStride, p.srcRepStride)]);
+            out.emplace_back(StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride), static_cast<T>(f(x)));
+        }
+        for (const auto &o : out) {
+            pd[o.first] = o.second;
+        }
+    }
+}
 }  // namespace sim
 
 // Add, repeat form with a normal-mode (逐bit) mask.
@@ -340,6 +393,21 @@ void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarV
 {
     const float s = static_cast<float>(scalarValue);
     sim::Unary(dst, src, count, "Muls", at, [s](float x) { return x * s; });
+}
+// Adds / Muls, repeat form with a normal-mode (逐bit) mask.
+template <typename T, bool isSetMask = true>
+void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, uint64_t mask[],
+          const uint8_t repeatTime, const UnaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    const float s = static_cast<float>(scalarValue);
+    sim::UnaryRepeat(dst, src, mask, repeatTime, repeatParams, "Adds", at, [s](float x) { return x + s; });
+}
+template <typename T, bool isSetMask = true>
+void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, uint64_t mask[],
+          const uint8_t repeatTime, const UnaryRepeatParams &repeatParams, bnb_rules::Src at = bnb_rules::Here())
+{
+    const float s = static_cast<float>(scalarValue);
+    sim::UnaryRepeat(dst, src, mask, repeatTime, repeatParams, "Muls", at, [s](float x) { return x * s; });
 }
 // dst = src * scalar + dst (Axpy, count form), float or half operands of one type (the real API also
 // takes a half source into a float destination; not modelled); on every SoC line.

@@ -188,6 +188,18 @@ def test_single_pass_event_ids_within_the_pool(launcher, soc):
         check(launcher, soc, shape, False, dtype, True, cores=cores)
 
 
+def test_packed_float32_scalar_operands_on_ascend910(launcher):
+    """ascend910's float32 packed single pass (7x7, 5x5: lanes summed by the scalar unit, no mul_add) takes the
+    apply's per-channel values as the scalar operands of the masked repeat forms of Muls / Adds
+    (UnaryRepeatParams, a repeat per row; 14x14: a repeat per row and piece of a channel wider than a repeat,
+    slabs in a core's last sub-group) under the real headers: values against the reference with several
+    sub-groups, cores and output masks."""
+    for shape, cores in (((6, 48, 7, 7), 2), ((5, 32, 5, 5), 3), ((4, 24, 14, 14), 3)):
+        info = check(launcher, "ascend910", shape, False, "float32", True, cores=cores)
+        assert info["cross_core"] == 0 and info["used_cores"] == cores
+        check(launcher, "ascend910", shape, False, "float32", True, (True, False, True), cores=cores)
+
+
 def test_deterministic_for_any_core_count(launcher):
     args = make_inputs((4, 3, 999), False, "float32")
     got = [apilib.run(launcher("ascend910b"), "full", args["grad_out"], args["x"], args["params"],

@@ -467,3 +467,34 @@ def test_unmet_rows_are_rows_of_the_model():
         for soc, shape, dtype in rows:
             assert soc in SOCS and dtype in TARGET_DTYPES
             assert shape is None if target == perf_targets.STEP_TOTAL else shape in shapes
+
+
+def test_packed_float32_apply_takes_scalar_operands_on_ascend910(lib):
+    """ascend910's float32 7x7 single pass (packed slices, lanes summed by the scalar unit, no mul_add): the
+    apply takes each channel's a, k and b as the scalar operands of masked repeats over the sub-group's rows
+    (a Muls / Adds per channel, a repeat per row), not slabs of a masked Duplicate per channel and value, and
+    the scalar unit forms k and b with the sums while the vector unit scales dy by a. So (32, 2048, 7, 7)
+    takes at most 11 vector instructions per channel (about 13.4 before), both layers' combines stay within
+    5% of their time (were 10.5% and 14.2%), and (32, 512, 7, 7) is within 1.33x of its bound (was 1.37x)."""
+    runs = {c: ascend_model.run(lib, "ascend910", (32, c, 7, 7), "float32") for c in (512, 2048)}
+    for c, r in runs.items():
+        assert r.strategy == "single_pass" and r.tiling.used_cores == 32
+        assert r.combine_share <= 0.05, (c, r.combine_share)
+    wide = runs[2048]
+    per_channel = max(k.vector_instrs for k in wide.cores) / (2048 / wide.tiling.used_cores)
+    assert per_channel <= 11, per_channel
+    assert runs[512].modeled_us <= 1.33 * runs[512].bound_us, runs[512].modeled_us / runs[512].bound_us
+
+
+def test_packed_float32_wide_channels_apply_takes_scalar_operands_on_ascend910(lib):
+    """ascend910's float32 14x14 single pass (runs of two channels, each wider than a repeat, no mul_add): the
+    apply's a, k and b are scalar operands too, a masked repeat per row and piece of a channel (WithSpanValue),
+    so no slabs of k and b are written in the combine; the core's last sub-group, whose stores nothing else
+    overlaps, keeps slabs (fewer instructions a chunk) in the same order of operations. So every layer's
+    combine is within 5% of its time (the slabs of k and b took it above), and (32, 256, 14, 14) stays within
+    1.03x of its bound."""
+    runs = {c: ascend_model.run(lib, "ascend910", (32, c, 14, 14), "float32") for c in (256, 512, 1024)}
+    for c, r in runs.items():
+        assert r.strategy == "single_pass" and r.tiling.sp_channels == 2
+        assert r.combine_share <= 0.05, (c, r.combine_share)
+    assert runs[256].modeled_us <= 1.03 * runs[256].bound_us, runs[256].modeled_us / runs[256].bound_us

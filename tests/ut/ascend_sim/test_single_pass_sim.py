@@ -484,3 +484,26 @@ def test_even_sub_groups_keep_copies_long(sim, soc, dtype, ub_kib):
     for other in outs[1:]:
         for x, y in zip(outs[0], other):
             assert np.array_equal(x, y)
+
+
+def test_wide_packed_channels_scalar_operands_any_core_count(sim):
+    """ascend910 float32 14x14: runs of two channels each wider than a repeat, whose apply takes a, k and b as
+    the scalar operands of a masked repeat per piece of a channel, but in a core's last sub-group from slabs,
+    in the same order of operations: against the reference (with and without grad_weight / grad_bias), and
+    the same bits whichever sub-group is a core's last (cores, resident channels)."""
+    shape = (4, 24, 14, 14)
+    check(sim, shape, False, "float32", True, (True, False, False), soc="ascend910", cores=3, seed=5)
+    args = make_inputs(shape, False, "float32", seed=5)
+    runs = []
+    for cores, ub_kib in ((1, 0), (1, 48), (3, 0), (5, 64)):
+        info = check(sim, shape, False, "float32", True, soc="ascend910", ub_bytes=ub_kib * 1024, cores=cores,
+                     seed=5)
+        assert info.strategy == SINGLE and info.sp_quantum == 2
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype="float32", soc="ascend910", ub_bytes=ub_kib * 1024,
+                               cores=cores)
+        runs.append((got, info.sp_channels))
+    assert len({sp for _, sp in runs}) > 1
+    for got, _ in runs[1:]:
+        for x, y in zip(runs[0][0], got):
+            assert np.array_equal(x, y)
