@@ -729,7 +729,8 @@ private:
     };
 
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
-    // of the step after it before its own compute (one look-ahead chain over both phases); every channel's
+    // of the step after it (tiling inBuffers: two after it) before its own compute (one look-ahead chain over
+    // both phases); every channel's
     // scalars taken first (the round's combines, then the next round's statistics), so no unit loads a
     // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
     // when either range is empty or touches more than IL_CHANNELS channels.
@@ -776,15 +777,36 @@ private:
         if (!serial) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        for (uint64_t left = (ae - ab) + (re - rb); left > 0; --left) {
+        const uint64_t steps = (ae - ab) + (re - rb);
+        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
+        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
+        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
+        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
+        bool heldApply = false;  // depth 2: the step after the current one, its loads already issued
+        uint64_t heldU = 0;
+        if (depth == 2) {
+            order.Take(&heldApply, &heldU);
+            IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
+        }
+        for (uint64_t left = steps; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
-            if (left > 1) {
+            if (left > depth) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
-            } else {
+            } else if (left == depth) {
                 next = AheadTile(ahead);
+            }
+            if (depth == 2) {
+                // the step after this one is the held one; the step just taken (whose loads this one issues)
+                // is held in its place
+                const bool takenApply = nextApply;
+                const uint64_t takenU = nu;
+                nextApply = heldApply;
+                nu = heldU;
+                heldApply = takenApply;
+                heldU = takenU;
             }
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, second && u == ab ? NextTile() : next, &as[u / pc - ab / pc]);
