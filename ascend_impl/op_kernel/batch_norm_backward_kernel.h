@@ -573,7 +573,7 @@ private:
             }
             const uint32_t lane = uint32_t(int64_t(c) - GroupStart(k_.t, g));
             s[c - c0] = channel_first::ScalarsOf(k_.ub, lane, coefs, true);
-            if (!coefs && !IsSame<T, float>::value && !HasFloatReduceSum(k_.t)) {
+            if (!coefs && PreApplies()) {
                 // a = weight * invstd, as LoadCoefs forms it (one rounding), for RunAhead's a * dy
                 s[c - c0].a = k_.ub.v.weight.GetValue(lane) * s[c - c0].invstd;
             }
@@ -596,6 +596,7 @@ private:
         bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
         bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
         float a = 0.0f;
+        float mean = 0.0f;    // its channel's mean (float32: RunAhead centres its x too)
         uint64_t ab = 0, ae = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
@@ -647,17 +648,19 @@ private:
         if (a != nullptr && a->issued && a->ab >= b && a->ab < e) {
             const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
             a->a = s[a->ab / pc - b / pc].a;
+            a->mean = s[a->ab / pc - b / pc].mean;
             a->scale = true;
         }
     }
 
-    // Without float ReduceSum, before the last phase-1 unit of a round (its units take their scalars from
-    // TakeScalars, not the statistics' vectors): the loads of the next round's first group's statistics, so
-    // they land while that unit computes and RunAhead only casts them (LoadStats' round trip came after the
-    // round's last vector instruction, between the partials' landing and the SyncAll).
+    // Without float ReduceSum (and where a float32 round pre-applies, PreApplies: its vector instructions would
+    // otherwise hold the statistics' loads), before the last phase-1 unit of a round (its units take their
+    // scalars from TakeScalars, not the statistics' vectors): the loads of the next round's first group's
+    // statistics, so they land while that unit computes and RunAhead only casts them (LoadStats' round trip
+    // came after the round's last vector instruction, between the partials' landing and the SyncAll).
     __aicore__ inline void EarlyStats(Ahead *a)
     {
-        if (a == nullptr || !a->want || !k_.t.training || HasFloatReduceSum(k_.t)) {
+        if (a == nullptr || !a->want || !k_.t.training || (HasFloatReduceSum(k_.t) && !PreApplies())) {
             return;
         }
         const int64_t g = GroupOf(k_.t, int64_t(a->rb / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
@@ -669,9 +672,29 @@ private:
         a->early = g;
     }
 
+    // Whether the first phase-2 tile of a serial round takes the steps of its apply that need no other core
+    // before the round's SyncAll (RunAhead): 16-bit types without float ReduceSum (a * dy, after their casts),
+    // float32 where the round's phase 2 ends beside the next round's phase 1 (plTail: x - mean and a * dy, in
+    // place), where the grad_input stores otherwise start that much later after the SyncAll.
+    __aicore__ inline bool PreApplies() const
+    {
+        return IsSame<T, float>::value ? k_.t.plTail > 0 && k_.t.training : !HasFloatReduceSum(k_.t);
+    }
+
     __aicore__ inline void RunAhead(Ahead *a)
     {
-        if constexpr (!IsSame<T, float>::value) {
+        if constexpr (IsSame<T, float>::value) {
+            if (a != nullptr && a->issued && a->scale && PreApplies()) {
+                // the vector unit is idle until the SyncAll anyway; the round's last partials have left
+                const uint32_t n = UnitRows(k_.t, a->ab, true).rows * k_.t.rowStride;
+                TakeTile(k_, true, n);
+                k_.ub.taken = true;
+                AscendC::Adds(k_.ub.xF, k_.ub.xF, -a->mean, n);
+                AscendC::Muls(k_.ub.dyF, k_.ub.dyF, a->a, n);
+                k_.ub.centred = true;
+                k_.ub.scaled = true;
+            }
+        } else {
             if (a != nullptr && a->issued) {
                 const TileRows r = UnitRows(k_.t, a->ab, true);
                 TakeTile(k_, k_.t.training != 0, r.rows * k_.t.rowStride);
