@@ -37,6 +37,17 @@ struct TilingInput {
     uint64_t l2Bytes = 0;         // L2 of the chip (0: unknown, no L2 rounds)
 };
 
+// L2 rounds: the partial slots of the channels a core's units of one round touch (the most of any core: its
+// share of the round's units, plus one channel they may straddle), which each round's combine loads in one copy.
+inline uint64_t OwnRoundSlots(const BatchNormBackwardTilingData &t)
+{
+    const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
+    const uint64_t cores = std::max<uint32_t>(t.usedCores, 1);
+    const uint64_t roundChannels = uint64_t(t.l2Rounds) * t.groupWidth;
+    const uint64_t roundUnits = std::min<uint64_t>(roundChannels, uint64_t(t.channels)) * pc;
+    return std::min<uint64_t>(CeilDiv(CeilDiv(roundUnits, cores), pc) + 1, roundChannels) * pc;
+}
+
 // Two passes across cores, channel-first, training: when grad_out + input
 // exceed the L2 budget, the channels are cut into rounds whose grad_out +
 // input fit it, each round into about one group per core (so the
@@ -107,9 +118,7 @@ inline void TryL2Rounds(const TilingInput &in, BatchNormBackwardTilingData &t)
     // (NoPadGroupWidth, the last core the remainder).
     const uint64_t pc = uint64_t(t.rowBlocks) * uint64_t(t.colBlocks);
     const uint64_t cores = std::max<uint32_t>(t.usedCores, 1);
-    const uint64_t roundUnits = std::min<uint64_t>(uint64_t(t.l2Rounds) * width, uint64_t(t.channels)) * pc;
-    const uint64_t own = std::min<uint64_t>(CeilDiv(CeilDiv(roundUnits, cores), pc) + 1,
-                                            uint64_t(t.l2Rounds) * width) * pc;
+    const uint64_t own = OwnRoundSlots(t);
     // (the kernel's ChannelShareOfCore: with the software SyncAll whole blocks of grad_weight / grad_bias,
     // ShareQuantum channels, the last core takes the remainder)
     uint64_t shareChannels = CeilDiv(uint64_t(t.channels), cores);
@@ -228,21 +237,34 @@ inline void TryThirdOutBuffer(const TilingInput &in, BatchNormBackwardTilingData
 // UB has room -- in place of the third grad_input buffer (TryThirdOutBuffer) where both do not fit. With one
 // unit ahead a phase-1 unit's first reads left the next phase-2 unit's loads behind them waiting for a buffer
 // that only that unit's landing and reduce free, and the stores stood idle meanwhile.
+// The same for the software SyncAll's L2 rounds whose phase 2 runs beside phase-1 units of the next round
+// (Interleaved: ilRounds, or serial rounds with plTail), where those units stalled the stores the same way;
+// for the serial ones partUb may shrink to the round's own partials (OwnRoundSlots: the final share's then
+// come from GM, once) to make room, and the window takes more of the next round's units
+// (PL_ROUND_AHEAD_TWO_SIXTEENTHS).
 inline void TryLoadsTwoAhead(const TilingInput &in, BatchNormBackwardTilingData &t)
 {
+    const bool channelPipeline = !t.crossCore && uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) <= SLOTS_PER_LOAD;
+    const bool tailRounds = t.crossCore && t.softSync && t.l2Rounds > 0 && !t.ilRounds && t.plTail > 0;
+    const bool mixedRounds = tailRounds || (t.crossCore && t.softSync && t.l2Rounds > 0 && t.ilRounds);
     if (in.hasDataCopyPad || !in.hasMulAdd || !in.allowSinglePass || !in.training ||
-        !(in.outputMask >> GRAD_INPUT & 1) || t.strategy != STRATEGY_TWO_PASS || t.crossCore ||
-        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.groups <= 0 ||
-        uint64_t(t.rowBlocks) * uint64_t(t.colBlocks) > SLOTS_PER_LOAD || 2 * IN_BUFFERS_AHEAD + 2 > in.eventIds) {
+        !(in.outputMask >> GRAD_INPUT & 1) || t.strategy != STRATEGY_TWO_PASS || !(channelPipeline || mixedRounds) ||
+        t.layout != LAYOUT_CHANNEL_FIRST || t.flat || t.groups <= 0 || 2 * IN_BUFFERS_AHEAD + 2 > in.eventIds) {
         return;
     }
     const uint64_t sync = t.softSync ? SyncWorkBytes(t.usedCores) : 0;
+    const uint32_t own = tailRounds && t.partSlots > 0 ? uint32_t(std::min<uint64_t>(OwnRoundSlots(t), t.partSlots))
+                                                       : t.partSlots;
     for (const uint32_t out : {t.outBuffers, QUEUE_DEPTH}) {
-        if (MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, out, t.partSlots, IN_BUFFERS_AHEAD)
-                    .Total() + sync <= in.ubBytes) {
-            t.outBuffers = out;
-            t.inBuffers = IN_BUFFERS_AHEAD;
-            return;
+        for (const uint32_t slots : {t.partSlots, own}) {
+            if (MakeUbPlan(t.tileRows, t.rowStride, t.vecElems, t.layout, in.dtype, out, slots, IN_BUFFERS_AHEAD)
+                        .Total() + sync <= in.ubBytes) {
+                t.outBuffers = out;
+                t.inBuffers = IN_BUFFERS_AHEAD;
+                t.partSlots = slots > uint32_t(PART_HALVES) * SLOTS_PER_LOAD ? slots : 0;
+                t.plAhead = tailRounds ? PL_ROUND_AHEAD_TWO_SIXTEENTHS : t.plAhead;
+                return;
+            }
         }
     }
 }

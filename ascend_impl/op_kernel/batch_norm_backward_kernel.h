@@ -573,7 +573,7 @@ private:
             }
             const uint32_t lane = uint32_t(int64_t(c) - GroupStart(k_.t, g));
             s[c - c0] = channel_first::ScalarsOf(k_.ub, lane, coefs, true);
-            if (!coefs && !IsSame<T, float>::value && !HasFloatReduceSum(k_.t)) {
+            if (!coefs && PreApplies()) {
                 // a = weight * invstd, as LoadCoefs forms it (one rounding), for RunAhead's a * dy
                 s[c - c0].a = k_.ub.v.weight.GetValue(lane) * s[c - c0].invstd;
             }
@@ -596,6 +596,7 @@ private:
         bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
         bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
         float a = 0.0f;
+        float mean = 0.0f;    // its channel's mean (float32: RunAhead centres its x too)
         uint64_t ab = 0, ae = 0, rb = 0, re = 0;
         channel_first::UnitScalars rs[IL_CHANNELS];
     };
@@ -647,17 +648,19 @@ private:
         if (a != nullptr && a->issued && a->ab >= b && a->ab < e) {
             const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
             a->a = s[a->ab / pc - b / pc].a;
+            a->mean = s[a->ab / pc - b / pc].mean;
             a->scale = true;
         }
     }
 
-    // Without float ReduceSum, before the last phase-1 unit of a round (its units take their scalars from
-    // TakeScalars, not the statistics' vectors): the loads of the next round's first group's statistics, so
-    // they land while that unit computes and RunAhead only casts them (LoadStats' round trip came after the
-    // round's last vector instruction, between the partials' landing and the SyncAll).
+    // Without float ReduceSum (and where a float32 round pre-applies, PreApplies: its vector instructions would
+    // otherwise hold the statistics' loads), before the last phase-1 unit of a round (its units take their
+    // scalars from TakeScalars, not the statistics' vectors): the loads of the next round's first group's
+    // statistics, so they land while that unit computes and RunAhead only casts them (LoadStats' round trip
+    // came after the round's last vector instruction, between the partials' landing and the SyncAll).
     __aicore__ inline void EarlyStats(Ahead *a)
     {
-        if (a == nullptr || !a->want || !k_.t.training || HasFloatReduceSum(k_.t)) {
+        if (a == nullptr || !a->want || !k_.t.training || (HasFloatReduceSum(k_.t) && !PreApplies())) {
             return;
         }
         const int64_t g = GroupOf(k_.t, int64_t(a->rb / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
@@ -669,9 +672,29 @@ private:
         a->early = g;
     }
 
+    // Whether the first phase-2 tile of a serial round takes the steps of its apply that need no other core
+    // before the round's SyncAll (RunAhead): 16-bit types without float ReduceSum (a * dy, after their casts),
+    // float32 where the round's phase 2 ends beside the next round's phase 1 (plTail: x - mean and a * dy, in
+    // place), where the grad_input stores otherwise start that much later after the SyncAll.
+    __aicore__ inline bool PreApplies() const
+    {
+        return IsSame<T, float>::value ? k_.t.plTail > 0 && k_.t.training : !HasFloatReduceSum(k_.t);
+    }
+
     __aicore__ inline void RunAhead(Ahead *a)
     {
-        if constexpr (!IsSame<T, float>::value) {
+        if constexpr (IsSame<T, float>::value) {
+            if (a != nullptr && a->issued && a->scale && PreApplies()) {
+                // the vector unit is idle until the SyncAll anyway; the round's last partials have left
+                const uint32_t n = UnitRows(k_.t, a->ab, true).rows * k_.t.rowStride;
+                TakeTile(k_, true, n);
+                k_.ub.taken = true;
+                AscendC::Adds(k_.ub.xF, k_.ub.xF, -a->mean, n);
+                AscendC::Muls(k_.ub.dyF, k_.ub.dyF, a->a, n);
+                k_.ub.centred = true;
+                k_.ub.scaled = true;
+            }
+        } else {
             if (a != nullptr && a->issued) {
                 const TileRows r = UnitRows(k_.t, a->ab, true);
                 TakeTile(k_, k_.t.training != 0, r.rows * k_.t.rowStride);
@@ -729,7 +752,8 @@ private:
     };
 
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
-    // of the step after it before its own compute (one look-ahead chain over both phases); every channel's
+    // of the step after it (tiling inBuffers: two after it) before its own compute (one look-ahead chain over
+    // both phases); every channel's
     // scalars taken first (the round's combines, then the next round's statistics), so no unit loads a
     // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
     // when either range is empty or touches more than IL_CHANNELS channels.
@@ -776,15 +800,36 @@ private:
         if (!serial) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        for (uint64_t left = (ae - ab) + (re - rb); left > 0; --left) {
+        const uint64_t steps = (ae - ab) + (re - rb);
+        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
+        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
+        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
+        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
+        bool heldApply = false;  // depth 2: the step after the current one, its loads already issued
+        uint64_t heldU = 0;
+        if (depth == 2) {
+            order.Take(&heldApply, &heldU);
+            IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
+        }
+        for (uint64_t left = steps; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
-            if (left > 1) {
+            if (left > depth) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
-            } else {
+            } else if (left == depth) {
                 next = AheadTile(ahead);
+            }
+            if (depth == 2) {
+                // the step after this one is the held one; the step just taken (whose loads this one issues)
+                // is held in its place
+                const bool takenApply = nextApply;
+                const uint64_t takenU = nu;
+                nextApply = heldApply;
+                nu = heldU;
+                heldApply = takenApply;
+                heldU = takenU;
             }
             if (apply) {
                 GradInputUnit<MODE>(k_, u, true, second && u == ab ? NextTile() : next, &as[u / pc - ab / pc]);

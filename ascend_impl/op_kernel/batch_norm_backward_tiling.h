@@ -60,6 +60,7 @@ constexpr uint32_t IL_ROUND_DIVISOR = 3;   // ... of interleaved rounds (Interle
 constexpr uint32_t PL_TAIL_SIXTEENTHS = 12; // partly pipelined channels (plTail): phase-2 units of a channel beside
 constexpr uint32_t PL_AHEAD_SIXTEENTHS = 5;  // ... the next channel's first phase-1 units (TailPipelineInL2)
 constexpr uint32_t PL_ROUND_AHEAD_SIXTEENTHS = 6; // ... and of the next L2 round's (rounds one after the other)
+constexpr uint32_t PL_ROUND_AHEAD_TWO_SIXTEENTHS = 8;  // ... where the rounds' loads go two units ahead (inBuffers)
 constexpr uint32_t SOFT_IL_L2_TENTHS = 3;  // ... of interleaved rounds with the software SyncAll (ilRounds), in
                                            // tenths of L2: a little less than a third, so a round's second reads
                                            // stay in the share of L2 the rounds count on
@@ -158,7 +159,8 @@ struct BatchNormBackwardTilingData {
                            // 0: ChannelPipeline all of them, in runs of PipeBlock; the rounds none
     uint32_t plAhead;      // with plTail: sixteenths of the next phase 1 among those plTail
     uint32_t inBuffers;    // buffers of the grad_out / input queues (0: QUEUE_DEPTH); IN_BUFFERS_AHEAD: the channel
-                           // pipeline issues each unit's loads two units ahead (TryLoadsTwoAhead)
+                           // pipeline, or the software SyncAll's L2 rounds (Interleaved), issues each unit's
+                           // loads two units ahead (TryLoadsTwoAhead)
     uint32_t reduceSum;    // 1: ReduceSum on float exists (SoCs with reduce_repeat); 0 (Atlas training, ascend910:
                            // half only): each float sum is a tree of Adds to one block of lane partials
                            // (BlockTreeSum) whose lanes the scalar unit adds in lane order (LaneSum)

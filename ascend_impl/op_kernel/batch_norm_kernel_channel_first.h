@@ -79,10 +79,11 @@ __aicore__ inline UnitScalars ScalarsOf(KernelUb &ub, uint32_t lane, bool coefs,
 // loaded: invstd is applied per channel (k * invstd against x - mean), not per element, and
 // with `foldMean` (16-bit types, as the single pass) the mean too: (k * invstd)
 // * x + (b - k * invstd * mean), so x is not centred per element.
-// (s: ScalarsOf the unit's lane; `scaled`: dyF holds a * dy already, training only.)
+// (s: ScalarsOf the unit's lane; `scaled`: dyF holds a * dy already, `centred`: xF holds x - mean already,
+// training only.)
 // Every step but the last; returns the last step's addend (training).
 __aicore__ inline float ApplyCoefsBody(KernelUb &ub, const UnitScalars &s, uint32_t n, bool training, bool foldMean,
-                                       bool scaled = false)
+                                       bool scaled = false, bool centred = false)
 {
     if (!training) {
         return 0.0f;
@@ -93,7 +94,7 @@ __aicore__ inline float ApplyCoefsBody(KernelUb &ub, const UnitScalars &s, uint3
     float b = s.b;
     if (foldMean) {
         b -= k * mean;
-    } else {
+    } else if (!centred) {
         AscendC::Adds(ub.xF, ub.xF, -mean, n);
     }
     if (!scaled) {

@@ -829,7 +829,7 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
             // channel-first: x - mean and invstd inside ApplyCoefs (per channel, not per element); only its
             // last step writes out, so the tile is taken after the others: the wait for its buffer's last
             // store to land then holds one instruction, not the unit's whole apply
-            const float b = channel_first::ApplyCoefsBody(k.ub, s, n, k.t.training, false);
+            const float b = channel_first::ApplyCoefsBody(k.ub, s, n, k.t.training, false, k.ub.scaled, k.ub.centred);
             out = OutTile(k);
             channel_first::ApplyCoefsLast(k.ub, s, b, n, k.t.training, out);
             written = true;
@@ -837,6 +837,7 @@ __aicore__ inline void GradInputUnit(KernelState<T> &k, uint64_t u, bool want, c
             channel_first::ApplyCoefs(k.ub, s, n, k.t.training, k.ub.dyF, true, k.ub.scaled);
         }
         k.ub.scaled = false;
+        k.ub.centred = false;
         if (!written) {
             out = OutTile(k);  // after the compute: the wait for the buffer's last store holds no tile
         }

@@ -168,3 +168,33 @@ def test_loads_two_ahead(sim, shape, ub, l2, dtype, out):
     for other in runs[1:]:
         for x, y in zip(runs[0], other):
             assert np.array_equal(x, y)
+
+
+# Atlas inference, the software SyncAll's L2 rounds across the cores with UB room for the input queues' third
+# buffer (TryLoadsTwoAhead): each step of a round's phase 2 and the next round's phase-1 units beside it issues
+# the loads of the step two ahead; serial rounds (plTail) and interleaved ones (ilRounds: plTail 0).
+# (shape, ub_bytes, l2_bytes, dtype, grad_input buffers, serial)
+ROUNDS_TWO_AHEAD = [((16, 8, 24, 24), 64000, 64 * 1024, "float32", 3, True),
+                    ((16, 8, 24, 24), 32000, 64 * 1024, "float32", 2, True),
+                    ((8, 16, 32, 32), 48000, 64 * 1024, "float16", 3, True),
+                    ((8, 16, 32, 32), 48000, 256 * 1024, "float16", 2, False)]
+
+
+@pytest.mark.parametrize("shape,ub,l2,dtype,out,serial", ROUNDS_TWO_AHEAD)
+def test_rounds_loads_two_ahead(sim, shape, ub, l2, dtype, out, serial):
+    """Values against the reference (every mask, training and not), and the same bits for any core count."""
+    info = check(sim, shape, False, dtype, True, soc="ascend310p", cores=8, ub_bytes=ub, l2_bytes=l2)
+    assert info.strategy == simlib.STRATEGIES["two_pass"] and info.cross_core == 1 and info.soft_sync == 1
+    assert info.l2_rounds > 0 and info.in_buffers == 3 and info.out_buffers == out, info
+    assert (info.pl_tail > 0) == serial
+    check_every_mask(sim, shape, dtype, ub, l2)
+    args = make_inputs(shape, False, dtype, seed=2)
+    runs = []
+    for cores in (2, 3, 8):
+        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores, ub_bytes=ub,
+                             l2_bytes=l2)
+        runs.append(got)
+    for other in runs[1:]:
+        for x, y in zip(runs[0], other):
+            assert np.array_equal(x, y)
