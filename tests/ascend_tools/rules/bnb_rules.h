@@ -352,25 +352,6 @@ inline uint64_t MaskElems(int64_t mask, uint64_t elemBytes)
     const uint64_t per = REPEAT / elemBytes;
     return mask < 0 ? 0 : std::min<uint64_t>(uint64_t(mask), per);
 }
-// ReduceRepeat<ReduceType::SUM> (WholeReduceSum) (归约计算/ReduceRepeat.md): repeatTime∈[0, 255];
-// dstRepStride, srcBlkStride, srcRepStride∈[0, 2^16 - 1]; "Atlas 训练系列产品不支持配置0" for dstRepStride;
-// half and float, float not on Atlas training (its "支持half"); dst aligned to its element (表3:
-// SUM half 2 bytes, float 4 bytes), src 32 bytes (通用地址对齐约束).
-inline void ReduceRepeatParams(const char *intr, const Soc &soc, uint64_t elemBytes, int64_t repeat,
-                               int64_t dstRep, int64_t srcBlk, int64_t srcRep, Src src)
-{
-    Require(repeat >= 0 && repeat <= 255, intr, "repeatTime outside [0, 255]", "repeatTime " + std::to_string(repeat),
-            src);
-    Require(dstRep >= 0 && dstRep <= 65535 && srcBlk >= 0 && srcBlk <= 65535 && srcRep >= 0 && srcRep <= 65535,
-            intr, "stride outside [0, 65535]",
-            "dstRepStride " + std::to_string(dstRep) + ", srcBlkStride " + std::to_string(srcBlk) +
-                ", srcRepStride " + std::to_string(srcRep),
-            src);
-    Require(!(soc.npuArch == 1001 && dstRep == 0), intr, std::string("dstRepStride 0 not supported on ") + soc.name,
-            "", src);
-    Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
-            "", src);
-}
 // ReduceDataBlock / BlockReduceSum (a sum per block, ReduceDataBlock.md): ReduceRepeat's ranges; float not on
 // Atlas training ("支持half"), as ReduceRepeat's; dst starts on a repeat's 8 results (16 bytes for half, 32
 // for float, 表: dst "16字节对齐(针对half) / 32字节对齐(针对float)"), its repeat stride in such sets.
@@ -385,6 +366,17 @@ inline void BlockReduceParams(const char *intr, const Soc &soc, uint64_t elemByt
                 ", srcRepStride " + std::to_string(srcRep),
             src);
     Require(elemBytes == 2 || soc.hasReduceRepeat, intr, std::string("float not supported on ") + soc.name + " (half only)",
+            "", src);
+}
+// ReduceRepeat<ReduceType::SUM> (WholeReduceSum) (归约计算/ReduceRepeat.md): repeatTime∈[0, 255];
+// dstRepStride, srcBlkStride, srcRepStride∈[0, 2^16 - 1]; "Atlas 训练系列产品不支持配置0" for dstRepStride;
+// half and float, float not on Atlas training (its "支持half"); dst aligned to its element (表3:
+// SUM half 2 bytes, float 4 bytes), src 32 bytes (通用地址对齐约束).
+inline void ReduceRepeatParams(const char *intr, const Soc &soc, uint64_t elemBytes, int64_t repeat,
+                               int64_t dstRep, int64_t srcBlk, int64_t srcRep, Src src)
+{
+    BlockReduceParams(intr, soc, elemBytes, repeat, dstRep, srcBlk, srcRep, src);
+    Require(!(soc.npuArch == 1001 && dstRep == 0), intr, std::string("dstRepStride 0 not supported on ") + soc.name,
             "", src);
 }
 inline void BlockReduceDst(const char *intr, uint64_t ubOffset, uint64_t elemBytes, Src src)

@@ -183,6 +183,26 @@ inline std::vector<std::vector<bnb_rules::Span>> ByRepeat(const std::vector<bnb_
     }
     return out;
 }
+// The repeat forms' elements, repeat by repeat in order (each repeat reads its sources after the earlier
+// repeats' writes): dst[at] = value(r, e, at) for the active elements e of repeat r, at their strided place.
+template <typename T, typename Value>
+void EachRepeat(T *pd, uint64_t n, const uint64_t mask[], uint64_t blk, uint64_t rep, Value value)
+{
+    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+    std::vector<std::pair<uint64_t, T>> out;
+    for (uint64_t r = 0; r < n; ++r) {
+        out.clear();
+        for (uint64_t e = 0; e < per; ++e) {
+            if (!MaskBit(mask, e)) continue;
+            const uint64_t at = StridedAt<T>(r, e, blk, rep);
+            out.emplace_back(at, static_cast<T>(value(r, e, at)));
+        }
+        for (const auto &o : out) {
+            pd[o.first] = o.second;
+        }
+    }
+}
+
 // A two-source instruction of the repeat form with a normal-mode mask (高维切分.md, 掩码.md): in repeat r the
 // active elements e, dst[r, e] = f(src0[r, e], src1[r, e], dst[r, e]), each operand with its block and repeat
 // strides (a source block stride 0 reads one block eight times); the elements the mask leaves out keep their
@@ -223,22 +243,11 @@ void RepeatForm(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalT
     SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, reads, writes);  // (not RecordV: its check is whole-span)
     perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
     if (perf::SkipData()) return;
-    // repeat by repeat, in order: each repeat reads its sources after the earlier repeats' writes
-    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
-    std::vector<std::pair<uint64_t, T>> out;
-    for (uint64_t r = 0; r < n; ++r) {
-        out.clear();
-        for (uint64_t e = 0; e < per; ++e) {
-            if (!MaskBit(mask, e)) continue;
-            const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.src0BlkStride, p.src0RepStride)]);
-            const float y = static_cast<float>(pb[StridedAt<T>(r, e, p.src1BlkStride, p.src1RepStride)]);
-            const uint64_t at = StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride);
-            out.emplace_back(at, static_cast<T>(f(x, y, static_cast<float>(pd[at]))));
-        }
-        for (const auto &o : out) {
-            pd[o.first] = o.second;
-        }
-    }
+    EachRepeat(pd, n, mask, p.dstBlkStride, p.dstRepStride, [&](uint64_t r, uint64_t e, uint64_t at) {
+        const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.src0BlkStride, p.src0RepStride)]);
+        const float y = static_cast<float>(pb[StridedAt<T>(r, e, p.src1BlkStride, p.src1RepStride)]);
+        return f(x, y, static_cast<float>(pd[at]));
+    });
 }
 
 template <typename T, typename F>
@@ -268,19 +277,9 @@ void UnaryRepeat(const LocalTensor<T> &dst, const LocalTensor<T> &a, const uint6
     SimThisCore().pipes.Op(bnb_hazards::V, {op, src, bnb_hazards::V}, Merged(r0), Merged(wd));
     perf::Vector(std::max<uint64_t>(n, 1) * ONE_REPEAT_BYTE_SIZE / sizeof(T), sizeof(T));
     if (perf::SkipData()) return;
-    const uint64_t per = ONE_REPEAT_BYTE_SIZE / sizeof(T);
-    std::vector<std::pair<uint64_t, T>> out;
-    for (uint64_t r = 0; r < n; ++r) {
-        out.clear();
-        for (uint64_t e = 0; e < per; ++e) {
-            if (!MaskBit(mask, e)) continue;
-            const float x = static_cast<float>(pa[StridedAt<T>(r, e, p.srcBlkStride, p.srcRepStride)]);
-            out.emplace_back(StridedAt<T>(r, e, p.dstBlkStride, p.dstRepStride), static_cast<T>(f(x)));
-        }
-        for (const auto &o : out) {
-            pd[o.first] = o.second;
-        }
-    }
+    EachRepeat(pd, n, mask, p.dstBlkStride, p.dstRepStride, [&](uint64_t r, uint64_t e, uint64_t) {
+        return f(static_cast<float>(pa[StridedAt<T>(r, e, p.srcBlkStride, p.srcRepStride)]));
+    });
 }
 }  // namespace sim
 
