@@ -35,9 +35,7 @@ def test_rounds_deterministic_for_any_core_count(sim):
                                args["save_invstd"], cores=cores, ub_bytes=24 * 1024, l2_bytes=L2)
         assert info.l2_rounds >= 1 and info.used_cores == cores
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
 
 
 # Rounds of 8 channels on 7 cores, each core's units of a round across two channels (Interleaved takes
@@ -65,9 +63,7 @@ def test_rounds_interleaved_deterministic_for_any_core_count(sim):
                                dtype="float16")
         assert (info.l2_rounds >= 1) == (cores > 2) and info.used_cores == cores
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
 
 
 # Without SyncAll (whole groups per core): (shape, ub_bytes, l2_bytes, dtype) whose groups of 8 / 16
@@ -106,6 +102,21 @@ def test_channels_in_l2_masks(sim, mask):
         assert info.l2_channels > 0
 
 
+def assert_same_bits(runs):
+    """Every run's outputs bit for bit those of the first."""
+    for other in runs[1:]:
+        for x, y in zip(runs[0], other):
+            assert np.array_equal(x, y)
+
+
+def same_bits_over_cores(sim, shape, dtype, ub, l2, cores):
+    """ascend310p: the same bits on each of `cores` core counts."""
+    args = make_inputs(shape, False, dtype, seed=2)
+    assert_same_bits([simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                                 args["save_invstd"], dtype=dtype, soc="ascend310p", cores=c, ub_bytes=ub,
+                                 l2_bytes=l2)[0] for c in cores])
+
+
 def check_every_mask(sim, shape, dtype, ub, l2):
     """ascend310p on 2 cores: values against the reference under every mask, training and not."""
     for mask in ALL_MASKS:
@@ -138,9 +149,7 @@ def test_tail_pipeline(sim, shape, ub, l2, dtype):
         assert ri.strategy == simlib.STRATEGIES["two_pass"] and ri.cross_core == 0 and ri.l2_channels == 0
         assert (ri.pl_tail > 0) == (l2_bytes == l2)
         runs.append(got)
-    for other in runs[1:]:
-        for x, y in zip(runs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(runs)
 
 
 # Atlas inference, whole channels per core pipelined, UB with room for a third input buffer (TryLoadsTwoAhead):
@@ -158,16 +167,7 @@ def test_loads_two_ahead(sim, shape, ub, l2, dtype, out):
     assert info.in_buffers == 3 and info.out_buffers == out, info
     assert (info.pl_tail > 0) == (l2 == 300000)
     check_every_mask(sim, shape, dtype, ub, l2)
-    args = make_inputs(shape, False, dtype, seed=2)
-    runs = []
-    for cores in (1, 2, 3):
-        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
-                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores, ub_bytes=ub,
-                             l2_bytes=l2)
-        runs.append(got)
-    for other in runs[1:]:
-        for x, y in zip(runs[0], other):
-            assert np.array_equal(x, y)
+    same_bits_over_cores(sim, shape, dtype, ub, l2, (1, 2, 3))
 
 
 # Atlas inference, the software SyncAll's L2 rounds across the cores with UB room for the input queues' third
@@ -188,13 +188,4 @@ def test_rounds_loads_two_ahead(sim, shape, ub, l2, dtype, out, serial):
     assert info.l2_rounds > 0 and info.in_buffers == 3 and info.out_buffers == out, info
     assert (info.pl_tail > 0) == serial
     check_every_mask(sim, shape, dtype, ub, l2)
-    args = make_inputs(shape, False, dtype, seed=2)
-    runs = []
-    for cores in (2, 3, 8):
-        got, ri = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
-                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores, ub_bytes=ub,
-                             l2_bytes=l2)
-        runs.append(got)
-    for other in runs[1:]:
-        for x, y in zip(runs[0], other):
-            assert np.array_equal(x, y)
+    same_bits_over_cores(sim, shape, dtype, ub, l2, (2, 3, 8))
