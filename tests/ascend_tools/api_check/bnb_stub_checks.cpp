@@ -166,17 +166,25 @@ int64_t BnbLastOfBits(const char *intr, uint64_t elemBytes, const uint64_t mask[
     return R::LastMaskElement(elemBytes, mask[1], mask[0]);
 }
 
-// ---- ReduceRepeat / WholeReduceSum (a result per repeat) ----
-void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
+// ---- the reductions' common part: their parameter rules (`params`, ReduceRepeat's or ReduceDataBlock's) and src;
+// returns the repeats that run (none without an active element) ----
+using BnbReduceRules = void (*)(const char *, const R::Soc &, uint64_t, int64_t, int64_t, int64_t, int64_t, R::Src);
+uint64_t BnbReduceSrc(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last, BnbReduceRules params)
 {
     const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
     R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
-    R::ReduceRepeatParams(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride,
-                          p.src0RepeatStride, {});
+    params(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride, p.src0RepeatStride, {});
     const uint64_t repeats = last < 0 ? 0 : uint64_t(p.repeatTimes);
     const uint64_t srcBytes = BnbMaskedExtent(p.src0DtypeBytes, repeats, p.src0BlockStride, p.src0RepeatStride, last,
                                               false, 0);
     BnbOperand(intr, "src", p.src0Addr, p.src0Pos, srcBytes, p.src0Size);
+    return repeats;
+}
+
+// ---- ReduceRepeat / WholeReduceSum (a result per repeat) ----
+void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
+{
+    const uint64_t repeats = BnbReduceSrc(p, intr, last, R::ReduceRepeatParams);
     // dst: its element's alignment only (ReduceRepeat.md 表3, SUM), a result every dstRepStride elements
     const uint64_t dstBytes = repeats == 0 ? 0 : ((repeats - 1) * p.dstRepeatStride + 1) * p.dstDtypeBytes;
     R::InUbPosition(intr, "dst", BnbIsUb(p.dstPos), BnbPosName(p.dstPos), {});
@@ -190,14 +198,7 @@ void BnbReduceRepeat(AscendC::check::VecReduceApiParams &p, const char *intr, in
 // ---- ReduceDataBlock / BlockReduceSum (a result per block) ----
 void BnbBlockReduce(AscendC::check::VecReduceApiParams &p, const char *intr, int64_t last)
 {
-    const R::Soc *soc = R::SocOfArch(__NPU_ARCH__);
-    R::Require(soc != nullptr, intr, "no SoC line has this __NPU_ARCH__", "", {});
-    R::BlockReduceParams(intr, *soc, p.src0DtypeBytes, p.repeatTimes, p.dstRepeatStride, p.src0BlockStride,
-                         p.src0RepeatStride, {});
-    const uint64_t repeats = last < 0 ? 0 : uint64_t(p.repeatTimes);
-    const uint64_t srcBytes = BnbMaskedExtent(p.src0DtypeBytes, repeats, p.src0BlockStride, p.src0RepeatStride, last,
-                                              false, 0);
-    BnbOperand(intr, "src", p.src0Addr, p.src0Pos, srcBytes, p.src0Size);
+    const uint64_t repeats = BnbReduceSrc(p, intr, last, R::BlockReduceParams);
     // dst: a result per block with an active element, a repeat's 8 results dstRepStride sets of 8 apart
     const uint64_t perBlock = R::BLOCK / p.src0DtypeBytes;
     const uint64_t blocks = last < 0 ? 0 : uint64_t(last) / perBlock + 1;
