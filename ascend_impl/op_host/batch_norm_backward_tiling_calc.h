@@ -263,6 +263,9 @@ inline void TryLoadsTwoAhead(const TilingInput &in, BatchNormBackwardTilingData 
                 t.inBuffers = IN_BUFFERS_AHEAD;
                 t.partSlots = slots > uint32_t(PART_HALVES) * SLOTS_PER_LOAD ? slots : 0;
                 t.plAhead = tailRounds ? PL_ROUND_AHEAD_TWO_SIXTEENTHS : t.plAhead;
+                // float32: the ahead tile's second reads come AHEAD_TILE_LEAD first reads sooner (the
+                // kernel's AheadTileLead), so the window may open that much earlier in the round
+                t.plTail = tailRounds && in.dtype == ELEM_FLOAT32 ? PL_ROUND_TAIL_TWO_SIXTEENTHS : t.plTail;
                 return;
             }
         }

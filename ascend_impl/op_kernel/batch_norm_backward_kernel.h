@@ -594,6 +594,7 @@ private:
         bool want = false, tile = false, done = false, issued = false;
         int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
         bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
+        bool lead = false;    // AheadTileLead: the tile issued before the round's last phase-1 units' loads
         bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
         float a = 0.0f;
         float mean = 0.0f;    // its channel's mean (float32: RunAhead centres its x too)
@@ -633,9 +634,12 @@ private:
     // first (AheadTile), so they land while that unit computes and its partials drain, not after the
     // SyncAll, where the first phase-2 unit, its dy scaled ahead (RunAhead), waited for them. Phase 2 then
     // issues the third tile's loads from its second unit on (`second`).
+    // Float32 with the ahead tile held (AheadTileLead): the same, into the buffer the round's last-but-one
+    // phase-1 unit freed, while MTE2 would otherwise idle until the SyncAll.
     __aicore__ inline NextTile SecondTile(Ahead *a) const
     {
-        if (IsSame<T, float>::value || HasFloatReduceSum(k_.t) || a == nullptr || !a->issued || a->ab + 1 >= a->ae) {
+        if ((IsSame<T, float>::value ? a == nullptr || !a->lead : HasFloatReduceSum(k_.t)) || a == nullptr ||
+            !a->issued || a->ab + 1 >= a->ae) {
             return NextTile();
         }
         a->second = true;
@@ -778,9 +782,14 @@ private:
         k_.applyBegin = ab;
         k_.applyEnd = ae;
         InterleaveOrder order{ab, ae, rb, re, serial};
+        uint64_t lead = 0;
         if (serial && k_.t.plTail > 0) {
-            order.tail = Max(1, (ae - ab) * k_.t.plTail / 16);
             order.ahead = Max(1, (re - rb) * k_.t.plAhead / 16);
+            lead = AheadTileLead(ahead, re - rb, order.ahead);
+            if (lead > 0) {
+                ahead->lead = true;
+            }
+            order.tail = Max(1, (ae - ab) * (lead > 0 ? k_.t.plTail : Min(k_.t.plTail, PL_TAIL_SIXTEENTHS)) / 16);
         }
         bool apply = false;
         uint64_t u = 0;
@@ -809,19 +818,22 @@ private:
         uint64_t heldU = 0;
         if (depth == 2) {
             order.Take(&heldApply, &heldU);
-            IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
+            if (!(second && heldApply)) {  // SecondTile: the second phase-2 unit's loads went before the SyncAll
+                IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
+            }
         }
         for (uint64_t left = steps; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
-            if (left > depth) {
+            const bool oneAhead = lead > 0 && left < depth + lead;  // after the early ahead tile
+            if (left == depth + lead) {
+                next = AheadTile(ahead);
+            } else if (left > (oneAhead ? 1 : depth)) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
-            } else if (left == depth) {
-                next = AheadTile(ahead);
             }
-            if (depth == 2) {
+            if (depth == 2 && !oneAhead) {
                 // the step after this one is the held one; the step just taken (whose loads this one issues)
                 // is held in its place
                 const bool takenApply = nextApply;
@@ -831,8 +843,12 @@ private:
                 heldApply = takenApply;
                 heldU = takenU;
             }
+            if (lead > 0 && left == lead) {
+                HoldTile(k_, train);  // the ahead tile, queued before this unit's, kept for RunAhead
+            }
             if (apply) {
-                GradInputUnit<MODE>(k_, u, true, second && u == ab ? NextTile() : next, &as[u / pc - ab / pc]);
+                GradInputUnit<MODE>(k_, u, true, second && depth == 1 && u == ab ? NextTile() : next,
+                                    &as[u / pc - ab / pc]);
             } else {
                 NextTile after;
                 if (left == 1) {
@@ -848,6 +864,23 @@ private:
         RunAhead(ahead);
         k_.WaitPartials();
         return true;
+    }
+
+    // Serial float32 rounds ending beside the next round's first units (tiling plTail) with loads two steps
+    // ahead: the number of the round's last phase-1 units whose loads go after the ahead tile's (AheadTile,
+    // held aside until RunAhead: HoldTile), so that tile's second reads come that many first reads sooner
+    // after their first reads (in the previous round's window) and the window may open earlier within
+    // the reuse distance L2 gives (tiling PL_ROUND_TAIL_TWO_SIXTEENTHS). Those units then load one step
+    // ahead, enough where the phase-1 loads alone keep MTE2 busy; all of them phase-1 units (the window
+    // ends before), so none takes the held tile. Without the ahead tile (the last rounds) the window
+    // opens no earlier than PL_TAIL_SIXTEENTHS (Interleaved).
+    __aicore__ inline uint64_t AheadTileLead(const Ahead *a, uint64_t units, uint64_t window) const
+    {
+        if (!IsSame<T, float>::value || a == nullptr || !(a->want || a->tile) || !PreApplies() ||
+            k_.t.inBuffers < IN_BUFFERS_AHEAD || units <= window + AHEAD_TILE_LEAD) {
+            return 0;
+        }
+        return AHEAD_TILE_LEAD;
     }
 
     // Rounds one after the other (the software SyncAll without ilRounds).

@@ -61,6 +61,8 @@ constexpr uint32_t PL_TAIL_SIXTEENTHS = 12; // partly pipelined channels (plTail
 constexpr uint32_t PL_AHEAD_SIXTEENTHS = 5;  // ... the next channel's first phase-1 units (TailPipelineInL2)
 constexpr uint32_t PL_ROUND_AHEAD_SIXTEENTHS = 6; // ... and of the next L2 round's (rounds one after the other)
 constexpr uint32_t PL_ROUND_AHEAD_TWO_SIXTEENTHS = 8;  // ... where the rounds' loads go two units ahead (inBuffers)
+constexpr uint32_t PL_ROUND_TAIL_TWO_SIXTEENTHS = 14;  // ... the rounds' tail there (float32: AHEAD_TILE_LEAD)
+constexpr uint32_t AHEAD_TILE_LEAD = 3;  // float32 serial rounds: phase-1 units loaded after the ahead tile
 constexpr uint32_t SOFT_IL_L2_TENTHS = 3;  // ... of interleaved rounds with the software SyncAll (ilRounds), in
                                            // tenths of L2: a little less than a third, so a round's second reads
                                            // stay in the share of L2 the rounds count on

@@ -97,9 +97,35 @@ __aicore__ inline void TakeTile(KernelState<T> &k, bool withX, uint32_t n)
         ub.taken = false;
         return;
     }
+    if (ub.aheadHeld) {
+        ub.dyF = ub.aheadDy;
+        ub.xF = ub.aheadX;
+        ub.dyHeld = true;
+        ub.xHeld = withX;
+        ub.aheadHeld = false;
+        return;
+    }
     TakeDy(k, n);
     if (withX) {
         TakeX(k, n);
+    }
+}
+
+// float32: the oldest issued tile dequeued and kept aside (its buffers held) for the next TakeTile, so the
+// units whose loads were issued after it take theirs first (BatchNormBackwardKernel::AheadTileLead).
+template <typename T>
+__aicore__ inline void HoldTile(KernelState<T> &k, bool withX)
+{
+    if constexpr (IsSame<T, float>::value) {
+        KernelUb &ub = k.ub;
+        ub.aheadDy = ub.inDy.template DeQue<float>();
+        if (withX) {
+            ub.aheadX = ub.inX.template DeQue<float>();
+        }
+        ub.aheadHeld = true;
+    } else {
+        (void)k;
+        (void)withX;
     }
 }
 

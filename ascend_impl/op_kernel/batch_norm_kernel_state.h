@@ -126,6 +126,8 @@ struct KernelUb {
     bool taken = false;                       // the next TakeTile's tile is in dyF / xF already (Phase1 early)
     bool scaled = false;                      // ... and dyF holds a * dy (the next GradInputUnit's)
     bool centred = false;                     // ... and xF holds x - mean (float32: in place)
+    LocalTensor<float> aheadDy, aheadX;       // float32: a dequeued tile kept for the next TakeTile (HoldTile)
+    bool aheadHeld = false;
     LocalTensor<float> accDy, accDyx;         // per-row accumulators of a unit
     LocalTensor<float> reduceTmp;             // ReduceSum scratch
     LocalTensor<float> partUb;                // partial sums on their way to / from the workspace

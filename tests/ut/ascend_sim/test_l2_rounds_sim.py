@@ -173,8 +173,11 @@ def test_loads_two_ahead(sim, shape, ub, l2, dtype, out):
 # Atlas inference, the software SyncAll's L2 rounds across the cores with UB room for the input queues' third
 # buffer (TryLoadsTwoAhead): each step of a round's phase 2 and the next round's phase-1 units beside it issues
 # the loads of the step two ahead; serial rounds (plTail) and interleaved ones (ilRounds: plTail 0).
-# (shape, ub_bytes, l2_bytes, dtype, grad_input buffers, serial)
+# (shape, ub_bytes, l2_bytes, dtype, grad_input buffers, serial); (16, 8, 48, 48): float32 rounds of enough
+# units a core (on 2 and 3 cores) that the next phase 2's first tile is loaded before the last phase-1 units'
+# and held aside (AheadTileLead), the same bits as on 8 cores, where it is not.
 ROUNDS_TWO_AHEAD = [((16, 8, 24, 24), 64000, 64 * 1024, "float32", 3, True),
+                    ((16, 8, 48, 48), 64000, 256 * 1024, "float32", 3, True),
                     ((16, 8, 24, 24), 32000, 64 * 1024, "float32", 2, True),
                     ((8, 16, 32, 32), 48000, 64 * 1024, "float16", 3, True),
                     ((8, 16, 32, 32), 48000, 256 * 1024, "float16", 2, False)]

@@ -230,6 +230,19 @@ def test_rounds_loads_two_ahead(lib):
     assert r.busy_us("mte2") > 0.84 * r.timeline_us
 
 
+def test_rounds_ahead_tile_lead(lib):
+    """ascend310p float32 (32, 64, 112, 112), serial rounds with loads two steps ahead: the next phase 2's
+    first tile is loaded before the round's last phase-1 units and held aside (AheadTileLead), its second
+    tile behind it while the cores meet, so the window of the next round's first reads opens earlier in
+    phase 2 (plTail) with the second reads still L2 hits; MTE2 then idles only around each SyncAll."""
+    r = ascend_model.run(lib, "ascend310p", (32, 64, 112, 112), "float32")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.cross_core == 1 and t.soft_sync == 1 and t.l2_rounds > 0
+    assert t.pl_tail > 12
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.1
+    assert r.busy_us("mte2") > 0.87 * r.timeline_us
+
+
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend310p", (32, 128, 56, 56), "float16"),
                                              ("ascend310p", (32, 256, 56, 56), "float16")])
 def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
