@@ -515,6 +515,20 @@ inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, u
            in.ubBytes;
 }
 
+// Single pass, 16-bit types in training with grad_input, packed runs of lane sums summed by the scalar unit, no
+// mul_add (ascend910's 7x7 slices: many channels per sub-group, a slice within a repeat): grad_input is (k * (x -
+// mean) + b) + a * dy from the reduce's x - mean, b without the mean folded in (single_pass XcOrder). From the
+// shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside this launch's buffers
+// (no product's slab: the product goes over dy's float copy), it is kept from the reduce to the apply (tiling
+// spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of a masked repeat per channel
+// over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from slabs in the same
+// order, so the bits do not depend on which (nor on the cores).
+inline bool SinglePassXcOrder(const TilingInput &in, uint64_t inner, uint64_t q)
+{
+    return DtypeBytes(in.dtype) == 2 && !in.hasMulAdd && !in.hasReduceRepeat && in.training &&
+           (in.outputMask >> GRAD_INPUT & 1) && q > 1 && LaneRunRegular(inner);
+}
+
 // Single pass, 16-bit types (tiling spWhole): sub-groups of one channel whose float copies of x - mean and dy
 // stay in UB from the reduce to the apply, where one buffer of them fits beside the fixed buffers of a
 // one-core launch (so the choice, and with it the order of the sums, does not depend on the cores) and a
@@ -536,7 +550,8 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
             .Total();
     const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
-    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows, 1)
+    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows,
+                                      SP_WHOLE_ALL)
                            .Total() <=
            in.ubBytes;
 }
@@ -719,10 +734,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
     // WideAccRows: the accumulator rows of the sums, whatever the rows per instruction (0: as many as those)
     const uint32_t accWide = WideAccRows(in, outer, inner, channels, q, rowStride, segSum) ? SP_WIDE_SLAB_ROWS : 0;
+    // SinglePassXcOrder: x - mean's float copy over all rows where one run fits so (tiling spWhole SP_WHOLE_X)
+    uint32_t keepX = 0;
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows, uint32_t accRows = 0) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
                                           segSum, vecElems, in.hasMulAdd ? 1 : 0,
-                                          accRows ? accRows : std::max(slabRows, accWide))
+                                          accRows ? accRows : std::max(slabRows, accWide), keepX)
                                .Total() <= in.ubBytes;
     };
     // Chunks of rows per buffer: the kernel's fixed event ids are sets of one id a chunk (SpEventSets), which
@@ -742,12 +759,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         uint32_t buffers = SP_WHOLE_BUFFERS;
         while (buffers > 1 && (SpEventSets(buffers, reduces) > in.eventIds ||
                                fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows,
-                                                          segSum, vecElems, 1, rows, 1).Total() > in.ubBytes)) {
+                                                          segSum, vecElems, 1, rows, SP_WHOLE_ALL).Total() > in.ubBytes)) {
             --buffers;
         }
         SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows,
                          chunksOf(buffers, SP_WHOLE_CHUNKS), soft);
-        t.spWhole = 1;
+        t.spWhole = SP_WHOLE_ALL;
         return true;
     }
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
@@ -756,6 +773,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         accWide > 0 && fits(q, 1, SP_WIDE_SLAB_ROWS) ? SP_WIDE_SLAB_ROWS : SP_SLAB_ROWS, outer));
     while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
+    }
+    if (SinglePassXcOrder(in, inner, q)) {
+        keepX = SP_WHOLE_X;  // the plan `fits` takes
+        if (!fits(q, 1, slabRows)) {
+            keepX = 0;
+        }
     }
     // The most channels (runs of q) `buffers` resident sub-groups of that many fit beside the fixed buffers
     // (0: none).
@@ -824,6 +847,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
                      chunksOf(buffers, SP_MAX_CHUNKS / buffers), soft);
     t.spEven = even ? 1 : 0;
     t.spAccRows = std::max(accRows, slabRows);
+    t.spWhole = keepX;
     // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
     // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.
     // From the shape and the SoC only (never the resident channels), so the sums' order does not depend on

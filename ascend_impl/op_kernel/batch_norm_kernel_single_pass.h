@@ -113,6 +113,9 @@ struct Buffers {
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
     bool scalar = false;
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
+    // Runner::XcOrder: the reduce's product goes over dy's float copy (no product's slab); keepX (tiling spWhole
+    // SP_WHOLE_X): x - mean's float copy holds all rows, row n at n x len.
+    bool xcOrder = false, keepX = false;
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
@@ -139,7 +142,8 @@ struct Buffers {
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
             const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
-            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes));
+            const uint32_t castBytes = i == SLAB_X_F ? p.xCastBytes : p.castBytes;
+            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? castBytes : (value ? p.valueBytes : p.slabBytes));
             pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
                            : (cast || value ? slabBuf[i].template Get<float>()
@@ -241,7 +245,7 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
 template <typename T>
 __aicore__ inline bool ScalarValues(const KernelState<T> &k, const SubGroup &s)
 {
-    return (s.cnt == 1 && !k.t.mulAdd) || k.t.spWhole;
+    return (s.cnt == 1 && !k.t.mulAdd) || k.t.spWhole == SP_WHOLE_ALL;
 }
 
 // Broadcast reads no value with the scalar unit (tiling spSegSum: per-block broadcasts).
@@ -561,19 +565,20 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_
     Broadcast(k, b, s, 2, which, vec);
 }
 
-// Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`.
+// Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`, from float `at` of it.
 template <typename T>
 __aicore__ inline LocalTensor<float> FloatRow(const Buffers<T> &b, const LocalTensor<T> &resident, uint32_t slabIdx,
-                                              uint64_t off, uint32_t len)
+                                              uint64_t off, uint32_t len, uint64_t at = 0)
 {
     if constexpr (IsSame<T, float>::value) {
         (void)b;
         (void)slabIdx;
         (void)len;
+        (void)at;
         return resident[off];
     } else {
-        AscendC::Cast(b.slab[slabIdx], resident[off], AscendC::RoundMode::CAST_NONE, len);
-        return b.slab[slabIdx];
+        AscendC::Cast(b.slab[slabIdx][at], resident[off], AscendC::RoundMode::CAST_NONE, len);
+        return b.slab[slabIdx][at];
     }
 }
 
@@ -602,7 +607,7 @@ template <typename T>
 __aicore__ inline LocalTensor<float> CenteredRow(const KernelState<T> &k, const Buffers<T> &b, uint64_t off,
                                                  uint32_t len)
 {
-    const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
+    const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len, b.keepX ? off : 0);
 #if BNB_SOC_HAS_SEG_SUM
     if (CompactSlabs(k)) {
         CompactSlices(k, COMPACT_SUB, xr, xr, false, b.slab[SLAB_MEAN], true, len / k.t.spRowStride);
@@ -662,6 +667,11 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
             continue;
         }
 #endif
+        if (b.xcOrder) {  // the product over dy's float copy, whose sum is taken (the same product)
+            AscendC::Mul(dyr, xh, dyr, Narrow<int32_t>(elems, "Mul count"));
+            AscendC::Add(sumDyx, sumDyx, dyr, Narrow<int32_t>(elems, "Add count"));
+            continue;
+        }
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
         AscendC::Add(sumDyx, sumDyx, b.slab[SLAB_PROD], Narrow<int32_t>(elems, "Add count"));
     }
@@ -872,6 +882,16 @@ public:
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
         loads_ = reduce_ || want_;
         outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
+        b_.xcOrder = XcOrder(k);
+        b_.keepX = KeepX(k);
+        if (b_.xcOrder && !b_.keepX) {
+            b_.slab[SLAB_A] = b_.slab[SLAB_PROD];  // the mean's slab keeps the mean for the apply (ApplyXcRows)
+        }
+        // KeepX: x's rows are free once reduced, so grad_input goes to dy's rows and, with one buffer (whose next
+        // loads follow this sub-group's apply: ids of one set), the next sub-group's x rows load during this one's
+        // combine and apply (Load, XEarly)
+        outX_ = outX_ && !b_.keepX;
+        xEarly_ = b_.keepX && loads_ && k.t.spBuffers == 1;
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
             lastGroup_ = g + w.step >= w.end;
@@ -1258,6 +1278,13 @@ private:
             ReleaseChunk(s.buf, c, true, false);
             LoadRows(k, s, c, true, false);
         }
+        // KeepX: every chunk's x rows first, each as soon as the buffer's last sub-group has reduced them (V), the
+        // dy rows, which hold its grad_input, behind their stores
+        const bool xFirst = xEarly_ && pending_[s.buf];
+        for (uint32_t c = 0; xFirst && c < chunks_; ++c) {
+            ReleaseChunk(s.buf, c, true, false);
+            LoadRows(k, s, c, false, true);
+        }
         for (uint32_t c = 0; c < chunks_; ++c) {
             if (dyFirst && c + lead < chunks_) {
                 ReleaseChunk(s.buf, c + lead, true, false);
@@ -1267,8 +1294,8 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
                 FinishStatLoads(k, statsGroup, true);
             }
-            ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
-            LoadRows(k, s, c, !dyFirst, reduce_);
+            ReleaseChunk(s.buf, c, !dyFirst && !xFirst, true);  // the buffer's last sub-group's rows are applied and stored
+            LoadRows(k, s, c, !dyFirst, reduce_ && !xFirst);
             AscendC::SetFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
         }
     }
@@ -1322,6 +1349,9 @@ private:
                 }
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+            if (xEarly_) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // x's rows are read (Load: KeepX)
+            }
         }
         b_.shift = 0;
         const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
@@ -1353,7 +1383,8 @@ private:
             if (handOver) {
                 BNB_PERF_COMBINE_END();  // the broadcast of a (or dy * a) is not the combine's
                 if (ScalarApplyOn(k) && !slabs) {
-                    WithSpanValues<true>(k, s, b_.dy, k.ub.v.coefA, 0, uint32_t(k.t.outer));  // a is known
+                    WithSpanValues<true>(k, s, b_.dy.template ReinterpretCast<float>(), k.ub.v.coefA, 0,
+                                         uint32_t(k.t.outer));  // a is known
                 } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
@@ -1395,7 +1426,7 @@ private:
         // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
         // slabs, SlabsLast)
         const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
-        if (scalarApply && !last) {
+        if (ScalarKB(k) && !byChunk && !slabs) {
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
@@ -1421,6 +1452,8 @@ private:
                     const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
+                } else if (XcOrder(k)) {
+                    ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 }
@@ -1431,7 +1464,7 @@ private:
                 }
             }
             if (loads_) {
-                if (!dyFreeEarly) {
+                if (!dyFreeEarly && !xEarly_) {
                     AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // the next loads into this chunk wait for
                 }
                 AscendC::SetFlag<HardEvent::MTE3_MTE2>(ReleaseIdOf(s, c));  // its compute and its stores
@@ -1451,7 +1484,10 @@ private:
     }
 
     // Tiling spWhole (16-bit types only).
-    __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
+    __aicore__ inline bool Whole(const KernelState<T> &k) const
+    {
+        return !IsSame<T, float>::value && k.t.spWhole == SP_WHOLE_ALL;
+    }
     // Buffers::lanes, a full sub-group (its slots of the two sums adjacent) and accumulator rows to fold: the
     // last fold of the dy * xhat sums goes to the dy sums' row 1 (FoldSums), so the sums of both are runs one
     // runBlocks apart and LanePartials takes them in one set of calls (the same Adds).
@@ -1757,7 +1793,61 @@ private:
     {
         const bool packedScalar = k.t.mulAdd && k.t.spLaneSums == SP_LANES_NONE;
         return want_ && k.t.training && !SegmentedSums(k) &&
-               (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k));
+               (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k) || XcOrder(k));
+    }
+
+    // 16-bit types in training with grad_input in packed runs of lane sums summed by the scalar unit, no mul_add
+    // (the host's SinglePassXcOrder; ascend910's 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the
+    // reduce's x - mean, b without the mean folded in (ScalarCoefs), the product of the sums over dy's float copy.
+    // From the shape and the SoC only, so the bits do not depend on KeepX.
+    __aicore__ inline bool XcOrder(const KernelState<T> &k) const
+    {
+        return !IsSame<T, float>::value && !k.t.mulAdd && k.t.spLaneSums == SP_LANES_SCALAR && want_ && reduce_ &&
+               k.t.training && slots_ == 0;
+    }
+    // XcOrder with x - mean's float copy over all rows (tiling spWhole SP_WHOLE_X): the apply casts x no more,
+    // and k and b are scalar operands over all rows (ScaleShiftX), not slabs broadcast in the combine.
+    __aicore__ inline bool KeepX(const KernelState<T> &k) const { return XcOrder(k) && k.t.spWhole == SP_WHOLE_X; }
+    // The per-channel k and b are scalar operands of the apply (ScaleShiftX).
+    __aicore__ inline bool ScalarKB(const KernelState<T> &k) const { return ScalarApplyOn(k) || KeepX(k); }
+    // x - mean of the rows ScaleShiftX scales: x itself (float32) or its kept float copy (KeepX).
+    __aicore__ inline LocalTensor<float> XRows(const KernelState<T> &k) const
+    {
+        return KeepX(k) ? b_.slab[SLAB_X_F] : b_.x.template ReinterpretCast<float>();
+    }
+
+    // XcOrder: grad_input of rows [r0, r1), spSlabRows rows an instruction, as (k * (x - mean) + b) + a * dy cast
+    // into x's rows: KeepX from the kept copy (ScaleShiftX made it k * (x - mean) + b), else x - mean again
+    // (CenteredRow) times k's slab plus b's. dyFree >= 0: that V_MTE2 event once the rows' dy is cast.
+    __aicore__ inline void ApplyXcRows(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len,
+                                       int32_t dyFree)
+    {
+        if constexpr (!IsSame<T, float>::value) {  // 16-bit types only (XcOrder)
+            for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+                const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+                const uint64_t off = n * len;
+                const int32_t count = Narrow<int32_t>(elems, "vector count");
+                const LocalTensor<float> xs = b_.keepX ? b_.slab[SLAB_X_F][off] : CenteredRow(k, b_, off, elems);
+                if (!b_.keepX) {
+                    AscendC::Mul(xs, xs, b_.slab[SLAB_K], count);
+                    AscendC::Add(xs, xs, b_.slab[SLAB_B], count);
+                }
+                const LocalTensor<float> &dr = b_.slab[SLAB_DY_F];
+                AscendC::Cast(dr, b_.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+                if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+                    AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+                }
+                AscendC::Mul(dr, dr, b_.slab[SLAB_A], count);
+                AscendC::Add(dr, xs, dr, count);
+                AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
+            }
+        } else {
+            (void)k;
+            (void)r0;
+            (void)r1;
+            (void)len;
+            (void)dyFree;
+        }
     }
 
     // Float32 in training with grad_input in packed runs (no mul_add; lane sums by the scalar unit where the runs
@@ -1777,10 +1867,10 @@ private:
     // ScalarApplyOn: `count` rows from row r0 of `rows` (dy or x of the sub-group) times (MUL) or plus each
     // channel's lane of vec.
     template <bool MUL>
-    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<T> &rows,
+    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<float> &rows,
                                           const LocalTensor<float> &vec, uint32_t r0, uint32_t count)
     {
-        const LocalTensor<float> f = rows[r0 * s.len].template ReinterpretCast<float>();
+        const LocalTensor<float> f = rows[r0 * s.len];
         for (uint32_t j = 0; j < s.cnt; ++j) {
             WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
         }
@@ -1809,8 +1899,8 @@ private:
     // x = (x - mean) * k + b over `count` rows from r0.
     __aicore__ inline void ScaleShiftX(const KernelState<T> &k, const SubGroup &s, uint32_t r0, uint32_t count)
     {
-        WithSpanValues<true>(k, s, b_.x, k.ub.v.coefK, r0, count);
-        WithSpanValues<false>(k, s, b_.x, k.ub.v.coefB, r0, count);
+        WithSpanValues<true>(k, s, XRows(k), k.ub.v.coefK, r0, count);
+        WithSpanValues<false>(k, s, XRows(k), k.ub.v.coefB, r0, count);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
@@ -1828,7 +1918,7 @@ private:
                 b = kk * v.stage.GetValue(l) + b;  // MulAddDst(coefB, coefK, -mean)
             } else
 #endif
-            if (!Whole(k)) {
+            if (!Whole(k) && !XcOrder(k)) {
                 const float km = kk * v.mean.GetValue(l);
                 b = b - km;
             }
@@ -1876,7 +1966,7 @@ private:
         }
         if (ScalarCoefsOn(k)) {
             // the scalar unit formed them in SumsToLanes (ScalarCoefs); ScalarApplyOn reads them as scalars
-            if (!ScalarApplyOn(k) || slabs) {
+            if (!ScalarKB(k) || slabs) {
                 Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             }
             return;
@@ -1956,6 +2046,7 @@ private:
     bool shareLoaded_ = false;  // LoadShare's copy is in flight (its MTE2_S event set)
     AscendC::TEventID shareEvent_ = 0;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
+    bool xEarly_ = false;  // KeepX with one buffer: a chunk's x rows released once reduced (V_MTE2 set by Reduce)
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
