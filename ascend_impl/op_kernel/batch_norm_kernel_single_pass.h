@@ -1426,7 +1426,7 @@ private:
         // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
         // slabs, SlabsLast)
         const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
-        if (ScalarKB(k) && !byChunk && !slabs) {
+        if (ScalarApplyOn(k) && !byChunk && !slabs) {  // KeepX: channel by channel in the hand-over (ShiftChannel)
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
@@ -1777,9 +1777,25 @@ private:
             if (ScalarCoefsOn(k)) {
                 ScalarCoefs(k, s.lane0 + j, dy, dyx);
             }
+            if (KeepX(k)) {
+                ShiftChannel(k, s, j);
+            }
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // KeepX: channel j's x - mean times k plus b over all rows (ScaleShiftX's steps) as soon as the scalar unit
+    // has formed its k and b (SumsToLanes), so the vector unit works through the hand-over of the channels after
+    // it rather than waiting for all of them; not the combine's time.
+    __aicore__ inline void ShiftChannel(KernelState<T> &k, const SubGroup &s, uint32_t j)
+    {
+        SetWaitFlag<HardEvent::S_V>();
+        BNB_PERF_COMBINE_END();
+        const uint32_t l = s.lane0 + j, rows = uint32_t(k.t.outer), rowBlocks = s.len / SLOT_FLOATS;
+        WithSpanValue<true>(b_.slab[SLAB_X_F], k.ub.v.coefK.GetValue(l), SpanOf(k.t, j), rows, rowBlocks);
+        WithSpanValue<false>(b_.slab[SLAB_X_F], k.ub.v.coefB.GetValue(l), SpanOf(k.t, j), rows, rowBlocks);
+        BNB_PERF_COMBINE_BEGIN();
     }
 
     // Training with grad_input, sums handed over by the scalar unit: k and b formed by the scalar unit
