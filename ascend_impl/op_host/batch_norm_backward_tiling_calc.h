@@ -494,6 +494,21 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
+// Single pass, 16-bit types in training with grad_input, packed runs of lane sums summed by the scalar unit, no
+// mul_add (ascend910's 7x7 slices: many channels per sub-group, a slice within a repeat): grad_input is (k * (x -
+// mean) + b) + a * dy from the reduce's x - mean, b without the mean folded in (single_pass XcOrder). From the
+// shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside this launch's buffers
+// (no product's slab: the product goes over dy's float copy), it is kept from the reduce to the apply (tiling
+// spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of a masked repeat per channel
+// over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from slabs in the same
+// order, so the bits do not depend on which (nor on the cores).
+constexpr bool XC_ORDER_ALL = true;
+inline bool SinglePassXcOrder(const TilingInput &in, uint64_t inner, uint64_t q)
+{
+    return DtypeBytes(in.dtype) == 2 && !in.hasMulAdd && !in.hasReduceRepeat && in.training &&
+           (in.outputMask >> GRAD_INPUT & 1) && q > 1 && (LaneRunRegular(inner) || XC_ORDER_ALL);
+}
+
 // Single pass, 16-bit types without mul_add (ascend910: the vector unit is the bound, 13 instructions per
 // element, each paying its issue cycles): the sums take SP_WIDE_SLAB_ROWS accumulator rows, so that the
 // instructions may cover as many rows (Single pass, the rows per instruction), where one run of q channels
@@ -504,7 +519,8 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
 inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, uint64_t channels, uint64_t q,
                         uint64_t rowStride, uint32_t segSum)
 {
-    if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner))) {
+    if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner)) ||
+        SinglePassXcOrder(in, inner, q)) {
         return false;
     }
     uint32_t vecAll = 0;
@@ -513,20 +529,6 @@ inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, u
                                       0, SP_WIDE_SLAB_ROWS)
                        .Total() <=
            in.ubBytes;
-}
-
-// Single pass, 16-bit types in training with grad_input, packed runs of lane sums summed by the scalar unit, no
-// mul_add (ascend910's 7x7 slices: many channels per sub-group, a slice within a repeat): grad_input is (k * (x -
-// mean) + b) + a * dy from the reduce's x - mean, b without the mean folded in (single_pass XcOrder). From the
-// shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside this launch's buffers
-// (no product's slab: the product goes over dy's float copy), it is kept from the reduce to the apply (tiling
-// spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of a masked repeat per channel
-// over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from slabs in the same
-// order, so the bits do not depend on which (nor on the cores).
-inline bool SinglePassXcOrder(const TilingInput &in, uint64_t inner, uint64_t q)
-{
-    return DtypeBytes(in.dtype) == 2 && !in.hasMulAdd && !in.hasReduceRepeat && in.training &&
-           (in.outputMask >> GRAD_INPUT & 1) && q > 1 && LaneRunRegular(inner);
 }
 
 // Single pass, 16-bit types (tiling spWhole): sub-groups of one channel whose float copies of x - mean and dy

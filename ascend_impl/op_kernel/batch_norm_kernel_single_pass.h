@@ -607,7 +607,8 @@ template <typename T>
 __aicore__ inline LocalTensor<float> CenteredRow(const KernelState<T> &k, const Buffers<T> &b, uint64_t off,
                                                  uint32_t len)
 {
-    const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len, b.keepX ? off : 0);
+    // keepX: cast by ReduceRows, a chunk at a time
+    const LocalTensor<float> xr = b.keepX ? b.slab[SLAB_X_F][off] : FloatRow(b, b.x, SLAB_X_F, off, len);
 #if BNB_SOC_HAS_SEG_SUM
     if (CompactSlabs(k)) {
         CompactSlices(k, COMPACT_SUB, xr, xr, false, b.slab[SLAB_MEAN], true, len / k.t.spRowStride);
@@ -649,6 +650,12 @@ template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
 {
+    if constexpr (!IsSame<T, float>::value) {
+        if (b.keepX) {  // the kept float copy of x: the rows' cast in one instruction
+            const uint64_t off = uint64_t(int64_t(r0 * len) + b.shift);
+            AscendC::Cast(b.slab[SLAB_X_F][off], b.x[off], AscendC::RoundMode::CAST_NONE, uint32_t((r1 - r0) * len));
+        }
+    }
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
@@ -1014,6 +1021,9 @@ private:
             if (twoBuffers && i + 1 < subs) {
                 Load(k, Make(k, g, i + 1));  // into the other buffer
             }
+            if (xEarly_ && i + 1 < subs) {
+                LoadX(k, Make(k, g, i + 1));
+            }
             // spSpare: the next sub-group's first chunks into the slots this one does not use, before its
             // combine and apply
             const uint32_t spare = slots_ > 0 && i + 1 < subs ? uint32_t(Min(k.t.spSpare, chunks_)) : 0u;
@@ -1264,7 +1274,7 @@ private:
             // a longer sub-group than the buffer's last (the short first one, Make): its chunk c reaches past
             // that one's, so all of that one is released first (long applied and stored by now)
             for (uint32_t c = 0; pending_[s.buf] && c < chunks_; ++c) {
-                ReleaseChunk(s.buf, c);
+                ReleaseChunk(s.buf, c, !xEarly_, true);
             }
         }
         lastCnt_[s.buf] = s.cnt;
@@ -1278,13 +1288,10 @@ private:
             ReleaseChunk(s.buf, c, true, false);
             LoadRows(k, s, c, true, false);
         }
-        // KeepX: every chunk's x rows first, each as soon as the buffer's last sub-group has reduced them (V), the
-        // dy rows, which hold its grad_input, behind their stores
-        const bool xFirst = xEarly_ && pending_[s.buf];
-        for (uint32_t c = 0; xFirst && c < chunks_; ++c) {
-            ReleaseChunk(s.buf, c, true, false);
-            LoadRows(k, s, c, false, true);
-        }
+        // XEarly: the x rows loaded already (LoadX), the dy rows, which hold the last sub-group's grad_input,
+        // behind its stores
+        const bool xAhead = xAhead_;
+        xAhead_ = false;
         for (uint32_t c = 0; c < chunks_; ++c) {
             if (dyFirst && c + lead < chunks_) {
                 ReleaseChunk(s.buf, c + lead, true, false);
@@ -1294,10 +1301,29 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
                 FinishStatLoads(k, statsGroup, true);
             }
-            ReleaseChunk(s.buf, c, !dyFirst && !xFirst, true);  // the buffer's last sub-group's rows are applied and stored
-            LoadRows(k, s, c, !dyFirst, reduce_ && !xFirst);
+            ReleaseChunk(s.buf, c, !dyFirst && !xEarly_, true);  // the buffer's last sub-group's rows applied, stored
+            LoadRows(k, s, c, !dyFirst, reduce_ && !xAhead);
             AscendC::SetFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
         }
+    }
+
+    // XEarly: the next sub-group's x rows into the buffer once this one's reduce has read all of x's (V_MTE2 set
+    // by Reduce), before its combine and apply; its dy rows follow its stores (Load).
+    __aicore__ inline void LoadX(KernelState<T> &k, const SubGroup &s)
+    {
+        WaitXReads(s.buf);
+        for (uint32_t c = 0; c < chunks_; ++c) {
+            LoadRows(k, s, c, false, true);
+        }
+        xAhead_ = true;
+    }
+    // XEarly: the reduce's reads of x's rows (its V_MTE2 events, one a chunk) before anything else is loaded there.
+    __aicore__ inline void WaitXReads(uint32_t buf)
+    {
+        for (uint32_t c = 0; xPending_ && c < chunks_; ++c) {
+            AscendC::WaitFlag<HardEvent::V_MTE2>(ReleaseId(buf, c));
+        }
+        xPending_ = false;
     }
 
     // Rows [r0, r1) of chunk c (all of it by default).
@@ -1350,7 +1376,8 @@ private:
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
             if (xEarly_) {
-                AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // x's rows are read (Load: KeepX)
+                AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // x's rows are read (LoadX)
+                xPending_ = true;
             }
         }
         b_.shift = 0;
@@ -1440,7 +1467,9 @@ private:
             // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
             // as soon as applied, so after the launch's last instruction only its own rows' stores are left
             const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
-            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            // (XEarly: the same, so the dy rows that hold grad_input are released, and the next sub-group's first
+            // dy rows loaded, an instruction's rows sooner)
+            const uint64_t step = (slots_ > 0 && !Whole(k)) || xEarly_ ? uint64_t(k.t.spSlabRows) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
                 if (byChunk) {
@@ -1818,8 +1847,8 @@ private:
     // From the shape and the SoC only, so the bits do not depend on KeepX.
     __aicore__ inline bool XcOrder(const KernelState<T> &k) const
     {
-        return !IsSame<T, float>::value && !k.t.mulAdd && k.t.spLaneSums == SP_LANES_SCALAR && want_ && reduce_ &&
-               k.t.training && slots_ == 0;
+        return !IsSame<T, float>::value && !k.t.mulAdd && k.t.spQuantum > 1 && k.t.spLaneSums != SP_LANES_REDUCE &&
+               want_ && reduce_ && k.t.training && slots_ == 0;
     }
     // XcOrder with x - mean's float copy over all rows (tiling spWhole SP_WHOLE_X): the apply casts x no more,
     // and k and b are scalar operands over all rows (ScaleShiftX), not slabs broadcast in the combine.
@@ -1833,8 +1862,9 @@ private:
     }
 
     // XcOrder: grad_input of rows [r0, r1), spSlabRows rows an instruction, as (k * (x - mean) + b) + a * dy cast
-    // into x's rows: KeepX from the kept copy (ScaleShiftX made it k * (x - mean) + b), else x - mean again
-    // (CenteredRow) times k's slab plus b's. dyFree >= 0: that V_MTE2 event once the rows' dy is cast.
+    // into grad_input's rows: KeepX from the kept copy (ShiftChannel made it k * (x - mean) + b, the sum goes over
+    // it and the rows' cast is one instruction), else x - mean again (CenteredRow) times k's slab plus b's.
+    // dyFree >= 0: that V_MTE2 event once the rows' dy is cast.
     __aicore__ inline void ApplyXcRows(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len,
                                        int32_t dyFree)
     {
@@ -1854,8 +1884,16 @@ private:
                     AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
                 }
                 AscendC::Mul(dr, dr, b_.slab[SLAB_A], count);
-                AscendC::Add(dr, xs, dr, count);
-                AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
+                if (b_.keepX) {
+                    AscendC::Add(xs, xs, dr, count);
+                } else {
+                    AscendC::Add(dr, xs, dr, count);
+                    AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
+                }
+            }
+            if (b_.keepX) {
+                const uint64_t off = r0 * len;
+                AscendC::Cast(Out()[off], b_.slab[SLAB_X_F][off], NarrowRound<T>(), uint32_t((r1 - r0) * len));
             }
         } else {
             (void)k;
@@ -2047,9 +2085,10 @@ private:
         for (uint32_t slot = 0; slot < slots_; ++slot) {
             ReleaseSlot(slot, true, true);
         }
+        WaitXReads(0);
         for (uint32_t buf = 0; buf < SP_WHOLE_BUFFERS; ++buf) {
             for (uint32_t c = 0; pending_[buf] && c < chunks_; ++c) {
-                ReleaseChunk(buf, c);
+                ReleaseChunk(buf, c, !xEarly_, true);
             }
         }
     }
@@ -2063,6 +2102,8 @@ private:
     AscendC::TEventID shareEvent_ = 0;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
     bool xEarly_ = false;  // KeepX with one buffer: a chunk's x rows released once reduced (V_MTE2 set by Reduce)
+    bool xPending_ = false;  // XEarly: Reduce's V_MTE2 events not yet waited for (WaitXReads)
+    bool xAhead_ = false;    // XEarly: the next sub-group's x rows are loaded (LoadX)
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)

@@ -317,7 +317,8 @@ def test_whole_channel_float_copies(sim, soc, dtype):
 @pytest.mark.parametrize("soc", NO_PAD_SOCS)
 def test_no_whole_channel_float_copies_without_data_copy_pad(sim, soc):
     info = check(sim, (24, 16, 14, 14), False, "float16", True, soc=soc, cores=3, two_pass=False)
-    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == 0
+    # no sub-groups of one channel with both float copies (spWhole 1); ascend910 keeps x - mean's alone (2)
+    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == (2 if soc == "ascend910" else 0)
 
 
 @pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((3, 40, 14, 14), "float16"),
