@@ -494,19 +494,18 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
-// Single pass, 16-bit types in training with grad_input, packed runs of lane sums summed by the scalar unit, no
-// mul_add (ascend910's 7x7 slices: many channels per sub-group, a slice within a repeat): grad_input is (k * (x -
-// mean) + b) + a * dy from the reduce's x - mean, b without the mean folded in (single_pass XcOrder). From the
-// shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside this launch's buffers
-// (no product's slab: the product goes over dy's float copy), it is kept from the reduce to the apply (tiling
-// spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of a masked repeat per channel
-// over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from slabs in the same
-// order, so the bits do not depend on which (nor on the cores).
-constexpr bool XC_ORDER_ALL = true;
-inline bool SinglePassXcOrder(const TilingInput &in, uint64_t inner, uint64_t q)
+// Single pass, 16-bit types in training with grad_input, packed runs (no DataCopyPad), no mul_add and no float
+// ReduceRepeat (ascend910's 14x14 and 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the reduce's
+// x - mean, b without the mean folded in (single_pass XcOrder), with SP_SLAB_ROWS accumulator rows (WideAccRows
+// not taken). From the shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside
+// this launch's buffers (no product's slab: the product goes over dy's float copy), it is kept from the reduce to
+// the apply (tiling spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of masked
+// repeats per channel over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from
+// slabs in the same order, so the bits depend on neither that choice nor the cores.
+inline bool SinglePassXcOrder(const TilingInput &in, uint64_t q)
 {
     return DtypeBytes(in.dtype) == 2 && !in.hasMulAdd && !in.hasReduceRepeat && in.training &&
-           (in.outputMask >> GRAD_INPUT & 1) && q > 1 && (LaneRunRegular(inner) || XC_ORDER_ALL);
+           (in.outputMask >> GRAD_INPUT & 1) && q > 1;
 }
 
 // Single pass, 16-bit types without mul_add (ascend910: the vector unit is the bound, 13 instructions per
@@ -515,12 +514,13 @@ inline bool SinglePassXcOrder(const TilingInput &in, uint64_t inner, uint64_t q)
 // fits so beside the fixed buffers of a one-core launch (the widest channel vectors, the software SyncAll's
 // UB for every core) at SP_SLAB_ROWS rows per instruction: decided from the shape and the SoC alone, so the
 // sums' order does not depend on the cores (the rows per instruction may: they do not change it). Not the
-// lane sums (7x7: LaneRunRegular), whose short groups gained nothing.
+// lane sums (7x7: LaneRunRegular), whose short groups gained nothing, nor SinglePassXcOrder's packed runs (the
+// float copy of x - mean over all rows takes that UB).
 inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, uint64_t channels, uint64_t q,
                         uint64_t rowStride, uint32_t segSum)
 {
     if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner)) ||
-        SinglePassXcOrder(in, inner, q)) {
+        SinglePassXcOrder(in, q)) {
         return false;
     }
     uint32_t vecAll = 0;
@@ -776,7 +776,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
     }
-    if (SinglePassXcOrder(in, inner, q)) {
+    if (SinglePassXcOrder(in, q)) {
         keepX = SP_WHOLE_X;  // the plan `fits` takes
         if (!fits(q, 1, slabRows)) {
             keepX = 0;
