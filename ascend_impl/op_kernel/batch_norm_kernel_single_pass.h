@@ -1453,7 +1453,7 @@ private:
         // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
         // slabs, SlabsLast)
         const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
-        if (ScalarApplyOn(k) && !byChunk && !slabs) {  // KeepX: channel by channel in the hand-over (ShiftChannel)
+        if (scalarApply && !last) {  // (KeepX: channel by channel in the hand-over, ShiftChannel)
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
@@ -1841,8 +1841,8 @@ private:
                (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k) || XcOrder(k));
     }
 
-    // 16-bit types in training with grad_input in packed runs of lane sums summed by the scalar unit, no mul_add
-    // (the host's SinglePassXcOrder; ascend910's 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the
+    // 16-bit types in training with grad_input in packed runs, no mul_add, sums not by ReduceRepeat (the host's
+    // SinglePassXcOrder; ascend910's 14x14 and 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the
     // reduce's x - mean, b without the mean folded in (ScalarCoefs), the product of the sums over dy's float copy.
     // From the shape and the SoC only, so the bits do not depend on KeepX.
     __aicore__ inline bool XcOrder(const KernelState<T> &k) const
@@ -1851,15 +1851,10 @@ private:
                want_ && reduce_ && k.t.training && slots_ == 0;
     }
     // XcOrder with x - mean's float copy over all rows (tiling spWhole SP_WHOLE_X): the apply casts x no more,
-    // and k and b are scalar operands over all rows (ScaleShiftX), not slabs broadcast in the combine.
+    // and k and b are scalar operands over all rows (ShiftChannel), not slabs broadcast in the combine.
     __aicore__ inline bool KeepX(const KernelState<T> &k) const { return XcOrder(k) && k.t.spWhole == SP_WHOLE_X; }
-    // The per-channel k and b are scalar operands of the apply (ScaleShiftX).
+    // The per-channel k and b are scalar operands of the apply (ScaleShiftX, ShiftChannel): no slabs of them.
     __aicore__ inline bool ScalarKB(const KernelState<T> &k) const { return ScalarApplyOn(k) || KeepX(k); }
-    // x - mean of the rows ScaleShiftX scales: x itself (float32) or its kept float copy (KeepX).
-    __aicore__ inline LocalTensor<float> XRows(const KernelState<T> &k) const
-    {
-        return KeepX(k) ? b_.slab[SLAB_X_F] : b_.x.template ReinterpretCast<float>();
-    }
 
     // XcOrder: grad_input of rows [r0, r1), spSlabRows rows an instruction, as (k * (x - mean) + b) + a * dy cast
     // into grad_input's rows: KeepX from the kept copy (ShiftChannel made it k * (x - mean) + b, the sum goes over
@@ -1953,8 +1948,9 @@ private:
     // x = (x - mean) * k + b over `count` rows from r0.
     __aicore__ inline void ScaleShiftX(const KernelState<T> &k, const SubGroup &s, uint32_t r0, uint32_t count)
     {
-        WithSpanValues<true>(k, s, XRows(k), k.ub.v.coefK, r0, count);
-        WithSpanValues<false>(k, s, XRows(k), k.ub.v.coefB, r0, count);
+        const LocalTensor<float> x = b_.x.template ReinterpretCast<float>();
+        WithSpanValues<true>(k, s, x, k.ub.v.coefK, r0, count);
+        WithSpanValues<false>(k, s, x, k.ub.v.coefB, r0, count);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
