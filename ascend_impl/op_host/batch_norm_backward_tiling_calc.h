@@ -497,17 +497,33 @@ inline bool HalfRowsDoubleBuffered(const TilingInput &in, uint64_t outer, uint64
            two * (slabRows / 2) * rowStride >= SP_MIN_INSTR_ELEMS;
 }
 
+// Single pass, 16-bit types in training with grad_input, packed runs (no DataCopyPad), no mul_add and no float
+// ReduceRepeat (ascend910's 14x14 and 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the reduce's
+// x - mean, b without the mean folded in (single_pass XcOrder), with SP_SLAB_ROWS accumulator rows (WideAccRows
+// not taken). From the shape and the SoC alone. Where one run's float copy of x - mean over all rows fits beside
+// this launch's buffers (no product's slab: the product goes over dy's float copy), it is kept from the reduce to
+// the apply (tiling spWhole SP_WHOLE_X): x is not cast again, and k and b are the scalar operands of masked
+// repeats per channel over all rows, not slabs broadcast in the combine; else the apply recomputes x - mean from
+// slabs in the same order, so the bits depend on neither that choice nor the cores.
+inline bool SinglePassXcOrder(const TilingInput &in, uint64_t q)
+{
+    return DtypeBytes(in.dtype) == 2 && !in.hasMulAdd && !in.hasReduceRepeat && in.training &&
+           (in.outputMask >> GRAD_INPUT & 1) && q > 1;
+}
+
 // Single pass, 16-bit types without mul_add (ascend910: the vector unit is the bound, 13 instructions per
 // element, each paying its issue cycles): the sums take SP_WIDE_SLAB_ROWS accumulator rows, so that the
 // instructions may cover as many rows (Single pass, the rows per instruction), where one run of q channels
 // fits so beside the fixed buffers of a one-core launch (the widest channel vectors, the software SyncAll's
 // UB for every core) at SP_SLAB_ROWS rows per instruction: decided from the shape and the SoC alone, so the
 // sums' order does not depend on the cores (the rows per instruction may: they do not change it). Not the
-// lane sums (7x7: LaneRunRegular), whose short groups gained nothing.
+// lane sums (7x7: LaneRunRegular), whose short groups gained nothing, nor SinglePassXcOrder's packed runs (the
+// float copy of x - mean over all rows takes that UB).
 inline bool WideAccRows(const TilingInput &in, uint64_t outer, uint64_t inner, uint64_t channels, uint64_t q,
                         uint64_t rowStride, uint32_t segSum)
 {
-    if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner))) {
+    if (in.hasMulAdd || in.dtype == ELEM_FLOAT32 || outer < SP_WIDE_SLAB_ROWS || (q > 1 && LaneRunRegular(inner)) ||
+        SinglePassXcOrder(in, q)) {
         return false;
     }
     uint32_t vecAll = 0;
@@ -539,7 +555,8 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
         MakeUbPlan(SP_ROWS_PLAN, VEC_ALIGN, vecAll, LAYOUT_CHANNEL_FIRST, in.dtype, OutBuffers(in.dtype, in.hasDataCopyPad))
             .Total();
     const uint32_t rows = uint32_t(std::min<uint64_t>(SP_WHOLE_SLAB_ROWS, outer));
-    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows, 1)
+    return fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, 1, rows, segSum, vecAll, 1, rows,
+                                      SP_WHOLE_ALL)
                            .Total() <=
            in.ubBytes;
 }
@@ -722,10 +739,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         (soft ? SyncWorkBytes(uint32_t(groups)) : 0);
     // WideAccRows: the accumulator rows of the sums, whatever the rows per instruction (0: as many as those)
     const uint32_t accWide = WideAccRows(in, outer, inner, channels, q, rowStride, segSum) ? SP_WIDE_SLAB_ROWS : 0;
+    // SinglePassXcOrder: x - mean's float copy over all rows where one run fits so (tiling spWhole SP_WHOLE_X)
+    uint32_t keepX = 0;
     const auto fits = [&](uint64_t g, uint32_t buffers, uint32_t slabRows, uint32_t accRows = 0) {
         return fixed + MakeSinglePassPlan(outer, uint32_t(g), uint32_t(rowStride), in.dtype, buffers, slabRows,
                                           segSum, vecElems, in.hasMulAdd ? 1 : 0,
-                                          accRows ? accRows : std::max(slabRows, accWide))
+                                          accRows ? accRows : std::max(slabRows, accWide), keepX)
                                .Total() <= in.ubBytes;
     };
     // Chunks of rows per buffer: the kernel's fixed event ids are sets of one id a chunk (SpEventSets), which
@@ -745,12 +764,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         uint32_t buffers = SP_WHOLE_BUFFERS;
         while (buffers > 1 && (SpEventSets(buffers, reduces) > in.eventIds ||
                                fixed + MakeSinglePassPlan(outer, 1, uint32_t(rowStride), in.dtype, buffers, rows,
-                                                          segSum, vecElems, 1, rows, 1).Total() > in.ubBytes)) {
+                                                          segSum, vecElems, 1, rows, SP_WHOLE_ALL).Total() > in.ubBytes)) {
             --buffers;
         }
         SinglePassFields(t, groups, maxCount, vecElems, 1, rowStride, buffers, q, segSum, rows,
                          chunksOf(buffers, SP_WHOLE_CHUNKS), soft);
-        t.spWhole = 1;
+        t.spWhole = SP_WHOLE_ALL;
         return true;
     }
     // Rows per vector instruction: SP_SLAB_ROWS (at most N), fewer only where one channel would not fit.
@@ -759,6 +778,12 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
         accWide > 0 && fits(q, 1, SP_WIDE_SLAB_ROWS) ? SP_WIDE_SLAB_ROWS : SP_SLAB_ROWS, outer));
     while (slabRows > 1 && !fits(q, 1, slabRows)) {
         --slabRows;
+    }
+    if (SinglePassXcOrder(in, q)) {
+        keepX = SP_WHOLE_X;  // the plan `fits` takes
+        if (!fits(q, 1, slabRows)) {
+            keepX = 0;
+        }
     }
     // The most channels (runs of q) `buffers` resident sub-groups of that many fit beside the fixed buffers
     // (0: none).
@@ -827,6 +852,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
                      chunksOf(buffers, SP_MAX_CHUNKS / buffers), soft);
     t.spEven = even ? 1 : 0;
     t.spAccRows = std::max(accRows, slabRows);
+    t.spWhole = keepX;
     // Packed runs of a regular layout: lane partials by block-strided masked Adds, summed by ReduceRepeat where
     // the SoC has it on float, else by the scalar unit; the per-channel values by a masked Duplicate each.
     // From the shape and the SoC only (never the resident channels), so the sums' order does not depend on

@@ -122,7 +122,9 @@ struct BatchNormBackwardTilingData {
     uint32_t spWhole;      // single pass, 16-bit types: 1 = sub-groups of one channel whose float copies of x - mean
                            // and dy stay in UB from the reduce to the apply (SpWholePlan): per element one cast of
                            // each and a cast back, every per-channel value a scalar operand (no slabs of mean, a,
-                           // k, b); 0: the float copies hold spSlabRows rows and are cast again for the apply
+                           // k, b); SP_WHOLE_X = the float copy of x - mean alone holds all rows (SinglePassKeepX),
+                           // k and b scalar operands; 0: the float copies hold spSlabRows rows and are cast again
+                           // for the apply
     uint32_t spLaneSums;   // single pass, packed runs of a regular layout (LaneRunRegular): a sub-group's per-channel
                            // sums from lane partials, one block per channel, formed by block-strided masked Adds
                            // (no ReduceSum per channel, no scalar reads of the blocks two channels share), and its
@@ -243,6 +245,9 @@ constexpr uint32_t SP_SEG_PAIR_MAX_LANES = 128;  // spSegSum: one Brcb for k and
 constexpr uint32_t SP_SEG_COMPACT = 2;
 constexpr uint64_t SP_SEG_COMPACT_MIN_STRIDE = 56;  // spRowStride: a slice is at least 7 of a repeat's 8 blocks
                                                     // (a repeat per slice leaves at most one block idle)
+// spWhole values: SP_WHOLE_ALL = both float copies hold all rows; SP_WHOLE_X = x - mean's alone.
+constexpr uint32_t SP_WHOLE_ALL = 1;
+constexpr uint32_t SP_WHOLE_X = 2;
 constexpr uint32_t SP_WHOLE_SLAB_ROWS = 8;  // spWhole: accumulator rows of the two sums (rows per accumulation)
 constexpr uint32_t SP_WHOLE_CHUNKS = 2;      // spWhole: chunks of a channel's rows (fewer, longer instructions)
 constexpr uint32_t SP_WHOLE_BUFFERS = 3;     // spWhole: resident channels (a channel's stores land while the
@@ -280,19 +285,22 @@ struct SinglePassPlan {
     uint32_t slotBytes;      // per-channel sums: one 32-byte slot per channel, two sets (spSegSum: a block per
                              // lane of a Brcb, SegScratchBlocks)
     uint32_t castSlabs;
-    uint32_t castBytes;      // one float copy (castSlabs of them): slabBytes, or (spWhole) all outer rows
-    uint32_t meanSlab;       // 1: the mean in a slab; 0 (spWhole): a scalar operand, as a
+    uint32_t castBytes;      // dy's float copy (one of castSlabs): slabBytes, or (SP_WHOLE_ALL) all outer rows
+    uint32_t xCastBytes;     // x's float copy: castBytes, or (SP_WHOLE_X) all outer rows
+    uint32_t meanSlab;       // 1: the mean in a slab; 0 (SP_WHOLE_ALL): a scalar operand, as a
     uint32_t aSlab;          // 1: a in a slab of its own; 0: in the mean's (the reduce alone reads the mean, the
                              // apply alone a, and each sub-group broadcasts both), where the sums are segmented
                              // (more channels per sub-group at 7x7) or the SoC lacks mulAdd (the vector unit
                              // is the bound: more rows per instruction); elsewhere the rows UB allows stay;
                              // spWhole: none
     uint32_t prodSlab;       // the product's slab: the sums of dy * (x - mean) without MulAddDst, or the work
-                             // area of the per-channel ReduceSums (not spSegSum)
+                             // area of the per-channel ReduceSums (not spSegSum); SP_WHOLE_X: none (the product
+                             // goes over dy's float copy, whose sum is taken before)
     BNB_FN uint64_t Total() const
     {
         return 2ull * buffers * residentBytes + uint64_t(meanSlab + aSlab) * valueBytes +
-               uint64_t(prodSlab) * slabBytes + uint64_t(castSlabs) * castBytes + 2ull * accBytes + slotBytes;
+               uint64_t(prodSlab) * slabBytes + (castSlabs > 0 ? uint64_t(castBytes) + xCastBytes : 0) +
+               2ull * accBytes + slotBytes;
     }
 };
 
@@ -323,10 +331,12 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     const uint32_t slots = seg > 2u * channels ? seg : 2u * channels;
     p.slotBytes = slots * BLOCK_BYTES;
     p.castSlabs = dtype == ELEM_FLOAT32 ? 0 : SP_CAST_SLABS;
-    p.castBytes = whole ? uint32_t(outer * channels * rowStride * sizeof(float)) : p.slabBytes;
-    p.meanSlab = whole ? 0 : 1;
-    p.aSlab = whole || segSum || !mulAdd ? 0 : 1;
-    p.prodSlab = segSum && mulAdd ? 0 : 1;
+    const uint32_t allRows = uint32_t(outer * channels * rowStride * sizeof(float));
+    p.castBytes = whole == SP_WHOLE_ALL ? allRows : p.slabBytes;
+    p.xCastBytes = whole != 0 ? allRows : p.slabBytes;
+    p.meanSlab = whole == SP_WHOLE_ALL ? 0 : 1;
+    p.aSlab = whole == SP_WHOLE_ALL || segSum || !mulAdd ? 0 : 1;
+    p.prodSlab = (segSum && mulAdd) || whole == SP_WHOLE_X ? 0 : 1;
     return p;
 }
 

@@ -113,6 +113,9 @@ struct Buffers {
     // broadcasts; x - mean == x + (-mean) and the products are the same, so the results are too).
     bool scalar = false;
     float value[SLAB_PROD] = {};  // by Slab: mean, a, k, b
+    // Runner::XcOrder: the reduce's product goes over dy's float copy (no product's slab); keepX (tiling spWhole
+    // SP_WHOLE_X): x - mean's float copy holds all rows, row n at n x len.
+    bool xcOrder = false, keepX = false;
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
@@ -139,7 +142,8 @@ struct Buffers {
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
             const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
-            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes));
+            const uint32_t castBytes = i == SLAB_X_F ? p.xCastBytes : p.castBytes;
+            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? castBytes : (value ? p.valueBytes : p.slabBytes));
             pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
                            : (cast || value ? slabBuf[i].template Get<float>()
@@ -241,7 +245,7 @@ __aicore__ inline void StoreRow(const KernelState<T> &k, const GlobalTensor<T> &
 template <typename T>
 __aicore__ inline bool ScalarValues(const KernelState<T> &k, const SubGroup &s)
 {
-    return (s.cnt == 1 && !k.t.mulAdd) || k.t.spWhole;
+    return (s.cnt == 1 && !k.t.mulAdd) || k.t.spWhole == SP_WHOLE_ALL;
 }
 
 // Broadcast reads no value with the scalar unit (tiling spSegSum: per-block broadcasts).
@@ -561,19 +565,20 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, uint32_
     Broadcast(k, b, s, 2, which, vec);
 }
 
-// Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`.
+// Float view of row n: the resident row itself (float32) or its float copy in `slabIdx`, from float `at` of it.
 template <typename T>
 __aicore__ inline LocalTensor<float> FloatRow(const Buffers<T> &b, const LocalTensor<T> &resident, uint32_t slabIdx,
-                                              uint64_t off, uint32_t len)
+                                              uint64_t off, uint32_t len, uint64_t at = 0)
 {
     if constexpr (IsSame<T, float>::value) {
         (void)b;
         (void)slabIdx;
         (void)len;
+        (void)at;
         return resident[off];
     } else {
-        AscendC::Cast(b.slab[slabIdx], resident[off], AscendC::RoundMode::CAST_NONE, len);
-        return b.slab[slabIdx];
+        AscendC::Cast(b.slab[slabIdx][at], resident[off], AscendC::RoundMode::CAST_NONE, len);
+        return b.slab[slabIdx][at];
     }
 }
 
@@ -602,7 +607,8 @@ template <typename T>
 __aicore__ inline LocalTensor<float> CenteredRow(const KernelState<T> &k, const Buffers<T> &b, uint64_t off,
                                                  uint32_t len)
 {
-    const LocalTensor<float> xr = FloatRow(b, b.x, SLAB_X_F, off, len);
+    // keepX: cast by ReduceRows, a chunk at a time
+    const LocalTensor<float> xr = b.keepX ? b.slab[SLAB_X_F][off] : FloatRow(b, b.x, SLAB_X_F, off, len);
 #if BNB_SOC_HAS_SEG_SUM
     if (CompactSlabs(k)) {
         CompactSlices(k, COMPACT_SUB, xr, xr, false, b.slab[SLAB_MEAN], true, len / k.t.spRowStride);
@@ -644,6 +650,12 @@ template <typename T>
 __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, uint64_t r0, uint64_t r1,
                                   uint32_t len)
 {
+    if constexpr (!IsSame<T, float>::value) {
+        if (b.keepX) {  // the kept float copy of x: the rows' cast in one instruction
+            const uint64_t off = uint64_t(int64_t(r0 * len) + b.shift);
+            AscendC::Cast(b.slab[SLAB_X_F][off], b.x[off], AscendC::RoundMode::CAST_NONE, uint32_t((r1 - r0) * len));
+        }
+    }
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
@@ -662,6 +674,11 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
             continue;
         }
 #endif
+        if (b.xcOrder) {  // the product over dy's float copy, whose sum is taken (the same product)
+            AscendC::Mul(dyr, xh, dyr, Narrow<int32_t>(elems, "Mul count"));
+            AscendC::Add(sumDyx, sumDyx, dyr, Narrow<int32_t>(elems, "Add count"));
+            continue;
+        }
         AscendC::Mul(b.slab[SLAB_PROD], xh, dyr, Narrow<int32_t>(elems, "Mul count"));
         AscendC::Add(sumDyx, sumDyx, b.slab[SLAB_PROD], Narrow<int32_t>(elems, "Add count"));
     }
@@ -872,6 +889,16 @@ public:
         reduce_ = (mask >> GRAD_WEIGHT & 1) || (mask >> GRAD_BIAS & 1) || (k.t.training && want_);
         loads_ = reduce_ || want_;
         outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
+        b_.xcOrder = XcOrder(k);
+        b_.keepX = KeepX(k);
+        if (b_.xcOrder && !b_.keepX) {
+            b_.slab[SLAB_A] = b_.slab[SLAB_PROD];  // the mean's slab keeps the mean for the apply (ApplyXcRows)
+        }
+        // KeepX: x's rows are free once reduced, so grad_input goes to dy's rows and, with one buffer (whose next
+        // loads follow this sub-group's apply: ids of one set), the next sub-group's x rows load during this one's
+        // combine and apply (Load, XEarly)
+        outX_ = outX_ && !b_.keepX;
+        xEarly_ = b_.keepX && loads_ && k.t.spBuffers == 1;
         const GroupWalk w = ParamGroupsOfCore(k.t, k.share, AscendC::GetBlockIdx());
         for (uint64_t g = w.first; g < w.end; g += w.step) {
             lastGroup_ = g + w.step >= w.end;
@@ -993,6 +1020,9 @@ private:
             Reduce(k, s);
             if (twoBuffers && i + 1 < subs) {
                 Load(k, Make(k, g, i + 1));  // into the other buffer
+            }
+            if (xEarly_ && i + 1 < subs) {
+                LoadX(k, Make(k, g, i + 1));
             }
             // spSpare: the next sub-group's first chunks into the slots this one does not use, before its
             // combine and apply
@@ -1244,7 +1274,7 @@ private:
             // a longer sub-group than the buffer's last (the short first one, Make): its chunk c reaches past
             // that one's, so all of that one is released first (long applied and stored by now)
             for (uint32_t c = 0; pending_[s.buf] && c < chunks_; ++c) {
-                ReleaseChunk(s.buf, c);
+                ReleaseChunk(s.buf, c, !xEarly_, true);
             }
         }
         lastCnt_[s.buf] = s.cnt;
@@ -1258,6 +1288,10 @@ private:
             ReleaseChunk(s.buf, c, true, false);
             LoadRows(k, s, c, true, false);
         }
+        // XEarly: the x rows loaded already (LoadX), the dy rows, which hold the last sub-group's grad_input,
+        // behind its stores
+        const bool xAhead = xAhead_;
+        xAhead_ = false;
         for (uint32_t c = 0; c < chunks_; ++c) {
             if (dyFirst && c + lead < chunks_) {
                 ReleaseChunk(s.buf, c + lead, true, false);
@@ -1267,10 +1301,29 @@ private:
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
                 FinishStatLoads(k, statsGroup, true);
             }
-            ReleaseChunk(s.buf, c, !dyFirst, true);  // the buffer's last sub-group's rows are applied and stored
-            LoadRows(k, s, c, !dyFirst, reduce_);
+            ReleaseChunk(s.buf, c, !dyFirst && !xEarly_, true);  // the buffer's last sub-group's rows applied, stored
+            LoadRows(k, s, c, !dyFirst, reduce_ && !xAhead);
             AscendC::SetFlag<HardEvent::MTE2_V>(LoadId(s.buf, c));
         }
+    }
+
+    // XEarly: the next sub-group's x rows into the buffer once this one's reduce has read all of x's (V_MTE2 set
+    // by Reduce), before its combine and apply; its dy rows follow its stores (Load).
+    __aicore__ inline void LoadX(KernelState<T> &k, const SubGroup &s)
+    {
+        WaitXReads(s.buf);
+        for (uint32_t c = 0; c < chunks_; ++c) {
+            LoadRows(k, s, c, false, true);
+        }
+        xAhead_ = true;
+    }
+    // XEarly: the reduce's reads of x's rows (its V_MTE2 events, one a chunk) before anything else is loaded there.
+    __aicore__ inline void WaitXReads(uint32_t buf)
+    {
+        for (uint32_t c = 0; xPending_ && c < chunks_; ++c) {
+            AscendC::WaitFlag<HardEvent::V_MTE2>(ReleaseId(buf, c));
+        }
+        xPending_ = false;
     }
 
     // Rows [r0, r1) of chunk c (all of it by default).
@@ -1322,6 +1375,10 @@ private:
                 }
             }
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+            if (xEarly_) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // x's rows are read (LoadX)
+                xPending_ = true;
+            }
         }
         b_.shift = 0;
         const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
@@ -1353,7 +1410,8 @@ private:
             if (handOver) {
                 BNB_PERF_COMBINE_END();  // the broadcast of a (or dy * a) is not the combine's
                 if (ScalarApplyOn(k) && !slabs) {
-                    WithSpanValues<true>(k, s, b_.dy, k.ub.v.coefA, 0, uint32_t(k.t.outer));  // a is known
+                    WithSpanValues<true>(k, s, b_.dy.template ReinterpretCast<float>(), k.ub.v.coefA, 0,
+                                         uint32_t(k.t.outer));  // a is known
                 } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
@@ -1395,7 +1453,7 @@ private:
         // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
         // slabs, SlabsLast)
         const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
-        if (scalarApply && !last) {
+        if (scalarApply && !last) {  // (KeepX: channel by channel in the hand-over, ShiftChannel)
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
         for (uint32_t c = 0; c < chunks_; ++c) {
@@ -1409,7 +1467,9 @@ private:
             // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
             // as soon as applied, so after the launch's last instruction only its own rows' stores are left
             const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
-            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            // (XEarly: the same, so the dy rows that hold grad_input are released, and the next sub-group's first
+            // dy rows loaded, an instruction's rows sooner)
+            const uint64_t step = (slots_ > 0 && !Whole(k)) || xEarly_ ? uint64_t(k.t.spSlabRows) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
                 if (byChunk) {
@@ -1421,6 +1481,8 @@ private:
                     const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
+                } else if (XcOrder(k)) {
+                    ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 }
@@ -1431,7 +1493,7 @@ private:
                 }
             }
             if (loads_) {
-                if (!dyFreeEarly) {
+                if (!dyFreeEarly && !xEarly_) {
                     AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // the next loads into this chunk wait for
                 }
                 AscendC::SetFlag<HardEvent::MTE3_MTE2>(ReleaseIdOf(s, c));  // its compute and its stores
@@ -1451,7 +1513,10 @@ private:
     }
 
     // Tiling spWhole (16-bit types only).
-    __aicore__ inline bool Whole(const KernelState<T> &k) const { return !IsSame<T, float>::value && k.t.spWhole; }
+    __aicore__ inline bool Whole(const KernelState<T> &k) const
+    {
+        return !IsSame<T, float>::value && k.t.spWhole == SP_WHOLE_ALL;
+    }
     // Buffers::lanes, a full sub-group (its slots of the two sums adjacent) and accumulator rows to fold: the
     // last fold of the dy * xhat sums goes to the dy sums' row 1 (FoldSums), so the sums of both are runs one
     // runBlocks apart and LanePartials takes them in one set of calls (the same Adds).
@@ -1741,9 +1806,25 @@ private:
             if (ScalarCoefsOn(k)) {
                 ScalarCoefs(k, s.lane0 + j, dy, dyx);
             }
+            if (KeepX(k)) {
+                ShiftChannel(k, s, j);
+            }
         }
         AscendC::SetFlag<HardEvent::S_V>(0);
         AscendC::WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // KeepX: channel j's x - mean times k plus b over all rows (ScaleShiftX's steps) as soon as the scalar unit
+    // has formed its k and b (SumsToLanes), so the vector unit works through the hand-over of the channels after
+    // it rather than waiting for all of them; not the combine's time.
+    __aicore__ inline void ShiftChannel(KernelState<T> &k, const SubGroup &s, uint32_t j)
+    {
+        SetWaitFlag<HardEvent::S_V>();
+        BNB_PERF_COMBINE_END();
+        const uint32_t l = s.lane0 + j, rows = uint32_t(k.t.outer), rowBlocks = s.len / SLOT_FLOATS;
+        WithSpanValue<true>(b_.slab[SLAB_X_F], k.ub.v.coefK.GetValue(l), SpanOf(k.t, j), rows, rowBlocks);
+        WithSpanValue<false>(b_.slab[SLAB_X_F], k.ub.v.coefB.GetValue(l), SpanOf(k.t, j), rows, rowBlocks);
+        BNB_PERF_COMBINE_BEGIN();
     }
 
     // Training with grad_input, sums handed over by the scalar unit: k and b formed by the scalar unit
@@ -1757,7 +1838,65 @@ private:
     {
         const bool packedScalar = k.t.mulAdd && k.t.spLaneSums == SP_LANES_NONE;
         return want_ && k.t.training && !SegmentedSums(k) &&
-               (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k));
+               (k.t.spQuantum == 0 || packedScalar || ScalarApplyOn(k) || XcOrder(k));
+    }
+
+    // 16-bit types in training with grad_input in packed runs, no mul_add, sums not by ReduceRepeat (the host's
+    // SinglePassXcOrder; ascend910's 14x14 and 7x7 slices): grad_input is (k * (x - mean) + b) + a * dy from the
+    // reduce's x - mean, b without the mean folded in (ScalarCoefs), the product of the sums over dy's float copy.
+    // From the shape and the SoC only, so the bits do not depend on KeepX.
+    __aicore__ inline bool XcOrder(const KernelState<T> &k) const
+    {
+        return !IsSame<T, float>::value && !k.t.mulAdd && k.t.spQuantum > 1 && k.t.spLaneSums != SP_LANES_REDUCE &&
+               want_ && reduce_ && k.t.training && slots_ == 0;
+    }
+    // XcOrder with x - mean's float copy over all rows (tiling spWhole SP_WHOLE_X): the apply casts x no more,
+    // and k and b are scalar operands over all rows (ShiftChannel), not slabs broadcast in the combine.
+    __aicore__ inline bool KeepX(const KernelState<T> &k) const { return XcOrder(k) && k.t.spWhole == SP_WHOLE_X; }
+    // The per-channel k and b are scalar operands of the apply (ScaleShiftX, ShiftChannel): no slabs of them.
+    __aicore__ inline bool ScalarKB(const KernelState<T> &k) const { return ScalarApplyOn(k) || KeepX(k); }
+
+    // XcOrder: grad_input of rows [r0, r1), spSlabRows rows an instruction, as (k * (x - mean) + b) + a * dy cast
+    // into grad_input's rows: KeepX from the kept copy (ShiftChannel made it k * (x - mean) + b, the sum goes over
+    // it and the rows' cast is one instruction), else x - mean again (CenteredRow) times k's slab plus b's.
+    // dyFree >= 0: that V_MTE2 event once the rows' dy is cast.
+    __aicore__ inline void ApplyXcRows(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len,
+                                       int32_t dyFree)
+    {
+        if constexpr (!IsSame<T, float>::value) {  // 16-bit types only (XcOrder)
+            for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+                const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+                const uint64_t off = n * len;
+                const int32_t count = Narrow<int32_t>(elems, "vector count");
+                const LocalTensor<float> xs = b_.keepX ? b_.slab[SLAB_X_F][off] : CenteredRow(k, b_, off, elems);
+                if (!b_.keepX) {
+                    AscendC::Mul(xs, xs, b_.slab[SLAB_K], count);
+                    AscendC::Add(xs, xs, b_.slab[SLAB_B], count);
+                }
+                const LocalTensor<float> &dr = b_.slab[SLAB_DY_F];
+                AscendC::Cast(dr, b_.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+                if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+                    AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+                }
+                AscendC::Mul(dr, dr, b_.slab[SLAB_A], count);
+                if (b_.keepX) {
+                    AscendC::Add(xs, xs, dr, count);
+                } else {
+                    AscendC::Add(dr, xs, dr, count);
+                    AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
+                }
+            }
+            if (b_.keepX) {
+                const uint64_t off = r0 * len;
+                AscendC::Cast(Out()[off], b_.slab[SLAB_X_F][off], NarrowRound<T>(), uint32_t((r1 - r0) * len));
+            }
+        } else {
+            (void)k;
+            (void)r0;
+            (void)r1;
+            (void)len;
+            (void)dyFree;
+        }
     }
 
     // Float32 in training with grad_input in packed runs (no mul_add; lane sums by the scalar unit where the runs
@@ -1777,10 +1916,10 @@ private:
     // ScalarApplyOn: `count` rows from row r0 of `rows` (dy or x of the sub-group) times (MUL) or plus each
     // channel's lane of vec.
     template <bool MUL>
-    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<T> &rows,
+    __aicore__ inline void WithSpanValues(const KernelState<T> &k, const SubGroup &s, const LocalTensor<float> &rows,
                                           const LocalTensor<float> &vec, uint32_t r0, uint32_t count)
     {
-        const LocalTensor<float> f = rows[r0 * s.len].template ReinterpretCast<float>();
+        const LocalTensor<float> f = rows[r0 * s.len];
         for (uint32_t j = 0; j < s.cnt; ++j) {
             WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
         }
@@ -1809,8 +1948,9 @@ private:
     // x = (x - mean) * k + b over `count` rows from r0.
     __aicore__ inline void ScaleShiftX(const KernelState<T> &k, const SubGroup &s, uint32_t r0, uint32_t count)
     {
-        WithSpanValues<true>(k, s, b_.x, k.ub.v.coefK, r0, count);
-        WithSpanValues<false>(k, s, b_.x, k.ub.v.coefB, r0, count);
+        const LocalTensor<float> x = b_.x.template ReinterpretCast<float>();
+        WithSpanValues<true>(k, s, x, k.ub.v.coefK, r0, count);
+        WithSpanValues<false>(k, s, x, k.ub.v.coefB, r0, count);
     }
 
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
@@ -1828,7 +1968,7 @@ private:
                 b = kk * v.stage.GetValue(l) + b;  // MulAddDst(coefB, coefK, -mean)
             } else
 #endif
-            if (!Whole(k)) {
+            if (!Whole(k) && !XcOrder(k)) {
                 const float km = kk * v.mean.GetValue(l);
                 b = b - km;
             }
@@ -1876,7 +2016,7 @@ private:
         }
         if (ScalarCoefsOn(k)) {
             // the scalar unit formed them in SumsToLanes (ScalarCoefs); ScalarApplyOn reads them as scalars
-            if (!ScalarApplyOn(k) || slabs) {
+            if (!ScalarKB(k) || slabs) {
                 Broadcast(k, b_, SLAB_K, k.ub.v.coefK, SLAB_B, k.ub.v.coefB, s);
             }
             return;
@@ -1941,9 +2081,10 @@ private:
         for (uint32_t slot = 0; slot < slots_; ++slot) {
             ReleaseSlot(slot, true, true);
         }
+        WaitXReads(0);
         for (uint32_t buf = 0; buf < SP_WHOLE_BUFFERS; ++buf) {
             for (uint32_t c = 0; pending_[buf] && c < chunks_; ++c) {
-                ReleaseChunk(buf, c);
+                ReleaseChunk(buf, c, !xEarly_, true);
             }
         }
     }
@@ -1956,6 +2097,9 @@ private:
     bool shareLoaded_ = false;  // LoadShare's copy is in flight (its MTE2_S event set)
     AscendC::TEventID shareEvent_ = 0;
     bool want_ = false, reduce_ = false, loads_ = false, outX_ = false;
+    bool xEarly_ = false;  // KeepX with one buffer: a chunk's x rows released once reduced (V_MTE2 set by Reduce)
+    bool xPending_ = false;  // XEarly: Reduce's V_MTE2 events not yet waited for (WaitXReads)
+    bool xAhead_ = false;    // XEarly: the next sub-group's x rows are loaded (LoadX)
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)

@@ -317,7 +317,8 @@ def test_whole_channel_float_copies(sim, soc, dtype):
 @pytest.mark.parametrize("soc", NO_PAD_SOCS)
 def test_no_whole_channel_float_copies_without_data_copy_pad(sim, soc):
     info = check(sim, (24, 16, 14, 14), False, "float16", True, soc=soc, cores=3, two_pass=False)
-    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == 0
+    # no sub-groups of one channel with both float copies (spWhole 1); ascend910 keeps x - mean's alone (2)
+    assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_whole == (2 if soc == "ascend910" else 0)
 
 
 @pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((3, 40, 14, 14), "float16"),
@@ -506,4 +507,25 @@ def test_wide_packed_channels_scalar_operands_any_core_count(sim):
     assert len({sp for _, sp in runs}) > 1
     for got, _ in runs[1:]:
         for x, y in zip(runs[0][0], got):
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("shape", [(12, 32, 7, 7), (12, 16, 14, 14)])
+def test_kept_x_minus_mean_same_bits_as_its_slabs(sim, shape):
+    """ascend910's 16-bit packed single pass in training (no mul_add): grad_input is (k * (x - mean) + b) + a *
+    dy. Where the float copy of x - mean over all rows fits (spWhole 2) it is kept from the reduce to the apply,
+    k and b scalar operands; with a smaller UB the apply recomputes x - mean from slabs in the same order. Both
+    against the reference, and the same bits (also on 1 and 3 cores)."""
+    dtype = "float16"
+    args = make_inputs(shape, False, dtype, seed=5)
+    outs = []
+    for ub_kib, cores, whole in ((0, 1, 2), (0, 3, 2), (120, 1, 0)):
+        info = check(sim, shape, False, dtype, True, soc="ascend910", ub_bytes=ub_kib * 1024, cores=cores, seed=5)
+        assert info.strategy == SINGLE and info.sp_quantum > 1 and info.sp_whole == whole, (ub_kib, info.sp_whole)
+        assert info.sp_slab_rows == 4
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, soc="ascend910", ub_bytes=ub_kib * 1024, cores=cores)
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
             assert np.array_equal(x, y)
