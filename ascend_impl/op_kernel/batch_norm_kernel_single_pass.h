@@ -94,6 +94,26 @@ __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const Si
 #endif
 }
 
+// 16-bit types in training where the SoC fuses the multiply-adds (tiling mulAdd), slabs of a slab's rows (not spWhole, not
+// compact) and spSlabRows half a repeat's blocks: the apply takes twice spSlabRows rows an instruction, a repeat
+// per block column (block p of every row, row blocks apart) with a, k and b read from rows 0 of their slabs (block
+// stride 0), so those slabs need no row fills; the float copies of dy and x of those rows lie in two slabs' UB
+// each ([SLAB_DY_F | SLAB_X_F], [SLAB_MEAN | its neighbour]), and a's row 0 in the dy * xhat sums' second row,
+// free past the fold. The same operations on the same values per element, so the same bits. From the tiling.
+template <typename T>
+__aicore__ inline bool ColumnApply(const BatchNormBackwardTilingData &t)
+{
+#if BNB_SOC_HAS_MUL_ADD
+    const uint32_t rowFloats = t.spChannels * t.spRowStride;
+    return !IsSame<T, float>::value && t.mulAdd && t.training && !t.spWhole && t.spSegSum == 0 && t.spAccRows > 1 &&
+           2 * t.spSlabRows == SLOT_FLOATS && rowFloats % SLOT_FLOATS == 0 &&
+           rowFloats / SLOT_FLOATS <= MAX_REPEAT_STRIDE;
+#else
+    (void)t;
+    return false;
+#endif
+}
+
 template <typename T>
 struct Buffers {
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, slotBuf;
@@ -118,6 +138,7 @@ struct Buffers {
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
     // lane j again), a block of zeros (SpreadRuns) and the weights' blocks (ScaledSpread).
     bool lanes = false;
+    bool columns = false;  // ColumnApply (with its slabs' room)
     LocalTensor<uint32_t> bcastOff;
     LocalTensor<float> zero, weights;
 
@@ -131,15 +152,20 @@ struct Buffers {
         pipe.InitBuffer(xBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         accElems = p.accBytes / uint32_t(sizeof(float));
+        columns = ColumnApply<T>(t) && p.meanSlab && p.aSlab && p.castSlabs == 2;
         for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
             if (i == SLAB_SUM_DYX || (i == SLAB_MEAN && !p.meanSlab) || (i == SLAB_A && !p.aSlab) ||
-                (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0)) {
+                (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0) ||
+                (columns && (i == SLAB_A || i == SLAB_X_F))) {
                 continue;  // SLAB_SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
             }
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
             const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
-            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes));
+            // ColumnApply: SLAB_MEAN's buffer holds SLAB_A's too, SLAB_DY_F's SLAB_X_F's (the apply's rows)
+            const uint32_t twice = columns && (i == SLAB_MEAN || i == SLAB_DY_F) ? 2 : 1;
+            const uint32_t bytes =
+                twice * (pair ? 2 * p.accBytes : (cast ? p.castBytes : (value ? p.valueBytes : p.slabBytes)));
             pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
                            : (cast || value ? slabBuf[i].template Get<float>()
@@ -151,6 +177,10 @@ struct Buffers {
         }
         if (!p.aSlab && p.meanSlab) {
             slab[SLAB_A] = slab[SLAB_MEAN];
+        }
+        if (columns) {
+            slab[SLAB_X_F] = slab[SLAB_DY_F][p.castBytes / uint32_t(sizeof(float))];
+            slab[SLAB_A] = slab[SLAB_SUM_DYX][accElems / t.spAccRows];  // a's row 0: the sums' row 1
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
         dyAll = dyBuf.template Get<T>();
@@ -279,6 +309,13 @@ __aicore__ inline void FillPairRows(const KernelState<T> &k, const Buffers<T> &b
     }
 }
 
+// Rows past row 0 of slab `which` are read (all but ColumnApply's a, k and b, read from row 0 alone).
+template <typename T>
+__aicore__ inline bool NeedsRows(const Buffers<T> &b, uint32_t which)
+{
+    return !b.columns || which == SLAB_MEAN;
+}
+
 #if BNB_SOC_HAS_SEG_SUM
 // Tiling spSegSum: row 0 of each of `count` slabs, channel j's spRowStride elements = vec[first[i] +
 // lane0 + j] (a vector, or a pair of them: first 0 and vecElems), by the vector unit alone: one Brcb puts
@@ -391,9 +428,10 @@ __aicore__ inline bool CompactSlabs(const KernelState<T> &k)
 // false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate; spLaneSums:
 // a masked Duplicate per channel over all rows).
 template <typename T>
-__aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
-                                const LocalTensor<float> &slab, const LocalTensor<float> &vec)
+__aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s, uint32_t which,
+                                const LocalTensor<float> &vec)
 {
+    const LocalTensor<float> &slab = b.slab[which];
 #if BNB_SOC_HAS_SEG_SUM
     if (k.t.spSegSum) {
         BlockBroadcast(k, b, s, slab, vec);
@@ -401,7 +439,8 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
     }
 #endif
     if (s.cnt == 1 && k.t.spQuantum == 0) {
-        AscendC::Duplicate(slab, vec.GetValue(s.lane0), Narrow<int32_t>(k.t.spSlabRows * s.len, "Duplicate count"));
+        const uint32_t rows = NeedsRows(b, which) ? k.t.spSlabRows : 1u;
+        AscendC::Duplicate(slab, vec.GetValue(s.lane0), Narrow<int32_t>(rows * s.len, "Duplicate count"));
         return false;
     }
     const uint32_t rs = k.t.spRowStride;
@@ -411,7 +450,7 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
         const uint32_t j = k.t.spQuantum == 0 ? i : s.cnt - 1 - i;
         const float v = vec.GetValue(s.lane0 + j);
         if (k.t.spLaneSums != SP_LANES_NONE) {
-            DuplicateSpan(slab, v, SpanOf(k.t, j), k.t.spSlabRows, s.len / SLOT_FLOATS);
+            DuplicateSpan(slab, v, SpanOf(k.t, j), NeedsRows(b, which) ? k.t.spSlabRows : 1u, s.len / SLOT_FLOATS);
             continue;
         }
         if (k.t.spQuantum == 0) {
@@ -484,7 +523,9 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
             SpreadRuns(b.slab[SLAB_K], b.scratch, b.zero, u, s.cnt);
             SpreadRuns(b.slab[SLAB_B], b.scratch[set], b.zero, u, s.cnt);
         }
-        FillPairRows(k, b, s);
+        if (NeedsRows(b, SLAB_K)) {
+            FillPairRows(k, b, s);
+        }
         return;
     }
     for (uint32_t i = 0; i < n; ++i) {
@@ -493,11 +534,15 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
         SpreadRuns(b.slab[which[i]], blocks, b.zero, u, s.cnt);
     }
     if (coefs) {
-        FillPairRows(k, b, s);
+        if (NeedsRows(b, SLAB_K)) {
+            FillPairRows(k, b, s);
+        }
         return;
     }
     for (uint32_t i = 0; i < n; ++i) {
-        FillSlabRows(k, b.slab[which[i]], s);
+        if (NeedsRows(b, which[i])) {
+            FillSlabRows(k, b.slab[which[i]], s);
+        }
     }
 }
 #endif
@@ -526,7 +571,7 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
 #endif
     bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
-        rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
+        rows[i] = FillRow0(k, b, s, which[i], vec[i]) && NeedsRows(b, which[i]);
     }
     if (k.t.spQuantum > 0) {
         // the scalar reads of the values before the vector unit rewrites them (the scalar unit is ahead)
@@ -717,15 +762,70 @@ __aicore__ inline void ApplyCompact(const KernelState<T> &k, const Buffers<T> &b
 }
 #endif
 
+// Rows an apply instruction takes: twice spSlabRows with ColumnApply.
+template <typename T>
+__aicore__ inline uint32_t ApplyStep(const KernelState<T> &k, const Buffers<T> &b)
+{
+    return b.columns ? 2 * k.t.spSlabRows : k.t.spSlabRows;
+}
+
+#if BNB_SOC_HAS_MUL_ADD
+// ColumnApply: grad_input of `rows` rows (at most a repeat's blocks) from `off`, dx = (a * dy + b) + k * x as
+// ApplyRows' fused steps, a repeat per block column: each operand's block p of every row (rows len floats apart,
+// block stride len / 8) against block p of the per-channel values' rows 0 (block stride 0); then cast into `out`.
+// `dyCast`: dy's float rows are in place already (Runner::CastFirstDy).
+template <typename T>
+__aicore__ inline void ApplyColumns(const Buffers<T> &b, const LocalTensor<T> &out, uint64_t off, uint32_t rows,
+                                    uint32_t len, bool want, int32_t dyFree, bool dyCast)
+{
+    if constexpr (IsSame<T, float>::value) {
+        (void)b, (void)out, (void)off, (void)rows, (void)len, (void)want, (void)dyFree, (void)dyCast;  // ColumnApply
+    } else {
+    const uint32_t elems = rows * len;
+    const LocalTensor<float> &dr = b.slab[SLAB_DY_F], &xr = b.slab[SLAB_MEAN];
+    if (want && !dyCast) {
+        AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+    }
+    if (dyFree >= 0) {
+        AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+    }
+    if (!want) {
+        AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
+    } else {
+        const uint8_t rb = Narrow<uint8_t>(len / SLOT_FLOATS, "block stride");
+        const uint8_t cols = Narrow<uint8_t>(len / SLOT_FLOATS, "repeatTime");
+        uint64_t mask[2] = {MaskBits(0, rows * SLOT_FLOATS), 0};
+        AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], mask, cols,
+                             AscendC::BinaryRepeatParams(rb, 0, 0, 1, 1, 1));
+        AscendC::Cast(xr, b.x[off], AscendC::RoundMode::CAST_NONE, elems);
+        AscendC::MulAddDst(dr, xr, b.slab[SLAB_K], mask, cols, AscendC::BinaryRepeatParams(rb, rb, 0, 1, 1, 1));
+    }
+    AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
+    }
+}
+#endif
+
 // grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
 // resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
 // float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
 // dyFree >= 0 (16-bit types into x): the V_MTE2 event of that id is set once the rows' dy is cast.
+// firstCast: ColumnApply, the first instruction's rows of dy are cast already (Runner::CastFirstDy).
 template <typename T>
 __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, bool toX, uint64_t r0, uint64_t r1,
-                                 uint32_t len, bool want, int32_t dyFree = -1)
+                                 uint32_t len, bool want, int32_t dyFree = -1, bool firstCast = false)
 {
     const LocalTensor<T> &out = toX ? b.x : b.dy;
+#if BNB_SOC_HAS_MUL_ADD
+    if (b.columns) {
+        const uint32_t step = ApplyStep(k, b);
+        for (uint64_t n = r0; n < r1; n += step) {
+            const uint32_t rows = uint32_t(Min(step, r1 - n));
+            ApplyColumns(b, out, uint64_t(int64_t(n * len) + b.shift), rows, len, want,
+                         n + step >= r1 ? dyFree : -1, firstCast && n == r0);
+        }
+        return;
+    }
+#endif
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
@@ -1324,7 +1424,8 @@ private:
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
         b_.shift = 0;
-        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        const bool pairs = (PairTreesOn(k, s) || PhaseSumsOn(k, s)) && k.t.spAccRows > 1;
+        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (pairs ? PairDistance(k, s) : 0);
         FoldSums(k, b_, s.len, dyxAt);
     }
 
@@ -1339,6 +1440,7 @@ private:
         const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
         const bool slabs = SlabsLast(k, last);
+        bool firstCast = false;  // CastFirstDy
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
 #if BNB_SOC_HAS_GATHER
@@ -1357,6 +1459,7 @@ private:
                 } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
+                firstCast = CastFirstDy(k, s);
                 if (scaled) {
                     // spWhole: dy * a over all rows while the scalar unit takes the sums (a is known)
                     AscendC::Muls(b_.slab[SLAB_DY_F], b_.slab[SLAB_DY_F], b_.value[SLAB_A],
@@ -1409,7 +1512,7 @@ private:
             // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
             // as soon as applied, so after the launch's last instruction only its own rows' stores are left
             const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
-            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            const uint64_t step = slots_ > 0 && !Whole(k) ? uint64_t(ApplyStep(k, b_)) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
                 if (byChunk) {
@@ -1422,7 +1525,8 @@ private:
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
                 } else if (!Whole(k)) {
-                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1,
+                              firstCast && c == 0 && r0 == c0);
                 }
                 AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
                 AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
@@ -1447,6 +1551,24 @@ private:
             // Nothing loaded (all outputs masked): the next zeros wait for these stores.
             AscendC::SetFlag<HardEvent::MTE3_V>(0);
             AscendC::WaitFlag<HardEvent::MTE3_V>(0);
+        }
+    }
+
+    // ColumnApply with the scalar hand-over of the sums: the first apply instruction's dy rows cast while the
+    // scalar unit takes the sums (they do not depend on them), so the vector unit has that to do meanwhile.
+    __aicore__ inline bool CastFirstDy(const KernelState<T> &k, const SubGroup &s)
+    {
+        if constexpr (IsSame<T, float>::value) {
+            (void)k, (void)s;
+            return false;
+        } else {
+            if (!b_.columns || !want_) {
+                return false;
+            }
+            const uint64_t rows = Min(uint64_t(ApplyStep(k, b_)), ChunkBegin(k.t, 1));
+            AscendC::Cast(b_.slab[SLAB_DY_F], b_.dy[uint64_t(Shift(k, s, 0))], AscendC::RoundMode::CAST_NONE,
+                          uint32_t(rows * s.len));
+            return true;
         }
     }
 
@@ -1573,6 +1695,13 @@ private:
             PairTrees(k, s);  // the scalar unit reads each tree's lanes where it left them (SumsToLanes)
             return;
         }
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+        if (PhaseSumsOn(k, s)) {
+            PhaseSums(k, s);
+            AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
+            return;
+        }
+#endif
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
             AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
             AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
@@ -1650,6 +1779,69 @@ private:
         }
         return k.t.spAccRows > 1 ? s.len : b_.accElems;
     }
+    // Packed channels whose bodies lie in equally spaced runs (Runs) where the SoC has float ReduceSum and
+    // ReduceDataBlock (ascend310p's 14x14 slices): each sum's body folded onto its first repeat by Adds (a repeat
+    // per sum of a phase), that repeat's blocks summed by ReduceDataBlock into a block per sum, and those blocks'
+    // lanes by one more (PhaseSums): a few instructions a sub-group where a ReduceSum per channel and sum was. The
+    // additions' order depends on the shape only, never the cores.
+    __aicore__ inline bool PhaseSumsOn(const KernelState<T> &k, const SubGroup &s) const
+    {
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+        constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+        if (!HasFloatReduceSum(k.t) || k.t.spQuantum == 0 || k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) ||
+            k.t.spAccRows < 2 || Runs(k, s).phases == 0) {
+            return false;
+        }
+        const uint32_t sums = 2 * s.cnt;
+        bool bodies = true;
+        for (uint32_t ph = 0; ph < Runs(k, s).phases; ++ph) {
+            uint32_t from = 0, count = 0;
+            Body(k, ph, from, count);
+            bodies = bodies && count >= LANES;
+        }
+        return bodies && (sums < SLOT_FLOATS || sums % SLOT_FLOATS == 0) && sums * SLOT_FLOATS <= b_.slabElems;
+#else
+        (void)k;
+        (void)s;
+        return false;
+#endif
+    }
+    // PhaseSumsOn: where channel j's dy sum is in the slots (its dy * xhat sum: the channels of its phase later).
+    __aicore__ inline uint32_t PhaseSumAt(const KernelState<T> &k, const SubGroup &s, uint32_t j) const
+    {
+        const uint32_t phases = Runs(k, s).phases, per = s.cnt / phases;
+        return (j % phases) * 2 * per + j / phases;
+    }
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+    // PhaseSumsOn: a phase's sums are 2 x its channels runs `stride` floats apart from its first body (the dy
+    // sums, then the dy * xhat sums, PairDistance on): the repeats past a body's first added onto it (the last
+    // one masked to the body's end), then each first repeat's blocks summed (ReduceDataBlock, in the product's
+    // slab, free here: a block per sum, phase by phase), then each block's lanes into the slots.
+    __aicore__ inline void PhaseSums(KernelState<T> &k, const SubGroup &s)
+    {
+        constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+        const TreeRuns r = Runs(k, s);
+        const uint32_t per = s.cnt / r.phases, runs = 2 * per, rs = r.stride / SLOT_FLOATS;
+        const uint8_t reps = Narrow<uint8_t>(runs, "repeatTime"), stride = Narrow<uint8_t>(rs, "repeat stride");
+        const AscendC::BinaryRepeatParams fold(1, 1, 1, stride, stride, stride);
+        const LocalTensor<float> &blocks = b_.slab[SLAB_PROD];
+        for (uint32_t ph = 0; ph < r.phases; ++ph) {
+            uint32_t from = 0, count = 0;
+            Body(k, ph, from, count);
+            const LocalTensor<float> first = b_.sumPair[from];
+            for (uint32_t o = LANES; o < count; o += LANES) {
+                uint64_t mask[2] = {MaskBits(0, Min(LANES, count - o)), 0};
+                AscendC::Add(first, first, first[o], mask, reps, fold);
+            }
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                blocks[ph * runs * SLOT_FLOATS], first, int32_t(LANES), int32_t(runs), 1, 1, int32_t(rs));
+        }
+        const uint32_t sums = 2 * s.cnt;
+        const int32_t mask = int32_t(sums < SLOT_FLOATS ? sums * SLOT_FLOATS : LANES);
+        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+            b_.slotDy, blocks, mask, int32_t(CeilDiv(sums, SLOT_FLOATS)), 1, 1, int32_t(SLOT_FLOATS));
+    }
+#endif
     __aicore__ inline bool PairTreesOn(const KernelState<T> &k, const SubGroup &s) const
     {
         const uint32_t d = PairDistance(k, s);
@@ -1659,7 +1851,7 @@ private:
     // The folded dy * xhat sums of the sub-group.
     __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
     {
-        return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
+        return PairTreesOn(k, s) || PhaseSumsOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
     }
 
     // Channel j's body in the sums' slab: its first float and its count.
@@ -1731,6 +1923,11 @@ private:
                     dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
                     dyx += b_.slotDyx.GetValue(j * SLOT_FLOATS + l);
                 }
+            } else if (PhaseSumsOn(k, s)) {  // PhaseSums' slots
+                const PackedSpan p = SpanOf(k.t, j);
+                const uint32_t at = PhaseSumAt(k, s, j), per = s.cnt / Runs(k, s).phases;
+                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[at], p, false);
+                dyx = PackedSum(DyxSums(k, s), b_.slotDy[at + per], p, false);
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p, lanes);
