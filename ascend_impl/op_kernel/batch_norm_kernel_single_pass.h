@@ -94,18 +94,22 @@ __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const Si
 #endif
 }
 
-// 16-bit types in training where the SoC fuses the multiply-adds (tiling mulAdd), slabs of a slab's rows (not spWhole, not
-// compact) and spSlabRows half a repeat's blocks: the apply takes twice spSlabRows rows an instruction, a repeat
-// per block column (block p of every row, row blocks apart) with a, k and b read from rows 0 of their slabs (block
-// stride 0), so those slabs need no row fills; the float copies of dy and x of those rows lie in two slabs' UB
-// each ([SLAB_DY_F | SLAB_X_F], [SLAB_MEAN | its neighbour]), and a's row 0 in the dy * xhat sums' second row,
-// free past the fold. The same operations on the same values per element, so the same bits. From the tiling.
+// 16-bit types in training where the SoC fuses the multiply-adds (tiling mulAdd), in packed slices (no
+// DataCopyPad: several short channels a sub-group, so several per-channel values a slab row, each filled on its
+// own; a sub-group of one unpacked channel fills its slabs by one Duplicate, and its stores would trail the apply
+// in longer steps), slabs of a slab's rows (not spWhole, not compact) and spSlabRows half a repeat's blocks: the
+// apply takes twice spSlabRows rows an instruction, a repeat per block column (block p of every row, row blocks
+// apart) with a, k and b read from rows 0 of their slabs (block stride 0), so those slabs need no row fills; the
+// float copies of dy and x of those rows lie in two slabs' UB each ([SLAB_DY_F | SLAB_X_F], [SLAB_MEAN | its
+// neighbour]), and a's row 0 in the dy * xhat sums' second row, free past the fold. The same operations on the
+// same values per element, so the same bits. From the tiling.
 template <typename T>
 __aicore__ inline bool ColumnApply(const BatchNormBackwardTilingData &t)
 {
 #if BNB_SOC_HAS_MUL_ADD
     const uint32_t rowFloats = t.spChannels * t.spRowStride;
-    return !IsSame<T, float>::value && t.mulAdd && t.training && !t.spWhole && t.spSegSum == 0 && t.spAccRows > 1 &&
+    return !IsSame<T, float>::value && t.mulAdd && t.training && t.spQuantum > 0 && !t.spWhole && t.spSegSum == 0 &&
+           t.spAccRows > 1 &&
            2 * t.spSlabRows == SLOT_FLOATS && rowFloats % SLOT_FLOATS == 0 &&
            rowFloats / SLOT_FLOATS <= MAX_REPEAT_STRIDE;
 #else
