@@ -1428,8 +1428,8 @@ private:
             ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
         }
         b_.shift = 0;
-        const bool pairs = (PairTreesOn(k, s) || PhaseSumsOn(k, s)) && k.t.spAccRows > 1;
-        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (pairs ? PairDistance(k, s) : 0);
+        const bool pairs = PairTreesOn(k, s) && k.t.spAccRows > 1;
+        const uint32_t dyxAt = LanesFolded(k, s) || PhaseSumsOn(k) ? s.len : (pairs ? PairDistance(k, s) : 0);
         FoldSums(k, b_, s.len, dyxAt);
     }
 
@@ -1700,7 +1700,7 @@ private:
             return;
         }
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
-        if (PhaseSumsOn(k, s)) {
+        if (PhaseSumsOn(k)) {
             PhaseSums(k, s);
             AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
             return;
@@ -1783,53 +1783,70 @@ private:
         }
         return k.t.spAccRows > 1 ? s.len : b_.accElems;
     }
-    // Packed channels whose bodies lie in equally spaced runs (Runs) where the SoC has float ReduceSum and
-    // ReduceDataBlock (ascend310p's 14x14 slices): each sum's body folded onto its first repeat by Adds (a repeat
-    // per sum of a phase), that repeat's blocks summed by ReduceDataBlock into a block per sum, and those blocks'
-    // lanes by one more (PhaseSums): a few instructions a sub-group where a ReduceSum per channel and sum was. The
-    // additions' order depends on the shape only, never the cores.
-    __aicore__ inline bool PhaseSumsOn(const KernelState<T> &k, const SubGroup &s) const
+    // Packed slices where the SoC has float ReduceSum and ReduceDataBlock (ascend310p's 14x14 slices): channels
+    // PhaseCount apart have their bodies alike, so the sums of a phase (its channels' dy sums, then their dy *
+    // xhat sums, folded into the dy sums' row 1) are runs equally spaced; each body is folded onto its first
+    // repeat by Adds (a repeat per sum of a phase), that repeat's blocks summed by ReduceDataBlock into a block
+    // per sum, and those blocks' lanes by one more (PhaseSums): a few instructions a sub-group where a ReduceSum
+    // per channel and sum was, where that is fewer instructions. From the tiling alone, so every sub-group of a
+    // launch sums so (the additions' order depends on the shape only, never the cores).
+    __aicore__ inline uint32_t PhaseCount(const KernelState<T> &k) const
+    {
+        uint32_t ph = SLOT_FLOATS;
+        while (ph > 1 && (ph / 2) * uint32_t(k.t.inner) % SLOT_FLOATS == 0) {
+            ph /= 2;
+        }
+        return ph;
+    }
+    __aicore__ inline bool PhaseSumsOn(const KernelState<T> &k) const
     {
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
         constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
-        if (!HasFloatReduceSum(k.t) || k.t.spQuantum == 0 || k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) ||
-            k.t.spAccRows < 2 || Runs(k, s).phases == 0) {
+        const uint32_t ph = PhaseCount(k);
+        if (!HasFloatReduceSum(k.t) || k.t.spQuantum == 0 || k.t.spQuantum % ph != 0 ||
+            k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) || k.t.spAccRows < 2 ||
+            ph * uint32_t(k.t.inner) / SLOT_FLOATS > MAX_REPEAT_STRIDE ||
+            2 * k.t.spChannels / ph > MAX_REPEAT_STRIDE || 2 * k.t.spChannels * SLOT_FLOATS > b_.slabElems) {
             return false;
         }
-        const uint32_t sums = 2 * s.cnt;
+        // fewer instructions than the ReduceSums of a full sub-group (its Adds and ReduceDataBlocks per phase, then
+        // the lanes' calls), each body at least a repeat
         bool bodies = true;
-        for (uint32_t ph = 0; ph < Runs(k, s).phases; ++ph) {
+        const uint32_t sums = 2 * k.t.spChannels;
+        uint32_t instrs = (sums >= SLOT_FLOATS ? 1u : 0u) + (sums % SLOT_FLOATS != 0 ? 1u : 0u);
+        for (uint32_t j = 0; j < ph; ++j) {
             uint32_t from = 0, count = 0;
-            Body(k, ph, from, count);
+            Body(k, j, from, count);
             bodies = bodies && count >= LANES;
+            instrs += uint32_t(CeilDiv(count, LANES));
         }
-        return bodies && (sums < SLOT_FLOATS || sums % SLOT_FLOATS == 0) && sums * SLOT_FLOATS <= b_.slabElems;
+        return bodies && instrs < sums;
 #else
         (void)k;
-        (void)s;
         return false;
 #endif
     }
     // PhaseSumsOn: where channel j's dy sum is in the slots (its dy * xhat sum: the channels of its phase later).
     __aicore__ inline uint32_t PhaseSumAt(const KernelState<T> &k, const SubGroup &s, uint32_t j) const
     {
-        const uint32_t phases = Runs(k, s).phases, per = s.cnt / phases;
+        const uint32_t phases = PhaseCount(k), per = s.cnt / phases;
         return (j % phases) * 2 * per + j / phases;
     }
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
-    // PhaseSumsOn: a phase's sums are 2 x its channels runs `stride` floats apart from its first body (the dy
-    // sums, then the dy * xhat sums, PairDistance on): the repeats past a body's first added onto it (the last
-    // one masked to the body's end), then each first repeat's blocks summed (ReduceDataBlock, in the product's
-    // slab, free here: a block per sum, phase by phase), then each block's lanes into the slots.
+    // PhaseSumsOn: a phase's sums are 2 x its channels runs PhaseCount slices apart from its first body (the dy
+    // sums, then the dy * xhat sums a row on): the repeats past a body's first added onto it (the last one masked
+    // to the body's end), then each first repeat's blocks summed (ReduceDataBlock, in the product's slab, free
+    // here: a block per sum, phase by phase), then each block's lanes into the slots (whole repeats of blocks,
+    // then the rest).
     __aicore__ inline void PhaseSums(KernelState<T> &k, const SubGroup &s)
     {
         constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
-        const TreeRuns r = Runs(k, s);
-        const uint32_t per = s.cnt / r.phases, runs = 2 * per, rs = r.stride / SLOT_FLOATS;
+        const uint32_t phases = PhaseCount(k), runs = 2 * (s.cnt / phases);
+        const uint32_t rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
         const uint8_t reps = Narrow<uint8_t>(runs, "repeatTime"), stride = Narrow<uint8_t>(rs, "repeat stride");
         const AscendC::BinaryRepeatParams fold(1, 1, 1, stride, stride, stride);
         const LocalTensor<float> &blocks = b_.slab[SLAB_PROD];
-        for (uint32_t ph = 0; ph < r.phases; ++ph) {
+        for (uint32_t ph = 0; ph < phases; ++ph) {
             uint32_t from = 0, count = 0;
             Body(k, ph, from, count);
             const LocalTensor<float> first = b_.sumPair[from];
@@ -1840,10 +1857,16 @@ private:
             AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
                 blocks[ph * runs * SLOT_FLOATS], first, int32_t(LANES), int32_t(runs), 1, 1, int32_t(rs));
         }
-        const uint32_t sums = 2 * s.cnt;
-        const int32_t mask = int32_t(sums < SLOT_FLOATS ? sums * SLOT_FLOATS : LANES);
-        AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
-            b_.slotDy, blocks, mask, int32_t(CeilDiv(sums, SLOT_FLOATS)), 1, 1, int32_t(SLOT_FLOATS));
+        const uint32_t sums = 2 * s.cnt, whole = sums / SLOT_FLOATS, rest = sums % SLOT_FLOATS;
+        if (whole > 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                b_.slotDy, blocks, int32_t(LANES), int32_t(whole), 1, 1, int32_t(SLOT_FLOATS));
+        }
+        if (rest > 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                b_.slotDy[whole * SLOT_FLOATS], blocks[whole * LANES], int32_t(rest * SLOT_FLOATS), 1, 1, 1,
+                int32_t(SLOT_FLOATS));
+        }
     }
 #endif
     __aicore__ inline bool PairTreesOn(const KernelState<T> &k, const SubGroup &s) const
@@ -1855,7 +1878,10 @@ private:
     // The folded dy * xhat sums of the sub-group.
     __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
     {
-        return PairTreesOn(k, s) || PhaseSumsOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
+        if (PhaseSumsOn(k)) {
+            return b_.sumPair[s.len];  // the dy sums' row 1 (FoldSums)
+        }
+        return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
     }
 
     // Channel j's body in the sums' slab: its first float and its count.
@@ -1927,9 +1953,9 @@ private:
                     dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
                     dyx += b_.slotDyx.GetValue(j * SLOT_FLOATS + l);
                 }
-            } else if (PhaseSumsOn(k, s)) {  // PhaseSums' slots
+            } else if (PhaseSumsOn(k)) {  // PhaseSums' slots
                 const PackedSpan p = SpanOf(k.t, j);
-                const uint32_t at = PhaseSumAt(k, s, j), per = s.cnt / Runs(k, s).phases;
+                const uint32_t at = PhaseSumAt(k, s, j), per = s.cnt / PhaseCount(k);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[at], p, false);
                 dyx = PackedSum(DyxSums(k, s), b_.slotDy[at + per], p, false);
             } else {

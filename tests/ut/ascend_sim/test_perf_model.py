@@ -367,8 +367,8 @@ def test_lane_combine_on_ascend310p(lib, dtype):
 def test_packed_scalar_coefs_on_ascend310p(lib):
     """ascend310p's 14x14 single pass (packed slices, no lane sums, four channels a sub-group): the scalar
     unit, which finishes the packed sums, forms k and b as well (ScalarCoefs), so a sub-group's combine has no
-    vector step for them and no second wait for the scalar unit: per sub-group at most the two ReduceSums and
-    two Duplicates per channel and the two row copies, under 430 ns (was 452: Mul and MulAddDst with them)."""
+    vector step for them and no second wait for the scalar unit: per sub-group under 430 ns (was 452: Mul and
+    MulAddDst with them; lower since, test_packed_column_apply_and_phase_sums_on_ascend310p)."""
     for shape in ((32, 256, 14, 14), (32, 512, 14, 14), (32, 1024, 14, 14)):
         r = ascend_model.run(lib, "ascend310p", shape, "float16")
         t = r.tiling
