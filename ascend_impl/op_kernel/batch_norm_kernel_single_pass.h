@@ -1429,7 +1429,8 @@ private:
         }
         b_.shift = 0;
         const bool pairs = PairTreesOn(k, s) && k.t.spAccRows > 1;
-        const uint32_t dyxAt = LanesFolded(k, s) || PhaseSumsOn(k) ? s.len : (pairs ? PairDistance(k, s) : 0);
+        const bool phased = PhaseSumsOn(k) && PhaseJoined(k);
+        const uint32_t dyxAt = LanesFolded(k, s) || phased ? s.len : (pairs ? PairDistance(k, s) : 0);
         FoldSums(k, b_, s.len, dyxAt);
     }
 
@@ -1802,17 +1803,16 @@ private:
     {
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
         constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
-        const uint32_t ph = PhaseCount(k);
-        if (!HasFloatReduceSum(k.t) || k.t.spQuantum == 0 || k.t.spQuantum % ph != 0 ||
-            k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) || k.t.spAccRows < 2 ||
-            ph * uint32_t(k.t.inner) / SLOT_FLOATS > MAX_REPEAT_STRIDE ||
-            2 * k.t.spChannels / ph > MAX_REPEAT_STRIDE || 2 * k.t.spChannels * SLOT_FLOATS > b_.slabElems) {
+        const uint32_t ph = PhaseCount(k), q = k.t.spQuantum;
+        if (!HasFloatReduceSum(k.t) || q == 0 || q % ph != 0 || k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) ||
+            ph * uint32_t(k.t.inner) / SLOT_FLOATS > MAX_REPEAT_STRIDE || k.t.spRowStride < 2 * SLOT_FLOATS) {
             return false;
         }
-        // fewer instructions than the ReduceSums of a full sub-group (its Adds and ReduceDataBlocks per phase, then
-        // the lanes' calls), each body at least a repeat
+        // fewer instructions than the ReduceSums of a sub-group of one run of channels (the fewest; its Adds and
+        // ReduceDataBlocks per phase, then the lanes' calls), each body at least a repeat: from the shape and the
+        // SoC, never the sub-group's channels, which depend on the cores
         bool bodies = true;
-        const uint32_t sums = 2 * k.t.spChannels;
+        const uint32_t sums = 2 * q;
         uint32_t instrs = (sums >= SLOT_FLOATS ? 1u : 0u) + (sums % SLOT_FLOATS != 0 ? 1u : 0u);
         for (uint32_t j = 0; j < ph; ++j) {
             uint32_t from = 0, count = 0;
@@ -1826,6 +1826,9 @@ private:
         return false;
 #endif
     }
+    // PhaseSumsOn: the dy * xhat sums a row after the dy sums (FoldSums' last fold), so a phase's sums of both
+    // are runs of one call; one accumulator row: in their own slab, a call each.
+    __aicore__ inline bool PhaseJoined(const KernelState<T> &k) const { return k.t.spAccRows > 1; }
     // PhaseSumsOn: where channel j's dy sum is in the slots (its dy * xhat sum: the channels of its phase later).
     __aicore__ inline uint32_t PhaseSumAt(const KernelState<T> &k, const SubGroup &s, uint32_t j) const
     {
@@ -1833,29 +1836,36 @@ private:
         return (j % phases) * 2 * per + j / phases;
     }
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
-    // PhaseSumsOn: a phase's sums are 2 x its channels runs PhaseCount slices apart from its first body (the dy
-    // sums, then the dy * xhat sums a row on): the repeats past a body's first added onto it (the last one masked
+    // PhaseSumsOn: a phase's sums are runs PhaseCount slices apart from its first body (its channels' dy sums,
+    // then their dy * xhat sums, PhaseJoined): the repeats past a body's first added onto it (the last one masked
     // to the body's end), then each first repeat's blocks summed (ReduceDataBlock, in the product's slab, free
     // here: a block per sum, phase by phase), then each block's lanes into the slots (whole repeats of blocks,
-    // then the rest).
+    // then the rest). The same instructions on every sum, however the channels fall into calls.
     __aicore__ inline void PhaseSums(KernelState<T> &k, const SubGroup &s)
     {
         constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
-        const uint32_t phases = PhaseCount(k), runs = 2 * (s.cnt / phases);
-        const uint32_t rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
-        const uint8_t reps = Narrow<uint8_t>(runs, "repeatTime"), stride = Narrow<uint8_t>(rs, "repeat stride");
+        const uint32_t phases = PhaseCount(k), per = s.cnt / phases, rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
+        const bool joined = PhaseJoined(k);
+        const uint32_t runs = joined ? 2 * per : per;
+        const uint8_t stride = Narrow<uint8_t>(rs, "repeat stride");
         const AscendC::BinaryRepeatParams fold(1, 1, 1, stride, stride, stride);
         const LocalTensor<float> &blocks = b_.slab[SLAB_PROD];
         for (uint32_t ph = 0; ph < phases; ++ph) {
             uint32_t from = 0, count = 0;
             Body(k, ph, from, count);
-            const LocalTensor<float> first = b_.sumPair[from];
-            for (uint32_t o = LANES; o < count; o += LANES) {
-                uint64_t mask[2] = {MaskBits(0, Min(LANES, count - o)), 0};
-                AscendC::Add(first, first, first[o], mask, reps, fold);
+            for (uint32_t set = 0; set < (joined ? 1u : 2u); ++set) {
+                for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
+                    const uint32_t n = uint32_t(Min(SP_SEG_MAX_REPEAT, runs - r0));
+                    const LocalTensor<float> first = b_.sumPair[from + set * b_.accElems + r0 * rs * SLOT_FLOATS];
+                    for (uint32_t o = LANES; o < count; o += LANES) {
+                        uint64_t mask[2] = {MaskBits(0, Min(LANES, count - o)), 0};
+                        AscendC::Add(first, first, first[o], mask, uint8_t(n), fold);
+                    }
+                    const uint32_t at = ph * 2 * per + set * per + r0;
+                    AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                        blocks[at * SLOT_FLOATS], first, int32_t(LANES), int32_t(n), 1, 1, int32_t(rs));
+                }
             }
-            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
-                blocks[ph * runs * SLOT_FLOATS], first, int32_t(LANES), int32_t(runs), 1, 1, int32_t(rs));
         }
         const uint32_t sums = 2 * s.cnt, whole = sums / SLOT_FLOATS, rest = sums % SLOT_FLOATS;
         if (whole > 0) {
@@ -1878,7 +1888,7 @@ private:
     // The folded dy * xhat sums of the sub-group.
     __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
     {
-        if (PhaseSumsOn(k)) {
+        if (PhaseSumsOn(k) && PhaseJoined(k)) {
             return b_.sumPair[s.len];  // the dy sums' row 1 (FoldSums)
         }
         return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];

@@ -341,10 +341,11 @@ def test_tree_sums_same_bits_any_cores(sim, shape, dtype):
 @pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((5, 48, 14, 14), "float16"),
                                          ((9, 24, 14, 14), "float16")])
 def test_phase_sums_and_column_apply_same_bits_any_cores(sim, shape, dtype):
-    """ascend310p's packed 14x14 single pass: each sum's body folded to a repeat by Adds and summed by two
-    ReduceDataBlocks for all sums of a sub-group (PhaseSums), and (16-bit) the apply a repeat per block column
-    of twice the slab rows (ColumnApply, N not a multiple of them too): against the reference, and the same
-    bits on 1, 3 and 7 cores (other sub-groups, short ones included)."""
+    """ascend310p's packed 14x14 single pass, 16-bit: each sum's body folded to a repeat by Adds and summed by
+    two ReduceDataBlocks for all sums of a sub-group (PhaseSums), the apply a repeat per block column of twice
+    the slab rows (ColumnApply, N not a multiple of them too); float32 (runs of two channels) keeps a ReduceSum
+    per sum: against the reference, and the same bits on 1, 3 and 7 cores (other sub-groups, short ones
+    included)."""
     args = make_inputs(shape, False, dtype, seed=13)
     outs = []
     for cores in (1, 3, 7):
