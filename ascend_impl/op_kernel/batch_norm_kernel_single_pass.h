@@ -774,17 +774,14 @@ __aicore__ inline uint32_t ApplyStep(const KernelState<T> &k, const Buffers<T> &
 }
 
 #if BNB_SOC_HAS_MUL_ADD
-// ColumnApply: grad_input of `rows` rows (at most a repeat's blocks) from `off`, dx = (a * dy + b) + k * x as
-// ApplyRows' fused steps, a repeat per block column: each operand's block p of every row (rows len floats apart,
-// block stride len / 8) against block p of the per-channel values' rows 0 (block stride 0); then cast into `out`.
-// `dyCast`: dy's float rows are in place already (Runner::CastFirstDy).
+// ColumnApply (16-bit types): grad_input of `rows` rows (at most a repeat's blocks) from `off`, dx = (a * dy + b) +
+// k * x as ApplyRows' fused steps, a repeat per block column: each operand's block p of every row (rows len floats
+// apart, block stride len / 8) against block p of the per-channel values' rows 0 (block stride 0); then cast into
+// `out`. `dyCast`: dy's float rows are in place already (Runner::CastFirstDy).
 template <typename T>
 __aicore__ inline void ApplyColumns(const Buffers<T> &b, const LocalTensor<T> &out, uint64_t off, uint32_t rows,
                                     uint32_t len, bool want, int32_t dyFree, bool dyCast)
 {
-    if constexpr (IsSame<T, float>::value) {
-        (void)b, (void)out, (void)off, (void)rows, (void)len, (void)want, (void)dyFree, (void)dyCast;  // ColumnApply
-    } else {
     const uint32_t elems = rows * len;
     const LocalTensor<float> &dr = b.slab[SLAB_DY_F], &xr = b.slab[SLAB_MEAN];
     if (want && !dyCast) {
@@ -805,7 +802,6 @@ __aicore__ inline void ApplyColumns(const Buffers<T> &b, const LocalTensor<T> &o
         AscendC::MulAddDst(dr, xr, b.slab[SLAB_K], mask, cols, AscendC::BinaryRepeatParams(rb, rb, 0, 1, 1, 1));
     }
     AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
-    }
 }
 #endif
 
@@ -820,14 +816,16 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
 {
     const LocalTensor<T> &out = toX ? b.x : b.dy;
 #if BNB_SOC_HAS_MUL_ADD
-    if (b.columns) {
-        const uint32_t step = ApplyStep(k, b);
-        for (uint64_t n = r0; n < r1; n += step) {
-            const uint32_t rows = uint32_t(Min(step, r1 - n));
-            ApplyColumns(b, out, uint64_t(int64_t(n * len) + b.shift), rows, len, want,
-                         n + step >= r1 ? dyFree : -1, firstCast && n == r0);
+    if constexpr (!IsSame<T, float>::value) {
+        if (b.columns) {
+            const uint32_t step = ApplyStep(k, b);
+            for (uint64_t n = r0; n < r1; n += step) {
+                const uint32_t rows = uint32_t(Min(step, r1 - n));
+                ApplyColumns(b, out, uint64_t(int64_t(n * len) + b.shift), rows, len, want,
+                             n + step >= r1 ? dyFree : -1, firstCast && n == r0);
+            }
+            return;
         }
-        return;
     }
 #endif
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
@@ -1565,7 +1563,7 @@ private:
     {
         if constexpr (IsSame<T, float>::value) {
             (void)k, (void)s;
-            return false;
+            return false;  // (ColumnApply: 16-bit types only)
         } else {
             if (!b_.columns || !want_) {
                 return false;
