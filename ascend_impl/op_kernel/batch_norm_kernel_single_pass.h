@@ -94,6 +94,30 @@ __aicore__ inline bool LaneGather(const BatchNormBackwardTilingData &t, const Si
 #endif
 }
 
+// 16-bit types in training where the SoC fuses the multiply-adds (tiling mulAdd), in packed slices (no
+// DataCopyPad: several short channels a sub-group, so several per-channel values a slab row, each filled on its
+// own; a sub-group of one unpacked channel fills its slabs by one Duplicate, and its stores would trail the apply
+// in longer steps), slabs of a slab's rows (not spWhole, not compact) and spSlabRows half a repeat's blocks: the
+// apply takes twice spSlabRows rows an instruction, a repeat per block column (block p of every row, row blocks
+// apart) with a, k and b read from rows 0 of their slabs (block stride 0), so those slabs need no row fills; the
+// float copies of dy and x of those rows lie in two slabs' UB each ([SLAB_DY_F | SLAB_X_F], [SLAB_MEAN | its
+// neighbour]), and a's row 0 in the dy * xhat sums' second row, free past the fold. The same operations on the
+// same values per element, so the same bits. From the tiling.
+template <typename T>
+__aicore__ inline bool ColumnApply(const BatchNormBackwardTilingData &t)
+{
+#if BNB_SOC_HAS_MUL_ADD
+    const uint32_t rowFloats = t.spChannels * t.spRowStride;
+    return !IsSame<T, float>::value && t.mulAdd && t.training && t.spQuantum > 0 && !t.spWhole && t.spSegSum == 0 &&
+           t.spAccRows > 1 &&
+           2 * t.spSlabRows == SLOT_FLOATS && rowFloats % SLOT_FLOATS == 0 &&
+           rowFloats / SLOT_FLOATS <= MAX_REPEAT_STRIDE;
+#else
+    (void)t;
+    return false;
+#endif
+}
+
 template <typename T>
 struct Buffers {
     AscendC::TBuf<AscendC::TPosition::VECCALC> dyBuf, xBuf, slotBuf;
@@ -121,6 +145,7 @@ struct Buffers {
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
     // lane j again), a block of zeros (SpreadRuns) and the weights' blocks (ScaledSpread).
     bool lanes = false;
+    bool columns = false;  // ColumnApply (with its slabs' room)
     LocalTensor<uint32_t> bcastOff;
     LocalTensor<float> zero, weights;
 
@@ -134,16 +159,22 @@ struct Buffers {
         pipe.InitBuffer(xBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         accElems = p.accBytes / uint32_t(sizeof(float));
+        columns = ColumnApply<T>(t) && p.meanSlab && p.aSlab && p.castSlabs == 2;
         for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
             if (i == SLAB_SUM_DYX || (i == SLAB_MEAN && !p.meanSlab) || (i == SLAB_A && !p.aSlab) ||
-                (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0)) {
+                (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0) ||
+                (columns && (i == SLAB_A || i == SLAB_X_F))) {
                 continue;  // SLAB_SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
             }
             const bool pair = i == SLAB_SUM_DY;
             const bool cast = i >= SLAB_DY_F;
             const bool value = i == SLAB_MEAN || i == SLAB_A;  // valueBytes: compact slabs (SP_SEG_COMPACT)
             const uint32_t castBytes = i == SLAB_X_F ? p.xCastBytes : p.castBytes;
-            const uint32_t bytes = pair ? 2 * p.accBytes : (cast ? castBytes : (value ? p.valueBytes : p.slabBytes));
+            // ColumnApply: SLAB_MEAN's buffer holds SLAB_A's too, SLAB_DY_F's SLAB_X_F's (the apply's rows; no
+            // SP_WHOLE_X there, so both copies are castBytes)
+            const uint32_t twice = columns && (i == SLAB_MEAN || i == SLAB_DY_F) ? 2 : 1;
+            const uint32_t bytes =
+                twice * (pair ? 2 * p.accBytes : (cast ? castBytes : (value ? p.valueBytes : p.slabBytes)));
             pipe.InitBuffer(slabBuf[i], bytes);
             slab[i] = pair ? slabBuf[i].template Get<float>(accElems)
                            : (cast || value ? slabBuf[i].template Get<float>()
@@ -155,6 +186,10 @@ struct Buffers {
         }
         if (!p.aSlab && p.meanSlab) {
             slab[SLAB_A] = slab[SLAB_MEAN];
+        }
+        if (columns) {
+            slab[SLAB_X_F] = slab[SLAB_DY_F][p.castBytes / uint32_t(sizeof(float))];
+            slab[SLAB_A] = slab[SLAB_SUM_DYX][accElems / t.spAccRows];  // a's row 0: the sums' row 1
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
         dyAll = dyBuf.template Get<T>();
@@ -283,6 +318,13 @@ __aicore__ inline void FillPairRows(const KernelState<T> &k, const Buffers<T> &b
     }
 }
 
+// Rows past row 0 of slab `which` are read (all but ColumnApply's a, k and b, read from row 0 alone).
+template <typename T>
+__aicore__ inline bool NeedsRows(const Buffers<T> &b, uint32_t which)
+{
+    return !b.columns || which == SLAB_MEAN;
+}
+
 #if BNB_SOC_HAS_SEG_SUM
 // Tiling spSegSum: row 0 of each of `count` slabs, channel j's spRowStride elements = vec[first[i] +
 // lane0 + j] (a vector, or a pair of them: first 0 and vecElems), by the vector unit alone: one Brcb puts
@@ -395,9 +437,10 @@ __aicore__ inline bool CompactSlabs(const KernelState<T> &k)
 // false when the whole slab is filled (a sub-group of one channel, not packed: one Duplicate; spLaneSums:
 // a masked Duplicate per channel over all rows).
 template <typename T>
-__aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s,
-                                const LocalTensor<float> &slab, const LocalTensor<float> &vec)
+__aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s, uint32_t which,
+                                const LocalTensor<float> &vec)
 {
+    const LocalTensor<float> &slab = b.slab[which];
 #if BNB_SOC_HAS_SEG_SUM
     if (k.t.spSegSum) {
         BlockBroadcast(k, b, s, slab, vec);
@@ -405,7 +448,8 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
     }
 #endif
     if (s.cnt == 1 && k.t.spQuantum == 0) {
-        AscendC::Duplicate(slab, vec.GetValue(s.lane0), Narrow<int32_t>(k.t.spSlabRows * s.len, "Duplicate count"));
+        const uint32_t rows = NeedsRows(b, which) ? k.t.spSlabRows : 1u;
+        AscendC::Duplicate(slab, vec.GetValue(s.lane0), Narrow<int32_t>(rows * s.len, "Duplicate count"));
         return false;
     }
     const uint32_t rs = k.t.spRowStride;
@@ -415,7 +459,7 @@ __aicore__ inline bool FillRow0(const KernelState<T> &k, const Buffers<T> &b, co
         const uint32_t j = k.t.spQuantum == 0 ? i : s.cnt - 1 - i;
         const float v = vec.GetValue(s.lane0 + j);
         if (k.t.spLaneSums != SP_LANES_NONE) {
-            DuplicateSpan(slab, v, SpanOf(k.t, j), k.t.spSlabRows, s.len / SLOT_FLOATS);
+            DuplicateSpan(slab, v, SpanOf(k.t, j), NeedsRows(b, which) ? k.t.spSlabRows : 1u, s.len / SLOT_FLOATS);
             continue;
         }
         if (k.t.spQuantum == 0) {
@@ -488,7 +532,9 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
             SpreadRuns(b.slab[SLAB_K], b.scratch, b.zero, u, s.cnt);
             SpreadRuns(b.slab[SLAB_B], b.scratch[set], b.zero, u, s.cnt);
         }
-        FillPairRows(k, b, s);
+        if (NeedsRows(b, SLAB_K)) {
+            FillPairRows(k, b, s);
+        }
         return;
     }
     for (uint32_t i = 0; i < n; ++i) {
@@ -497,11 +543,15 @@ __aicore__ inline void BroadcastLanes(const KernelState<T> &k, Buffers<T> &b, co
         SpreadRuns(b.slab[which[i]], blocks, b.zero, u, s.cnt);
     }
     if (coefs) {
-        FillPairRows(k, b, s);
+        if (NeedsRows(b, SLAB_K)) {
+            FillPairRows(k, b, s);
+        }
         return;
     }
     for (uint32_t i = 0; i < n; ++i) {
-        FillSlabRows(k, b.slab[which[i]], s);
+        if (NeedsRows(b, which[i])) {
+            FillSlabRows(k, b.slab[which[i]], s);
+        }
     }
 }
 #endif
@@ -530,7 +580,7 @@ __aicore__ inline void Broadcast(const KernelState<T> &k, Buffers<T> &b, const S
 #endif
     bool rows[2] = {false, false};
     for (uint32_t i = 0; i < n; ++i) {
-        rows[i] = FillRow0(k, b, s, b.slab[which[i]], vec[i]);
+        rows[i] = FillRow0(k, b, s, which[i], vec[i]) && NeedsRows(b, which[i]);
     }
     if (k.t.spQuantum > 0) {
         // the scalar reads of the values before the vector unit rewrites them (the scalar unit is ahead)
@@ -734,15 +784,68 @@ __aicore__ inline void ApplyCompact(const KernelState<T> &k, const Buffers<T> &b
 }
 #endif
 
+// Rows an apply instruction takes: twice spSlabRows with ColumnApply.
+template <typename T>
+__aicore__ inline uint32_t ApplyStep(const KernelState<T> &k, const Buffers<T> &b)
+{
+    return b.columns ? 2 * k.t.spSlabRows : k.t.spSlabRows;
+}
+
+#if BNB_SOC_HAS_MUL_ADD
+// ColumnApply (16-bit types): grad_input of `rows` rows (at most a repeat's blocks) from `off`, dx = (a * dy + b) +
+// k * x as ApplyRows' fused steps, a repeat per block column: each operand's block p of every row (rows len floats
+// apart, block stride len / 8) against block p of the per-channel values' rows 0 (block stride 0); then cast into
+// `out`. `dyCast`: dy's float rows are in place already (Runner::CastFirstDy).
+template <typename T>
+__aicore__ inline void ApplyColumns(const Buffers<T> &b, const LocalTensor<T> &out, uint64_t off, uint32_t rows,
+                                    uint32_t len, bool want, int32_t dyFree, bool dyCast)
+{
+    const uint32_t elems = rows * len;
+    const LocalTensor<float> &dr = b.slab[SLAB_DY_F], &xr = b.slab[SLAB_MEAN];
+    if (want && !dyCast) {
+        AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+    }
+    if (dyFree >= 0) {
+        AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+    }
+    if (!want) {
+        AscendC::Duplicate(dr, 0.0f, Narrow<int32_t>(elems, "Duplicate count"));
+    } else {
+        const uint8_t rb = Narrow<uint8_t>(len / SLOT_FLOATS, "block stride");
+        const uint8_t cols = Narrow<uint8_t>(len / SLOT_FLOATS, "repeatTime");
+        uint64_t mask[2] = {MaskBits(0, rows * SLOT_FLOATS), 0};
+        AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], mask, cols,
+                             AscendC::BinaryRepeatParams(rb, 0, 0, 1, 1, 1));
+        AscendC::Cast(xr, b.x[off], AscendC::RoundMode::CAST_NONE, elems);
+        AscendC::MulAddDst(dr, xr, b.slab[SLAB_K], mask, cols, AscendC::BinaryRepeatParams(rb, rb, 0, 1, 1, 1));
+    }
+    AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
+}
+#endif
+
 // grad_input of chunk rows [r0, r1) (zeros when not wanted), spSlabRows rows per instruction, into the
 // resident x (`toX`, Runner::OutIsX) or dy: float32 in place, 16-bit types cast from their float copy.
 // float32 into x takes the same steps as into dy, their last addition's operands swapped (the same bits).
 // dyFree >= 0 (16-bit types into x): the V_MTE2 event of that id is set once the rows' dy is cast.
+// firstCast: ColumnApply, the first instruction's rows of dy are cast already (Runner::CastFirstDy).
 template <typename T>
 __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, bool toX, uint64_t r0, uint64_t r1,
-                                 uint32_t len, bool want, int32_t dyFree = -1)
+                                 uint32_t len, bool want, int32_t dyFree = -1, bool firstCast = false)
 {
     const LocalTensor<T> &out = toX ? b.x : b.dy;
+#if BNB_SOC_HAS_MUL_ADD
+    if constexpr (!IsSame<T, float>::value) {
+        if (b.columns) {
+            const uint32_t step = ApplyStep(k, b);
+            for (uint64_t n = r0; n < r1; n += step) {
+                const uint32_t rows = uint32_t(Min(step, r1 - n));
+                ApplyColumns(b, out, uint64_t(int64_t(n * len) + b.shift), rows, len, want,
+                             n + step >= r1 ? dyFree : -1, firstCast && n == r0);
+            }
+            return;
+        }
+    }
+#endif
     for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
         const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
         const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
@@ -1381,7 +1484,9 @@ private:
             }
         }
         b_.shift = 0;
-        const uint32_t dyxAt = LanesFolded(k, s) ? s.len : (PairTreesOn(k, s) && k.t.spAccRows > 1 ? PairDistance(k, s) : 0);
+        const bool pairs = PairTreesOn(k, s) && k.t.spAccRows > 1;
+        const bool phased = PhaseSumsOn(k) && PhaseJoined(k);
+        const uint32_t dyxAt = LanesFolded(k, s) || phased ? s.len : (pairs ? PairDistance(k, s) : 0);
         FoldSums(k, b_, s.len, dyxAt);
     }
 
@@ -1396,6 +1501,7 @@ private:
         const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
         const bool slabs = SlabsLast(k, last);
+        bool firstCast = false;  // CastFirstDy
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
 #if BNB_SOC_HAS_GATHER
@@ -1415,6 +1521,7 @@ private:
                 } else if (want_) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
+                firstCast = CastFirstDy(k, s);
                 if (scaled) {
                     // spWhole: dy * a over all rows while the scalar unit takes the sums (a is known)
                     AscendC::Muls(b_.slab[SLAB_DY_F], b_.slab[SLAB_DY_F], b_.value[SLAB_A],
@@ -1469,7 +1576,7 @@ private:
             const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
             // (XEarly: the same, so the dy rows that hold grad_input are released, and the next sub-group's first
             // dy rows loaded, an instruction's rows sooner)
-            const uint64_t step = (slots_ > 0 && !Whole(k)) || xEarly_ ? uint64_t(k.t.spSlabRows) : c1 - c0;
+            const uint64_t step = (slots_ > 0 && !Whole(k)) || xEarly_ ? uint64_t(ApplyStep(k, b_)) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
                 if (byChunk) {
@@ -1484,7 +1591,8 @@ private:
                 } else if (XcOrder(k)) {
                     ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 } else if (!Whole(k)) {
-                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                    ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1,
+                              firstCast && c == 0 && r0 == c0);
                 }
                 AscendC::SetFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
                 AscendC::WaitFlag<HardEvent::V_MTE3>(ReleaseIdOf(s, c));
@@ -1509,6 +1617,24 @@ private:
             // Nothing loaded (all outputs masked): the next zeros wait for these stores.
             AscendC::SetFlag<HardEvent::MTE3_V>(0);
             AscendC::WaitFlag<HardEvent::MTE3_V>(0);
+        }
+    }
+
+    // ColumnApply with the scalar hand-over of the sums: the first apply instruction's dy rows cast while the
+    // scalar unit takes the sums (they do not depend on them), so the vector unit has that to do meanwhile.
+    __aicore__ inline bool CastFirstDy(const KernelState<T> &k, const SubGroup &s)
+    {
+        if constexpr (IsSame<T, float>::value) {
+            (void)k, (void)s;
+            return false;  // (ColumnApply: 16-bit types only)
+        } else {
+            if (!b_.columns || !want_) {
+                return false;
+            }
+            const uint64_t rows = Min(uint64_t(ApplyStep(k, b_)), ChunkBegin(k.t, 1));
+            AscendC::Cast(b_.slab[SLAB_DY_F], b_.dy[uint64_t(Shift(k, s, 0))], AscendC::RoundMode::CAST_NONE,
+                          uint32_t(rows * s.len));
+            return true;
         }
     }
 
@@ -1638,6 +1764,13 @@ private:
             PairTrees(k, s);  // the scalar unit reads each tree's lanes where it left them (SumsToLanes)
             return;
         }
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+        if (PhaseSumsOn(k)) {
+            PhaseSums(k, s);
+            AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
+            return;
+        }
+#endif
         if (!HasFloatReduceSum(k.t)) {  // the slots BlockTreeSum adds onto
             AscendC::Duplicate(b_.slotDy, 0.0f, s.cnt * SLOT_FLOATS);
             AscendC::Duplicate(b_.slotDyx, 0.0f, s.cnt * SLOT_FLOATS);
@@ -1715,6 +1848,101 @@ private:
         }
         return k.t.spAccRows > 1 ? s.len : b_.accElems;
     }
+    // Packed slices where the SoC has float ReduceSum and ReduceDataBlock (ascend310p's 14x14 slices): channels
+    // PhaseCount apart have their bodies alike, so the sums of a phase (its channels' dy sums, then their dy *
+    // xhat sums, folded into the dy sums' row 1) are runs equally spaced; each body is folded onto its first
+    // repeat by Adds (a repeat per sum of a phase), that repeat's blocks summed by ReduceDataBlock into a block
+    // per sum, and those blocks' lanes by one more (PhaseSums): a few instructions a sub-group where a ReduceSum
+    // per channel and sum was, where that is fewer instructions. From the tiling alone, so every sub-group of a
+    // launch sums so (the additions' order depends on the shape only, never the cores).
+    __aicore__ inline uint32_t PhaseCount(const KernelState<T> &k) const
+    {
+        uint32_t ph = SLOT_FLOATS;
+        while (ph > 1 && (ph / 2) * uint32_t(k.t.inner) % SLOT_FLOATS == 0) {
+            ph /= 2;
+        }
+        return ph;
+    }
+    __aicore__ inline bool PhaseSumsOn(const KernelState<T> &k) const
+    {
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+        constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+        const uint32_t ph = PhaseCount(k), q = k.t.spQuantum;
+        if (!HasFloatReduceSum(k.t) || q == 0 || q % ph != 0 || k.t.spLaneSums != SP_LANES_NONE || SegmentedSums(k) ||
+            ph * uint32_t(k.t.inner) / SLOT_FLOATS > MAX_REPEAT_STRIDE || k.t.spRowStride < 2 * SLOT_FLOATS) {
+            return false;
+        }
+        // fewer instructions than the ReduceSums of a sub-group of one run of channels (the fewest; its Adds and
+        // ReduceDataBlocks per phase, then the lanes' calls), each body at least a repeat: from the shape and the
+        // SoC, never the sub-group's channels, which depend on the cores
+        bool bodies = true;
+        const uint32_t sums = 2 * q;
+        uint32_t instrs = (sums >= SLOT_FLOATS ? 1u : 0u) + (sums % SLOT_FLOATS != 0 ? 1u : 0u);
+        for (uint32_t j = 0; j < ph; ++j) {
+            uint32_t from = 0, count = 0;
+            Body(k, j, from, count);
+            bodies = bodies && count >= LANES;
+            instrs += uint32_t(CeilDiv(count, LANES));
+        }
+        return bodies && instrs < sums;
+#else
+        (void)k;
+        return false;
+#endif
+    }
+    // PhaseSumsOn: the dy * xhat sums a row after the dy sums (FoldSums' last fold), so a phase's sums of both
+    // are runs of one call; one accumulator row: in their own slab, a call each.
+    __aicore__ inline bool PhaseJoined(const KernelState<T> &k) const { return k.t.spAccRows > 1; }
+    // PhaseSumsOn: where channel j's dy sum is in the slots (its dy * xhat sum: the channels of its phase later).
+    __aicore__ inline uint32_t PhaseSumAt(const KernelState<T> &k, const SubGroup &s, uint32_t j) const
+    {
+        const uint32_t phases = PhaseCount(k), per = s.cnt / phases;
+        return (j % phases) * 2 * per + j / phases;
+    }
+#if BNB_SOC_HAS_BLOCK_REDUCE_SUM
+    // PhaseSumsOn: a phase's sums are runs PhaseCount slices apart from its first body (its channels' dy sums,
+    // then their dy * xhat sums, PhaseJoined): the repeats past a body's first added onto it (the last one masked
+    // to the body's end), then each first repeat's blocks summed (ReduceDataBlock, in the product's slab, free
+    // here: a block per sum, phase by phase), then each block's lanes into the slots (whole repeats of blocks,
+    // then the rest). The same instructions on every sum, however the channels fall into calls.
+    __aicore__ inline void PhaseSums(KernelState<T> &k, const SubGroup &s)
+    {
+        constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
+        const uint32_t phases = PhaseCount(k), per = s.cnt / phases, rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
+        const bool joined = PhaseJoined(k);
+        const uint32_t runs = joined ? 2 * per : per;
+        const uint8_t stride = Narrow<uint8_t>(rs, "repeat stride");
+        const AscendC::BinaryRepeatParams fold(1, 1, 1, stride, stride, stride);
+        const LocalTensor<float> &blocks = b_.slab[SLAB_PROD];
+        for (uint32_t ph = 0; ph < phases; ++ph) {
+            uint32_t from = 0, count = 0;
+            Body(k, ph, from, count);
+            for (uint32_t set = 0; set < (joined ? 1u : 2u); ++set) {
+                for (uint32_t r0 = 0; r0 < runs; r0 += SP_SEG_MAX_REPEAT) {
+                    const uint32_t n = uint32_t(Min(SP_SEG_MAX_REPEAT, runs - r0));
+                    const LocalTensor<float> first = b_.sumPair[from + set * b_.accElems + r0 * rs * SLOT_FLOATS];
+                    for (uint32_t o = LANES; o < count; o += LANES) {
+                        uint64_t mask[2] = {MaskBits(0, Min(LANES, count - o)), 0};
+                        AscendC::Add(first, first, first[o], mask, uint8_t(n), fold);
+                    }
+                    const uint32_t at = ph * 2 * per + set * per + r0;
+                    AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                        blocks[at * SLOT_FLOATS], first, int32_t(LANES), int32_t(n), 1, 1, int32_t(rs));
+                }
+            }
+        }
+        const uint32_t sums = 2 * s.cnt, whole = sums / SLOT_FLOATS, rest = sums % SLOT_FLOATS;
+        if (whole > 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                b_.slotDy, blocks, int32_t(LANES), int32_t(whole), 1, 1, int32_t(SLOT_FLOATS));
+        }
+        if (rest > 0) {
+            AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+                b_.slotDy[whole * SLOT_FLOATS], blocks[whole * LANES], int32_t(rest * SLOT_FLOATS), 1, 1, 1,
+                int32_t(SLOT_FLOATS));
+        }
+    }
+#endif
     __aicore__ inline bool PairTreesOn(const KernelState<T> &k, const SubGroup &s) const
     {
         const uint32_t d = PairDistance(k, s);
@@ -1724,6 +1952,9 @@ private:
     // The folded dy * xhat sums of the sub-group.
     __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
     {
+        if (PhaseSumsOn(k) && PhaseJoined(k)) {
+            return b_.sumPair[s.len];  // the dy sums' row 1 (FoldSums)
+        }
         return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
     }
 
@@ -1796,6 +2027,11 @@ private:
                     dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
                     dyx += b_.slotDyx.GetValue(j * SLOT_FLOATS + l);
                 }
+            } else if (PhaseSumsOn(k)) {  // PhaseSums' slots
+                const PackedSpan p = SpanOf(k.t, j);
+                const uint32_t at = PhaseSumAt(k, s, j), per = s.cnt / PhaseCount(k);
+                dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[at], p, false);
+                dyx = PackedSum(DyxSums(k, s), b_.slotDy[at + per], p, false);
             } else {
                 const PackedSpan p = SpanOf(k.t, j);
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[j * SLOT_FLOATS], p, lanes);

@@ -339,6 +339,27 @@ def test_tree_sums_same_bits_any_cores(sim, shape, dtype):
             assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((5, 48, 14, 14), "float16"),
+                                         ((9, 24, 14, 14), "float16")])
+def test_phase_sums_and_column_apply_same_bits_any_cores(sim, shape, dtype):
+    """ascend310p's packed 14x14 single pass, 16-bit: each sum's body folded to a repeat by Adds and summed by
+    two ReduceDataBlocks for all sums of a sub-group (PhaseSums), the apply a repeat per block column of twice
+    the slab rows (ColumnApply, N not a multiple of them too); float32 (runs of two channels) keeps a ReduceSum
+    per sum: against the reference, and the same bits on 1, 3 and 7 cores (other sub-groups, short ones
+    included)."""
+    args = make_inputs(shape, False, dtype, seed=13)
+    outs = []
+    for cores in (1, 3, 7):
+        info = check(sim, shape, False, dtype, True, soc="ascend310p", cores=cores, seed=13, two_pass=False)
+        assert info.strategy == SINGLE and info.sp_quantum > 0 and info.sp_lane_sums == 0
+        got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                            args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores)
+        outs.append(got)
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
 def test_wide_rows_same_bits_any_cores_and_rows(sim):
     """ascend910 16-bit (no mul_add, vector-bound): the sums keep SP_WIDE_SLAB_ROWS accumulator rows, decided
     from the shape and the SoC, and the instructions cover as many rows where they fit (else SP_SLAB_ROWS):
