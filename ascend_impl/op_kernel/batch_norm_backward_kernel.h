@@ -517,6 +517,7 @@ private:
             // still in UB, where a reload would take the tensor-end tail's barriers)
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
             Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            next.pair = more && PairAhead(nb, ne, nnb, nne);
             if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
                                       ahead.second)) {
                 if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
@@ -595,6 +596,7 @@ private:
         int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
         bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
         bool lead = false;    // AheadTileLead: the tile issued before the round's last phase-1 units' loads
+        bool pair = false;    // PairAhead: the next period's first two steps' loads issued by this one's last two
         bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
         float a = 0.0f;
         float mean = 0.0f;    // its channel's mean (float32: RunAhead centres its x too)
@@ -605,7 +607,7 @@ private:
     __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re, bool stats = true) const
     {
         Ahead a;
-        a.want = stats && Serial() && Fits(ab, ae, rb, re);
+        a.want = stats && (Serial() ? Fits(ab, ae, rb, re) : PairAhead(ab, ae, rb, re));
         a.tile = !a.want && Serial() && !HasFloatReduceSum(k_.t) && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
         a.ab = ab;
         a.ae = ae;
@@ -806,7 +808,7 @@ private:
             TakeScalars(rb, re, false, rs);
         }
         k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-        if (!serial) {
+        if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         const uint64_t steps = (ae - ab) + (re - rb);
@@ -818,16 +820,23 @@ private:
         uint64_t heldU = 0;
         if (depth == 2) {
             order.Take(&heldApply, &heldU);
-            if (!(second && heldApply)) {  // SecondTile: the second phase-2 unit's loads went before the SyncAll
+            // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
+            if (!(second && (heldApply || !serial))) {
                 IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
             }
+        }
+        InterleaveOrder following{0, 0, 0, 0, false};  // PairAhead: the next period's steps
+        if (ahead != nullptr && ahead->pair) {
+            following = InterleaveOrder{ahead->ab, ahead->ae, ahead->rb, ahead->re, false};
         }
         for (uint64_t left = steps; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
             const bool oneAhead = lead > 0 && left < depth + lead;  // after the early ahead tile
-            if (left == depth + lead) {
+            if (ahead != nullptr && ahead->pair && left <= depth) {
+                next = PairTile(&following, ahead, left == depth);
+            } else if (left == depth + lead) {
                 next = AheadTile(ahead);
             } else if (left > (oneAhead ? 1 : depth)) {
                 order.Take(&nextApply, &nu);
@@ -885,6 +894,31 @@ private:
 
     // Rounds one after the other (the software SyncAll without ilRounds).
     __aicore__ inline bool Serial() const { return !InterleavedRounds(k_.t); }
+
+    // Interleaved rounds with the software SyncAll (ilRounds) and loads two steps ahead (tiling inBuffers),
+    // where the next period (phase 2 of units [ab, ae), phase 1 of [rb, re)) is Interleaved too: the period's
+    // last two steps issue the loads of that period's first two, the look-ahead chain running on through the
+    // SyncAll, so MTE2 works while the round's last unit lands and reduces and its partials drain (it stood
+    // idle from the last unit's loads until after the combine and the next statistics); RunAhead casts the
+    // first (a phase-2 tile) while the cores meet.
+    __aicore__ inline bool PairAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    {
+        return !Serial() && k_.t.softSync && k_.t.inBuffers >= IN_BUFFERS_AHEAD && Fits(ab, ae, rb, re);
+    }
+
+    // PairAhead: the loads of the next step of the next period (`first`: its first, a phase-2 unit).
+    __aicore__ inline NextTile PairTile(InterleaveOrder *following, Ahead *a, bool first) const
+    {
+        bool apply = false;
+        uint64_t u = 0;
+        following->Take(&apply, &u);
+        if (first) {
+            a->issued = true;
+        } else {
+            a->second = true;
+        }
+        return NextOf(k_.t, u, apply, apply ? k_.t.training != 0 : true);
+    }
 
     // Whether phase-1 unit u of a run ending at e sends the batch of partials (StoreBatch's flush). Serial
     // rounds without float ReduceSum also send it one unit early: the scalar unit folds the lanes of the
