@@ -591,6 +591,8 @@ private:
     // rounds, and with no next round), so phase 2 does not issue it after the SyncAll, where the combine's
     // partials would queue behind its loads; `issued`: AheadTile issued it (phase 2 then does not).
     // Without float ReduceSum only (ascend910).
+    // Interleaved rounds where the period's last steps issue the next one's first loads (PairAhead): the
+    // next round's statistics taken so too (`want`), and those loads (`issued`, `second`; `pair`).
     struct Ahead {
         bool want = false, tile = false, done = false, issued = false;
         int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
@@ -673,7 +675,7 @@ private:
         if (k_.statsGroup == g) {
             return;
         }
-        IssueStatLoads(k_, g);
+        IssueStatLoads(k_, g, true);  // a tail past the vector's end deferred (FinishDeferredStatLoads)
         k_.statsGroup = -1;  // being overwritten: FinishStatLoads (RunAhead) sets it
         a->early = g;
     }
@@ -718,8 +720,7 @@ private:
         }
         if (a->early >= 0) {
             SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // EarlyStats' loads landed
-            FinishStatLoads(k_, a->early);
-            SetWaitFlag<AscendC::HardEvent::V_S>();  // their casts before the scalar reads (TakeScalars)
+            FinishDeferredStatLoads(k_, a->early);  // (ends with their casts before the scalar reads)
         }
         TakeScalars(a->rb, a->re, false, a->rs);
         a->done = true;
