@@ -420,7 +420,9 @@ private:
     // partials have left UB); the launch's first run (training, channel-first, no statistics in UB yet)
     // issues its statistics' loads first and the first two tiles' right behind them (StartRun), so MTE2
     // does not stand still while the statistics land.
-    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true)
+    // `last` / `lastAfter`: the last unit's look-ahead (before its compute / once its casts freed a buffer).
+    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true, const NextTile &last = NextTile(),
+                                       const NextTile *lastAfter = nullptr)
     {
         const bool two = b < e && StartRun(b, e);
         if (b < e && !two) {
@@ -431,7 +433,8 @@ private:
             // !wait (Phase1 early: the SyncAll waits for the last copy to land): the batch leaves one unit
             // early too, so the last copy is one unit's partials
             const bool flush = u + 1 == e || (!wait && u + 2 == e);
-            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : NextTile(), flush);
+            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : (u + 1 == e ? last : NextTile()),
+                             flush, nullptr, u + 1 == e ? lastAfter : nullptr);
         }
         if (wait) {
             k_.WaitPartials();  // (else the caller's)
@@ -503,7 +506,7 @@ private:
         }
         Ahead ahead = PlanAhead(b, e, nb, ne, 2 * uint64_t(k_.t.l2Rounds) < groups);
         bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
-        if (!Taken(b, e, false, &ahead)) {
+        if (!Taken(b, e, false, &ahead) && !FirstPairAhead(b, e, nb, ne, &ahead)) {
             ReduceUnits(b, e);
         }
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
@@ -905,6 +908,26 @@ private:
     __aicore__ inline bool PairAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
     {
         return !Serial() && k_.t.softSync && k_.t.inBuffers >= IN_BUFFERS_AHEAD && Fits(ab, ae, rb, re);
+    }
+
+    // PairAhead for the launch's first phase 1 (units [b, e), alone): its last unit issues the loads of the
+    // first period's first two steps (phase-2 unit b, then phase-1 unit rb once its own casts freed a buffer)
+    // and the first is cast while the cores meet. False (nothing run) where the first period is not PairAhead.
+    __aicore__ inline bool FirstPairAhead(uint64_t b, uint64_t e, uint64_t rb, uint64_t re, Ahead *a)
+    {
+        if (!PairAhead(b, e, rb, re) || e - b < 2) {
+            return false;
+        }
+        const bool train = k_.t.training != 0;
+        const NextTile second = NextOf(k_.t, rb, false, true);
+        ReduceUnits(b, e, true, NextOf(k_.t, b, true, train), &second);
+        const TileRows r = UnitRows(k_.t, b, true);
+        TakeTile(k_, train, r.rows * k_.t.rowStride);
+        k_.ub.taken = true;
+        a->issued = true;
+        a->second = true;
+        a->done = false;
+        return true;
     }
 
     // PairAhead: the loads of the next step of the next period (`first`: its first, a phase-2 unit).
