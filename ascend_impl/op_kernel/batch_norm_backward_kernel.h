@@ -420,7 +420,9 @@ private:
     // partials have left UB); the launch's first run (training, channel-first, no statistics in UB yet)
     // issues its statistics' loads first and the first two tiles' right behind them (StartRun), so MTE2
     // does not stand still while the statistics land.
-    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true)
+    // `last` / `lastAfter`: the last unit's look-ahead (before its compute / once its casts freed a buffer).
+    __aicore__ inline void ReduceUnits(uint64_t b, uint64_t e, bool wait = true, const NextTile &last = NextTile(),
+                                       const NextTile *lastAfter = nullptr)
     {
         const bool two = b < e && StartRun(b, e);
         if (b < e && !two) {
@@ -431,7 +433,8 @@ private:
             // !wait (Phase1 early: the SyncAll waits for the last copy to land): the batch leaves one unit
             // early too, so the last copy is one unit's partials
             const bool flush = u + 1 == e || (!wait && u + 2 == e);
-            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : NextTile(), flush);
+            ReduceUnit<MODE>(k_, u, issue ? NextOf(k_.t, u + 1, false, true) : (u + 1 == e ? last : NextTile()),
+                             flush, nullptr, u + 1 == e ? lastAfter : nullptr);
         }
         if (wait) {
             k_.WaitPartials();  // (else the caller's)
@@ -503,7 +506,7 @@ private:
         }
         Ahead ahead = PlanAhead(b, e, nb, ne, 2 * uint64_t(k_.t.l2Rounds) < groups);
         bool heldShare = false;  // the share's partials in partUb (serial rounds: the last round's Taken)
-        if (!Taken(b, e, false, &ahead)) {
+        if (!Taken(b, e, false, &ahead) && !FirstPairAhead(b, e, nb, ne, &ahead)) {
             ReduceUnits(b, e);
         }
         for (uint64_t g0 = 0; g0 < groups; g0 += k_.t.l2Rounds) {
@@ -517,6 +520,7 @@ private:
             // still in UB, where a reload would take the tensor-end tail's barriers)
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
             Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            next.pair = more && PairAhead(nb, ne, nnb, nne);
             if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
                                       ahead.second)) {
                 if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
@@ -590,11 +594,14 @@ private:
     // rounds, and with no next round), so phase 2 does not issue it after the SyncAll, where the combine's
     // partials would queue behind its loads; `issued`: AheadTile issued it (phase 2 then does not).
     // Without float ReduceSum only (ascend910).
+    // Interleaved rounds where the period's last steps issue the next one's first loads (PairAhead): the
+    // next round's statistics taken so too (`want`), and those loads (`issued`, `second`; `pair`).
     struct Ahead {
         bool want = false, tile = false, done = false, issued = false;
         int64_t early = -1;  // EarlyStats: the group whose statistics' loads it issued
         bool second = false;  // SecondTile: the second phase-2 tile's loads issued too
         bool lead = false;    // AheadTileLead: the tile issued before the round's last phase-1 units' loads
+        bool pair = false;    // PairAhead: the next period's first two steps' loads issued by this one's last two
         bool scale = false;   // a: the first phase-2 tile's a = weight * invstd (RunAhead scales its dy)
         float a = 0.0f;
         float mean = 0.0f;    // its channel's mean (float32: RunAhead centres its x too)
@@ -605,7 +612,7 @@ private:
     __aicore__ inline Ahead PlanAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re, bool stats = true) const
     {
         Ahead a;
-        a.want = stats && Serial() && Fits(ab, ae, rb, re);
+        a.want = stats && (Serial() ? Fits(ab, ae, rb, re) : PairAhead(ab, ae, rb, re));
         a.tile = !a.want && Serial() && !HasFloatReduceSum(k_.t) && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
         a.ab = ab;
         a.ae = ae;
@@ -671,7 +678,7 @@ private:
         if (k_.statsGroup == g) {
             return;
         }
-        IssueStatLoads(k_, g);
+        IssueStatLoads(k_, g, true);  // a tail past the vector's end deferred (FinishDeferredStatLoads)
         k_.statsGroup = -1;  // being overwritten: FinishStatLoads (RunAhead) sets it
         a->early = g;
     }
@@ -716,8 +723,7 @@ private:
         }
         if (a->early >= 0) {
             SetWaitFlag<AscendC::HardEvent::MTE2_V>();  // EarlyStats' loads landed
-            FinishStatLoads(k_, a->early);
-            SetWaitFlag<AscendC::HardEvent::V_S>();  // their casts before the scalar reads (TakeScalars)
+            FinishDeferredStatLoads(k_, a->early);  // (ends with their casts before the scalar reads)
         }
         TakeScalars(a->rb, a->re, false, a->rs);
         a->done = true;
@@ -806,7 +812,7 @@ private:
             TakeScalars(rb, re, false, rs);
         }
         k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
-        if (!serial) {
+        if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
         const uint64_t steps = (ae - ab) + (re - rb);
@@ -818,16 +824,23 @@ private:
         uint64_t heldU = 0;
         if (depth == 2) {
             order.Take(&heldApply, &heldU);
-            if (!(second && heldApply)) {  // SecondTile: the second phase-2 unit's loads went before the SyncAll
+            // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
+            if (!(second && (heldApply || !serial))) {
                 IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
             }
+        }
+        InterleaveOrder following{0, 0, 0, 0, false};  // PairAhead: the next period's steps
+        if (ahead != nullptr && ahead->pair) {
+            following = InterleaveOrder{ahead->ab, ahead->ae, ahead->rb, ahead->re, false};
         }
         for (uint64_t left = steps; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
             const bool oneAhead = lead > 0 && left < depth + lead;  // after the early ahead tile
-            if (left == depth + lead) {
+            if (ahead != nullptr && ahead->pair && left <= depth) {
+                next = PairTile(&following, ahead, left == depth);
+            } else if (left == depth + lead) {
                 next = AheadTile(ahead);
             } else if (left > (oneAhead ? 1 : depth)) {
                 order.Take(&nextApply, &nu);
@@ -885,6 +898,51 @@ private:
 
     // Rounds one after the other (the software SyncAll without ilRounds).
     __aicore__ inline bool Serial() const { return !InterleavedRounds(k_.t); }
+
+    // Interleaved rounds with the software SyncAll (ilRounds) and loads two steps ahead (tiling inBuffers),
+    // where the next period (phase 2 of units [ab, ae), phase 1 of [rb, re)) is Interleaved too: the period's
+    // last two steps issue the loads of that period's first two, the look-ahead chain running on through the
+    // SyncAll, so MTE2 works while the round's last unit lands and reduces and its partials drain (it stood
+    // idle from the last unit's loads until after the combine and the next statistics); RunAhead casts the
+    // first (a phase-2 tile) while the cores meet.
+    __aicore__ inline bool PairAhead(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re) const
+    {
+        return !Serial() && k_.t.softSync && k_.t.inBuffers >= IN_BUFFERS_AHEAD && Fits(ab, ae, rb, re);
+    }
+
+    // PairAhead for the launch's first phase 1 (units [b, e), alone): its last unit issues the loads of the
+    // first period's first two steps (phase-2 unit b, then phase-1 unit rb once its own casts freed a buffer)
+    // and the first is cast while the cores meet. False (nothing run) where the first period is not PairAhead.
+    __aicore__ inline bool FirstPairAhead(uint64_t b, uint64_t e, uint64_t rb, uint64_t re, Ahead *a)
+    {
+        if (!PairAhead(b, e, rb, re) || e - b < 2) {
+            return false;
+        }
+        const bool train = k_.t.training != 0;
+        const NextTile second = NextOf(k_.t, rb, false, true);
+        ReduceUnits(b, e, true, NextOf(k_.t, b, true, train), &second);
+        const TileRows r = UnitRows(k_.t, b, true);
+        TakeTile(k_, train, r.rows * k_.t.rowStride);
+        k_.ub.taken = true;
+        a->issued = true;
+        a->second = true;
+        a->done = false;
+        return true;
+    }
+
+    // PairAhead: the loads of the next step of the next period (`first`: its first, a phase-2 unit).
+    __aicore__ inline NextTile PairTile(InterleaveOrder *following, Ahead *a, bool first) const
+    {
+        bool apply = false;
+        uint64_t u = 0;
+        following->Take(&apply, &u);
+        if (first) {
+            a->issued = true;
+        } else {
+            a->second = true;
+        }
+        return NextOf(k_.t, u, apply, apply ? k_.t.training != 0 : true);
+    }
 
     // Whether phase-1 unit u of a run ending at e sends the batch of partials (StoreBatch's flush). Serial
     // rounds without float ReduceSum also send it one unit early: the scalar unit folds the lanes of the

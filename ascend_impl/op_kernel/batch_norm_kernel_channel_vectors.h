@@ -262,6 +262,21 @@ __aicore__ inline void FinishStatLoads(KernelState<T> &k, int64_t g, bool deferT
     k.coefGroup = -1;
 }
 
+// After IssueStatLoads(k, g, deferTails) landed (the vector unit behind them): FinishStatLoads, then the
+// deferred tails (FixStatTails' scalar writes, their casts); ends with the casts before the scalar unit's reads.
+template <typename T>
+__aicore__ inline void FinishDeferredStatLoads(KernelState<T> &k, int64_t g)
+{
+    FinishStatLoads(k, g, true);
+    SetWaitFlag<AscendC::HardEvent::V_S>();  // the landed tails' blocks (MTE2, then V) before the scalar reads
+    if (FixStatTails(k, g)) {
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the tails' scalar writes before their casts
+        if (CastStatTails(k, g)) {
+            SetWaitFlag<AscendC::HardEvent::V_S>();
+        }
+    }
+}
+
 // weight, mean and invstd of group g (the mode's statistics), unless already in UB:
 // training: save_mean / save_invstd (required then); inference: running_mean
 // and 1 / sqrt(running_var + eps).
@@ -272,9 +287,11 @@ __aicore__ inline void LoadStats(KernelState<T> &k, int64_t g)
         return;
     }
     if (k.t.training) {
-        IssueStatLoads(k, g);  // the three loads in flight together, one barrier for them
+        // the three loads in flight together, one barrier for them; a tail block that would reach past the
+        // vector's end in GM deferred (DeferredStatTail), not a round trip of its own per statistic
+        IssueStatLoads(k, g, true);
         AscendC::PipeBarrier<PIPE_ALL>();
-        FinishStatLoads(k, g);
+        FinishDeferredStatLoads(k, g);
         AscendC::PipeBarrier<PIPE_ALL>();
         return;
     }

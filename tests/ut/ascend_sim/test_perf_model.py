@@ -231,6 +231,21 @@ def test_rounds_load_ahead(lib):
     assert r.busy_us("mte2") > 0.87 * r.timeline_us
 
 
+def test_interleaved_rounds_pair_ahead(lib):
+    """ascend310p float16 (32, 64, 112, 112): interleaved software-SyncAll L2 rounds (ilRounds: pl_tail 0) with
+    loads two steps ahead: each period's last two steps issue the loads of the next period's first two
+    (PairAhead) and the next round's statistics are taken before the SyncAll, and the last groups' statistics
+    (whose 32-byte block would reach past the vector's end in GM) load in one round trip, not one per
+    statistic; MTE2, the pipe of the bound, then idles only around each SyncAll, with the second reads still
+    L2 hits."""
+    r = ascend_model.run(lib, "ascend310p", (32, 64, 112, 112), "float16")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.cross_core == 1 and t.soft_sync == 1 and t.l2_rounds > 0
+    assert t.pl_tail == 0
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 6.06
+    assert r.busy_us("mte2") > 0.85 * r.timeline_us
+
+
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend310p", (32, 128, 56, 56), "float16"),
                                              ("ascend310p", (32, 256, 56, 56), "float16")])
 def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
