@@ -11,6 +11,13 @@ pytestmark = pytest.mark.ascend_sim
 SINGLE = simlib.STRATEGIES["single_pass"]
 
 
+def assert_same_bits(outs):
+    """Every run's outputs bit for bit those of the first."""
+    for other in outs[1:]:
+        for x, y in zip(outs[0], other):
+            assert np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("training", [True, False])
 def test_resnet_like_7x7_picks_single_pass(sim, dtype, training):
@@ -334,9 +341,7 @@ def test_tree_sums_same_bits_any_cores(sim, shape, dtype):
         got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                             args["save_invstd"], dtype=dtype, soc="ascend910", cores=cores)
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
 
 
 @pytest.mark.parametrize("shape,dtype", [((3, 40, 14, 14), "float32"), ((5, 48, 14, 14), "float16"),
@@ -355,9 +360,7 @@ def test_phase_sums_and_column_apply_same_bits_any_cores(sim, shape, dtype):
         got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                             args["save_invstd"], dtype=dtype, soc="ascend310p", cores=cores)
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
 
 
 def test_wide_rows_same_bits_any_cores_and_rows(sim):
@@ -375,9 +378,7 @@ def test_wide_rows_same_bits_any_cores_and_rows(sim):
                                args["save_invstd"], dtype=dtype, soc="ascend910", cores=cores, ub_bytes=ub_kib * 1024)
         assert info.strategy == SINGLE and info.sp_slab_rows == rows, (cores, ub_kib, info.sp_slab_rows)
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
     # float32 keeps SP_SLAB_ROWS
     assert check(sim, shape, False, "float32", True, soc="ascend910", cores=2).sp_slab_rows == 4
 
@@ -503,9 +504,7 @@ def test_even_sub_groups_keep_copies_long(sim, soc, dtype, ub_kib):
         evens.add(info.sp_even)
         outs.append(got)
     assert evens == {0, 1}  # both ways of cutting are compared
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
 
 
 def test_wide_packed_channels_scalar_operands_any_core_count(sim):
@@ -547,6 +546,4 @@ def test_kept_x_minus_mean_same_bits_as_its_slabs(sim, shape):
         got, _ = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
                             args["save_invstd"], dtype=dtype, soc="ascend910", ub_bytes=ub_kib * 1024, cores=cores)
         outs.append(got)
-    for other in outs[1:]:
-        for x, y in zip(outs[0], other):
-            assert np.array_equal(x, y)
+    assert_same_bits(outs)
