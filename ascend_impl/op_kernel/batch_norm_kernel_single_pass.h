@@ -994,6 +994,9 @@ public:
         outX_ = reduce_ && (!IsSame<T, float>::value || (want_ && k.t.training));
         b_.xcOrder = XcOrder(k);
         b_.keepX = KeepX(k);
+        // from the tiling alone: decided once, not per sub-group or channel on the scalar unit
+        phases_ = PhaseCount(k);
+        phaseSums_ = PhaseSumsOn(k);
         if (b_.xcOrder && !b_.keepX) {
             b_.slab[SLAB_A] = b_.slab[SLAB_PROD];  // the mean's slab keeps the mean for the apply (ApplyXcRows)
         }
@@ -1485,7 +1488,7 @@ private:
         }
         b_.shift = 0;
         const bool pairs = PairTreesOn(k, s) && k.t.spAccRows > 1;
-        const bool phased = PhaseSumsOn(k) && PhaseJoined(k);
+        const bool phased = phaseSums_ && PhaseJoined(k);
         const uint32_t dyxAt = LanesFolded(k, s) || phased ? s.len : (pairs ? PairDistance(k, s) : 0);
         FoldSums(k, b_, s.len, dyxAt);
     }
@@ -1588,7 +1591,7 @@ private:
                     const LocalTensor<float> x = b_.x[r0 * s.len].template ReinterpretCast<float>();
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
-                } else if (XcOrder(k)) {
+                } else if (b_.xcOrder) {
                     ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
                 } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1,
@@ -1765,7 +1768,7 @@ private:
             return;
         }
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
-        if (PhaseSumsOn(k)) {
+        if (phaseSums_) {
             PhaseSums(k, s);
             AscendC::SetFlag<HardEvent::V_S>(1);  // waited for in SumsToLanes
             return;
@@ -1894,10 +1897,10 @@ private:
     // are runs of one call; one accumulator row: in their own slab, a call each.
     __aicore__ inline bool PhaseJoined(const KernelState<T> &k) const { return k.t.spAccRows > 1; }
     // PhaseSumsOn: where channel j's dy sum is in the slots (its dy * xhat sum: the channels of its phase later).
-    __aicore__ inline uint32_t PhaseSumAt(const KernelState<T> &k, const SubGroup &s, uint32_t j) const
+    __aicore__ inline uint32_t PhaseSumAt(const SubGroup &s, uint32_t j) const
     {
-        const uint32_t phases = PhaseCount(k), per = s.cnt / phases;
-        return (j % phases) * 2 * per + j / phases;
+        const uint32_t per = s.cnt / phases_;
+        return (j % phases_) * 2 * per + j / phases_;
     }
 #if BNB_SOC_HAS_BLOCK_REDUCE_SUM
     // PhaseSumsOn: a phase's sums are runs PhaseCount slices apart from its first body (its channels' dy sums,
@@ -1908,7 +1911,7 @@ private:
     __aicore__ inline void PhaseSums(KernelState<T> &k, const SubGroup &s)
     {
         constexpr uint32_t LANES = uint32_t(AscendC::ONE_REPEAT_BYTE_SIZE) / sizeof(float);
-        const uint32_t phases = PhaseCount(k), per = s.cnt / phases, rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
+        const uint32_t phases = phases_, per = s.cnt / phases, rs = phases * uint32_t(k.t.inner) / SLOT_FLOATS;
         const bool joined = PhaseJoined(k);
         const uint32_t runs = joined ? 2 * per : per;
         const uint8_t stride = Narrow<uint8_t>(rs, "repeat stride");
@@ -1952,7 +1955,7 @@ private:
     // The folded dy * xhat sums of the sub-group.
     __aicore__ inline LocalTensor<float> DyxSums(const KernelState<T> &k, const SubGroup &s) const
     {
-        if (PhaseSumsOn(k) && PhaseJoined(k)) {
+        if (phaseSums_ && PhaseJoined(k)) {
             return b_.sumPair[s.len];  // the dy sums' row 1 (FoldSums)
         }
         return PairTreesOn(k, s) ? b_.sumPair[PairDistance(k, s)] : b_.slab[SLAB_SUM_DYX];
@@ -2027,9 +2030,9 @@ private:
                     dy += b_.slotDy.GetValue(j * SLOT_FLOATS + l);
                     dyx += b_.slotDyx.GetValue(j * SLOT_FLOATS + l);
                 }
-            } else if (PhaseSumsOn(k)) {  // PhaseSums' slots
+            } else if (phaseSums_) {  // PhaseSums' slots
                 const PackedSpan p = SpanOf(k.t, j);
-                const uint32_t at = PhaseSumAt(k, s, j), per = s.cnt / PhaseCount(k);
+                const uint32_t at = PhaseSumAt(s, j), per = s.cnt / phases_;
                 dy = PackedSum(b_.slab[SLAB_SUM_DY], b_.slotDy[at], p, false);
                 dyx = PackedSum(DyxSums(k, s), b_.slotDy[at + per], p, false);
             } else {
@@ -2042,7 +2045,7 @@ private:
             if (ScalarCoefsOn(k)) {
                 ScalarCoefs(k, s.lane0 + j, dy, dyx);
             }
-            if (KeepX(k)) {
+            if (b_.keepX) {
                 ShiftChannel(k, s, j);
             }
         }
@@ -2336,6 +2339,8 @@ private:
     bool xEarly_ = false;  // KeepX with one buffer: a chunk's x rows released once reduced (V_MTE2 set by Reduce)
     bool xPending_ = false;  // XEarly: Reduce's V_MTE2 events not yet waited for (WaitXReads)
     bool xAhead_ = false;    // XEarly: the next sub-group's x rows are loaded (LoadX)
+    uint32_t phases_ = 1;     // PhaseCount
+    bool phaseSums_ = false;  // PhaseSumsOn
     bool pending_[SP_WHOLE_BUFFERS] = {};  // the most buffers of any tiling
     uint32_t lastCnt_[SP_WHOLE_BUFFERS] = {};  // channels of the last sub-group loaded into each buffer
     uint32_t chunks_ = 1;  // chunks per sub-group (their events are set together)
