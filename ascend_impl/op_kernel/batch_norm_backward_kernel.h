@@ -564,14 +564,16 @@ private:
 
     // The scalars of the channels of units [b, e) (at most IL_CHANNELS) into s[0..], channel b / pc first
     // (`coefs`: phase 2's, LoadCoefs per group, its combine included; else phase 1's, LoadStats).
+    // `loadsBehind`: as LoadCoefs' (tile loads in flight behind the first group's IssueCoefLoads).
     static constexpr uint64_t IL_CHANNELS = 8;
-    __aicore__ inline void TakeScalars(uint64_t b, uint64_t e, bool coefs, channel_first::UnitScalars *s)
+    __aicore__ inline void TakeScalars(uint64_t b, uint64_t e, bool coefs, channel_first::UnitScalars *s,
+                                       bool loadsBehind = false)
     {
         const uint64_t c0 = b / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks);
         for (uint64_t c = c0; c < c0 + ChannelSpan(b, e); ++c) {
             const int64_t g = GroupOf(k_.t, int64_t(c));
             if (coefs) {
-                LoadCoefs<MODE>(k_, g);
+                LoadCoefs<MODE>(k_, g, false, loadsBehind);
             } else {
                 LoadStats(k_, g);
             }
@@ -761,6 +763,75 @@ private:
         }
     };
 
+    // Interleaved's steps whose loads are issued and whose compute is yet to come, in order (at most one
+    // per buffer of the input queues but the current step's).
+    struct StepQueue {
+        static constexpr uint32_t CAPACITY = 3;
+        bool apply[CAPACITY] = {};
+        uint64_t unit[CAPACITY] = {};
+        uint32_t head = 0, size = 0;
+        __aicore__ inline void Push(bool a, uint64_t u)
+        {
+            apply[(head + size) % CAPACITY] = a;
+            unit[(head + size) % CAPACITY] = u;
+            ++size;
+        }
+        __aicore__ inline void Push(InterleaveOrder *order)
+        {
+            bool a = false;
+            uint64_t u = 0;
+            order->Take(&a, &u);
+            Push(a, u);
+        }
+        // The oldest (none left: a phase-1 step of unit 0, which no step runs).
+        __aicore__ inline void Pop(bool *a, uint64_t *u)
+        {
+            *a = size > 0 && apply[head];
+            *u = size > 0 ? unit[head] : 0;
+            if (size > 0) {
+                head = (head + 1) % CAPACITY;
+                --size;
+            }
+        }
+        __aicore__ inline bool FrontApply() const { return apply[head]; }
+        __aicore__ inline uint64_t FrontUnit() const { return unit[head]; }
+        __aicore__ inline bool BackApply() const { return apply[(head + size - 1) % CAPACITY]; }
+        __aicore__ inline uint64_t BackUnit() const { return unit[(head + size - 1) % CAPACITY]; }
+    };
+
+    // Interleaved rounds right after the SyncAll, where the period's first two steps' loads went before it
+    // (PairAhead, FirstPairAhead; `paired`) and its phase-1 scalars were taken there (`scalarsTaken`): the
+    // loads of the steps after those two, one per free buffer of the input queues (the second step's is
+    // held, the first step's too unless its tile was cast already), issued right behind the loads of the
+    // group's partials and statistics (IssueCoefLoads) and before the combine, so MTE2 streams through the
+    // partials' round trip and the combine, where it stood idle until the first step issued its look-ahead.
+    // The same loads into the same buffers, only sooner. Returns how many (Interleaved's first steps then
+    // issue none); 0 where it issued nothing.
+    __aicore__ inline uint32_t LoadsBesideCombine(uint64_t ab, bool scalarsTaken, bool paired, uint64_t steps,
+                                                  InterleaveOrder *order, StepQueue *held)
+    {
+        if (Serial() || !paired || !scalarsTaken || held->size != 1) {
+            return 0;
+        }
+        const uint64_t free = k_.t.inBuffers - (k_.ub.taken ? 1 : 2);
+        const uint64_t n = Min(free, StepQueue::CAPACITY - 1);
+        if (n == 0 || steps < n + 2) {
+            return 0;
+        }
+        const int64_t g = GroupOf(k_.t, int64_t(ab / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
+        AscendC::TEventID landed = 0;
+        if (!IssueCoefLoads<MODE>(k_, g, &landed)) {
+            return 0;
+        }
+        const bool train = k_.t.training != 0;
+        for (uint64_t i = 0; i < n; ++i) {
+            held->Push(order);
+            IssueLoad(k_, UnitRows(k_.t, held->BackUnit(), held->BackApply()), held->BackApply() ? train : true);
+        }
+        FinishCoefLoads(k_, g, landed);
+        return uint32_t(n);
+    }
+
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
     // of the step after it (tiling inBuffers: two after it) before its own compute (one look-ahead chain over
     // both phases); every channel's
@@ -803,7 +874,17 @@ private:
         if (serial && taken == nullptr && !(issued && apply)) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        TakeScalars(ab, ae, true, as);
+        const uint64_t steps = (ae - ab) + (re - rb);
+        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
+        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
+        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
+        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
+        StepQueue held;  // depth 2: the steps after the current one whose loads are issued, in order
+        if (depth == 2) {
+            held.Push(&order);
+        }
+        const uint32_t pre = LoadsBesideCombine(ab, taken != nullptr, issued && second, steps, &order, &held);
+        TakeScalars(ab, ae, true, as, pre > 0);
         if (taken != nullptr) {
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
                 rs[i] = taken[i];
@@ -815,25 +896,15 @@ private:
         if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        const uint64_t steps = (ae - ab) + (re - rb);
-        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
-        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
-        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
-        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
-        bool heldApply = false;  // depth 2: the step after the current one, its loads already issued
-        uint64_t heldU = 0;
-        if (depth == 2) {
-            order.Take(&heldApply, &heldU);
-            // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
-            if (!(second && (heldApply || !serial))) {
-                IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
-            }
+        // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
+        if (depth == 2 && !(second && (held.FrontApply() || !serial))) {
+            IssueLoad(k_, UnitRows(k_.t, held.FrontUnit(), held.FrontApply()), held.FrontApply() ? train : true);
         }
         InterleaveOrder following{0, 0, 0, 0, false};  // PairAhead: the next period's steps
         if (ahead != nullptr && ahead->pair) {
             following = InterleaveOrder{ahead->ab, ahead->ae, ahead->rb, ahead->re, false};
         }
-        for (uint64_t left = steps; left > 0; --left) {
+        for (uint64_t left = steps, early = pre; left > 0; --left) {
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
@@ -842,19 +913,17 @@ private:
                 next = PairTile(&following, ahead, left == depth);
             } else if (left == depth + lead) {
                 next = AheadTile(ahead);
+            } else if (left > (oneAhead ? 1 : depth) && early > 0) {
+                --early;  // (its step's loads went out beside the combine)
             } else if (left > (oneAhead ? 1 : depth)) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+                if (depth == 2 && !oneAhead) {
+                    held.Push(nextApply, nu);  // the step just taken, whose loads this one issues
+                }
             }
             if (depth == 2 && !oneAhead) {
-                // the step after this one is the held one; the step just taken (whose loads this one issues)
-                // is held in its place
-                const bool takenApply = nextApply;
-                const uint64_t takenU = nu;
-                nextApply = heldApply;
-                nu = heldU;
-                heldApply = takenApply;
-                heldU = takenU;
+                held.Pop(&nextApply, &nu);  // the step after this one
             }
             if (lead > 0 && left == lead) {
                 HoldTile(k_, train);  // the ahead tile, queued before this unit's, kept for RunAhead

@@ -515,8 +515,11 @@ __aicore__ inline void TrainingCoefs(KernelState<T> &k, bool withA = true)
 // Coefficients of group g: grad_input = a * dy + k * xhat + b, with
 // a = weight * invstd and, in training, b = -a * sum_dy / n, k = -a * sum(dy * xhat) / n.
 // `totalsInUb`: the group's totals were just combined into totDy / totDyx (WriteParamGrads).
+// `loadsBehind`: tile loads issued after the group's partials and statistics (IssueCoefLoads) are in
+// flight: the coefficients end on the event the scalar reads of them need, not on a full barrier that would
+// wait for those loads to land.
 template <uint32_t MODE, typename T>
-__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false)
+__aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb = false, bool loadsBehind = false)
 {
     const bool prefetched = k.t.l2Rounds && k.t.training && k.coefGroup != g && OwnTotals<MODE>(k) &&
                             PrefetchOwnPartials(k, g);
@@ -541,8 +544,51 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb =
         }
         TrainingCoefs(k, false);
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    if (loadsBehind) {
+        SetWaitFlag<AscendC::HardEvent::V_S>();  // the coefficients before the scalar unit reads them
+    } else {
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
     k.coefGroup = g;
+}
+
+// L2 rounds with each core combining its own channels (OwnTotals), right after a SyncAll: the loads that
+// LoadCoefs of group g waits for (its partials, PrefetchOwnPartials, and its statistics unless in UB, their
+// tails deferred) issued with an MTE2_S event behind them, so tile loads issued next (the look-ahead of the
+// steps after the SyncAll) run beside the combine instead of after it. Returns whether it did (*landed:
+// the event FinishCoefLoads waits for); false, nothing issued, where LoadCoefs would not find them all so.
+template <uint32_t MODE, typename T>
+__aicore__ inline bool IssueCoefLoads(KernelState<T> &k, int64_t g, AscendC::TEventID *landed)
+{
+    uint64_t ca = 0, cb = 0;
+    const uint64_t perChannel = OwnChannels(k, g, &ca, &cb);
+    if (!k.t.l2Rounds || !k.t.training || k.coefGroup == g || !OwnTotals<MODE>(k) || ca >= cb) {
+        return false;
+    }
+    PrefetchOwnPartials(k, g);
+    if (ca * perChannel < k.cachedLo || cb * perChannel > k.cachedHi) {
+        return false;  // (none issued: they do not fit partUb, CombineOwnChannels loads them in batches)
+    }
+    if (k.statsGroup != g) {
+        IssueStatLoads(k, g, true);
+        k.statsGroup = -1;  // being overwritten: FinishCoefLoads sets it
+    }
+    *landed = k.pipe.template AllocEventID<AscendC::HardEvent::MTE2_S>();
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(*landed);
+    return true;
+}
+
+// IssueCoefLoads' loads landed (the scalar unit waits, the vector unit behind it): the statistics finished
+// (FinishDeferredStatLoads) where it issued them, so LoadCoefs finds group g's partials and statistics in UB.
+template <typename T>
+__aicore__ inline void FinishCoefLoads(KernelState<T> &k, int64_t g, AscendC::TEventID landed)
+{
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(landed);
+    k.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_S>(landed);
+    if (k.statsGroup != g) {
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the casts of the landed statistics
+        FinishDeferredStatLoads(k, g);
+    }
 }
 
 // grad_weight = sum(dy * xhat), grad_bias = sum(dy) of channels [c0, c0 + n)
