@@ -564,16 +564,14 @@ private:
 
     // The scalars of the channels of units [b, e) (at most IL_CHANNELS) into s[0..], channel b / pc first
     // (`coefs`: phase 2's, LoadCoefs per group, its combine included; else phase 1's, LoadStats).
-    // `loadsBehind`: as LoadCoefs' (tile loads in flight behind the first group's IssueCoefLoads).
     static constexpr uint64_t IL_CHANNELS = 8;
-    __aicore__ inline void TakeScalars(uint64_t b, uint64_t e, bool coefs, channel_first::UnitScalars *s,
-                                       bool loadsBehind = false)
+    __aicore__ inline void TakeScalars(uint64_t b, uint64_t e, bool coefs, channel_first::UnitScalars *s)
     {
         const uint64_t c0 = b / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks);
         for (uint64_t c = c0; c < c0 + ChannelSpan(b, e); ++c) {
             const int64_t g = GroupOf(k_.t, int64_t(c));
             if (coefs) {
-                LoadCoefs<MODE>(k_, g, false, loadsBehind);
+                LoadCoefs<MODE>(k_, g);
             } else {
                 LoadStats(k_, g);
             }
@@ -799,37 +797,72 @@ private:
         __aicore__ inline uint64_t BackUnit() const { return unit[(head + size - 1) % CAPACITY]; }
     };
 
-    // Interleaved rounds right after the SyncAll, where the period's first two steps' loads went before it
-    // (PairAhead, FirstPairAhead; `paired`) and its phase-1 scalars were taken there (`scalarsTaken`): the
-    // loads of the steps after those two, one per free buffer of the input queues (the second step's is
-    // held, the first step's too unless its tile was cast already), issued right behind the loads of the
-    // group's partials and statistics (IssueCoefLoads) and before the combine, so MTE2 streams through the
-    // partials' round trip and the combine, where it stood idle until the first step issued its look-ahead.
-    // The same loads into the same buffers, only sooner. Returns how many (Interleaved's first steps then
-    // issue none); 0 where it issued nothing.
-    __aicore__ inline uint32_t LoadsBesideCombine(uint64_t ab, bool scalarsTaken, bool paired, uint64_t steps,
-                                                  InterleaveOrder *order, StepQueue *held)
-    {
-        if (Serial() || !paired || !scalarsTaken || held->size != 1) {
-            return 0;
-        }
-        const uint64_t free = k_.t.inBuffers - (k_.ub.taken ? 1 : 2);
-        const uint64_t n = Min(free, StepQueue::CAPACITY - 1);
-        if (n == 0 || steps < n + 2) {
-            return 0;
-        }
-        const int64_t g = GroupOf(k_.t, int64_t(ab / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
+    // What LoadsBesideCombine leaves to Interleaved: how many steps' loads it issued (`pre`), and whether the
+    // scalars of the core's later channels of phase 2 are still to be formed (`others`: once IssueCoefLoads'
+    // second event, `landed`, says their partials landed in partUb from slot `lo`'s unit on).
+    struct BesideCombine {
+        uint32_t pre = 0;
+        bool others = false;
         AscendC::TEventID landed = 0;
-        if (!IssueCoefLoads<MODE>(k_, g, &landed)) {
-            return 0;
+        uint64_t lo = 0;
+    };
+
+    // Interleaved rounds right after the SyncAll, where the period's first two steps' loads went before it
+    // (PairAhead, FirstPairAhead; `paired`) and its phase-1 scalars were taken there (`scalarsTaken`), phase 2
+    // [ab, ae) within one group: the loads of the steps after those two, one per free buffer of the input
+    // queues (the second step's is held, the first step's too unless its tile was cast already), issued
+    // right behind the loads of the group's statistics and partials (IssueCoefLoads), so MTE2 streams
+    // through the partials' round trip and the combine, where it stood idle until the first step issued its
+    // look-ahead; and the first channel's scalars into as[0] by the scalar unit (OwnChannelScalars), where
+    // a full barrier waited for every load in flight and every channel's combine (the cores whose units
+    // span two channels came to each SyncAll last). The same loads into the same buffers, and the same
+    // values. Nothing done (pre 0) where any of that does not hold.
+    __aicore__ inline BesideCombine LoadsBesideCombine(uint64_t ab, uint64_t ae, bool scalarsTaken, bool paired,
+                                                       uint64_t steps, InterleaveOrder *order, StepQueue *held,
+                                                       channel_first::UnitScalars *as)
+    {
+        BesideCombine r;
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
+        const int64_t g = GroupOf(k_.t, int64_t(c0));
+        if (Serial() || !paired || !scalarsTaken || held->size != 1 ||
+            GroupOf(k_.t, int64_t(c0 + ChannelSpan(ab, ae) - 1)) != g) {
+            return r;
+        }
+        const uint64_t n = Min(k_.t.inBuffers - (k_.ub.taken ? 1 : 2), StepQueue::CAPACITY - 1);
+        AscendC::TEventID landed[2] = {0, 0};
+        const uint32_t events = n == 0 || steps < n + 2 ? 0 : IssueCoefLoads<MODE>(k_, g, landed);
+        if (events == 0) {
+            return r;
         }
         const bool train = k_.t.training != 0;
         for (uint64_t i = 0; i < n; ++i) {
             held->Push(order);
             IssueLoad(k_, UnitRows(k_.t, held->BackUnit(), held->BackApply()), held->BackApply() ? train : true);
         }
-        FinishCoefLoads(k_, g, landed);
-        return uint32_t(n);
+        FinishCoefLoads(k_, g, landed[0]);
+        as[0] = OwnChannelScalars(k_, c0, uint32_t(int64_t(c0) - GroupStart(k_.t, g)), k_.cachedLo);
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        r.pre = uint32_t(n);
+        r.others = events > 1;
+        r.landed = landed[1];
+        r.lo = k_.cachedLo;
+        return r;
+    }
+
+    // LoadsBesideCombine's later channels of phase 2 [ab, ae): their scalars into as[1..], before the first
+    // step that needs them or writes partials into partUb (a phase-1 step), so the scalar unit sums them
+    // while the vector unit applies the first channel's units.
+    __aicore__ inline void OtherChannelScalars(uint64_t ab, uint64_t ae, BesideCombine *bc,
+                                               channel_first::UnitScalars *as)
+    {
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
+        const int64_t g = GroupOf(k_.t, int64_t(c0));
+        WaitCoefLoads(k_, bc->landed);
+        for (uint64_t c = c0 + 1; c < c0 + ChannelSpan(ab, ae); ++c) {
+            as[c - c0] = OwnChannelScalars(k_, c, uint32_t(int64_t(c) - GroupStart(k_.t, g)), bc->lo);
+        }
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        bc->others = false;
     }
 
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
@@ -883,8 +916,10 @@ private:
         if (depth == 2) {
             held.Push(&order);
         }
-        const uint32_t pre = LoadsBesideCombine(ab, taken != nullptr, issued && second, steps, &order, &held);
-        TakeScalars(ab, ae, true, as, pre > 0);
+        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, issued && second, steps, &order, &held, as);
+        if (beside.pre == 0) {
+            TakeScalars(ab, ae, true, as);
+        }
         if (taken != nullptr) {
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
                 rs[i] = taken[i];
@@ -904,7 +939,10 @@ private:
         if (ahead != nullptr && ahead->pair) {
             following = InterleaveOrder{ahead->ab, ahead->ae, ahead->rb, ahead->re, false};
         }
-        for (uint64_t left = steps, early = pre; left > 0; --left) {
+        for (uint64_t left = steps, early = beside.pre; left > 0; --left) {
+            if (beside.others && !(apply && u / pc == ab / pc)) {
+                OtherChannelScalars(ab, ae, &beside, as);
+            }
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
