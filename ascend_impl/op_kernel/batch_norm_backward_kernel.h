@@ -840,8 +840,10 @@ private:
             IssueLoad(k_, UnitRows(k_.t, held->BackUnit(), held->BackApply()), held->BackApply() ? train : true);
         }
         FinishCoefLoads(k_, g, landed[0]);
+        BNB_PERF_COMBINE_BEGIN();
         as[0] = OwnChannelScalars(k_, c0, uint32_t(int64_t(c0) - GroupStart(k_.t, g)), k_.cachedLo);
         SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        BNB_PERF_COMBINE_END();
         r.pre = uint32_t(n);
         r.others = events > 1;
         r.landed = landed[1];
@@ -858,10 +860,12 @@ private:
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
         const int64_t g = GroupOf(k_.t, int64_t(c0));
         WaitCoefLoads(k_, bc->landed);
+        BNB_PERF_COMBINE_BEGIN();
         for (uint64_t c = c0 + 1; c < c0 + ChannelSpan(ab, ae); ++c) {
             as[c - c0] = OwnChannelScalars(k_, c, uint32_t(int64_t(c) - GroupStart(k_.t, g)), bc->lo);
         }
         SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        BNB_PERF_COMBINE_END();
         bc->others = false;
     }
 
