@@ -761,11 +761,120 @@ private:
         }
     };
 
+    // Interleaved's steps whose loads are issued and whose compute is yet to come, in order (at most one
+    // per buffer of the input queues but the current step's).
+    struct StepQueue {
+        static constexpr uint32_t CAPACITY = 3;
+        bool apply[CAPACITY] = {};
+        uint64_t unit[CAPACITY] = {};
+        uint32_t head = 0, size = 0;
+        __aicore__ inline void Push(bool a, uint64_t u)
+        {
+            apply[(head + size) % CAPACITY] = a;
+            unit[(head + size) % CAPACITY] = u;
+            ++size;
+        }
+        __aicore__ inline void Push(InterleaveOrder *order)
+        {
+            bool a = false;
+            uint64_t u = 0;
+            order->Take(&a, &u);
+            Push(a, u);
+        }
+        // The oldest (none left: a phase-1 step of unit 0, which no step runs).
+        __aicore__ inline void Pop(bool *a, uint64_t *u)
+        {
+            *a = size > 0 && apply[head];
+            *u = size > 0 ? unit[head] : 0;
+            if (size > 0) {
+                head = (head + 1) % CAPACITY;
+                --size;
+            }
+        }
+        __aicore__ inline bool FrontApply() const { return apply[head]; }
+        __aicore__ inline uint64_t FrontUnit() const { return unit[head]; }
+        __aicore__ inline bool BackApply() const { return apply[(head + size - 1) % CAPACITY]; }
+        __aicore__ inline uint64_t BackUnit() const { return unit[(head + size - 1) % CAPACITY]; }
+    };
+
+    // What LoadsBesideCombine leaves to Interleaved: how many steps' loads it issued (`pre`), and whether the
+    // scalars of the core's later channels of phase 2 are still to be formed (`others`: once IssueCoefLoads'
+    // second event, `landed`, says their partials landed in partUb from slot `lo`'s unit on).
+    struct BesideCombine {
+        uint32_t pre = 0;
+        bool others = false;
+        AscendC::TEventID landed = 0;
+        uint64_t lo = 0;
+    };
+
+    // Interleaved rounds right after the SyncAll, where the period's first two steps' loads went before it
+    // (PairAhead, FirstPairAhead; `paired`) and its phase-1 scalars were taken there (`scalarsTaken`), phase 2
+    // [ab, ae) within one group: the loads of the steps after those two, one per free buffer of the input
+    // queues (the second step's is held, the first step's too unless its tile was cast already), issued
+    // right behind the loads of the group's statistics and partials (IssueCoefLoads), so MTE2 streams
+    // through the partials' round trip and the combine, where it stood idle until the first step issued its
+    // look-ahead; and the first channel's scalars into as[0] by the scalar unit (OwnChannelScalars), where
+    // a full barrier waited for every load in flight and every channel's combine (the cores whose units
+    // span two channels came to each SyncAll last). The same loads into the same buffers, and the same
+    // values. Nothing done (pre 0) where any of that does not hold.
+    __aicore__ inline BesideCombine LoadsBesideCombine(uint64_t ab, uint64_t ae, bool scalarsTaken, bool paired,
+                                                       uint64_t steps, InterleaveOrder *order, StepQueue *held,
+                                                       channel_first::UnitScalars *as)
+    {
+        BesideCombine r;
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
+        const int64_t g = GroupOf(k_.t, int64_t(c0));
+        if (Serial() || !paired || !scalarsTaken || held->size != 1 ||
+            GroupOf(k_.t, int64_t(c0 + ChannelSpan(ab, ae) - 1)) != g) {
+            return r;
+        }
+        const uint64_t n = Min(k_.t.inBuffers - (k_.ub.taken ? 1 : 2), StepQueue::CAPACITY - 1);
+        AscendC::TEventID landed[2] = {0, 0};
+        const uint32_t events = n == 0 || steps < n + 2 ? 0 : IssueCoefLoads<MODE>(k_, g, landed);
+        if (events == 0) {
+            return r;
+        }
+        const bool train = k_.t.training != 0;
+        for (uint64_t i = 0; i < n; ++i) {
+            held->Push(order);
+            IssueLoad(k_, UnitRows(k_.t, held->BackUnit(), held->BackApply()), held->BackApply() ? train : true);
+        }
+        FinishCoefLoads(k_, g, landed[0]);
+        BNB_PERF_COMBINE_BEGIN();
+        as[0] = OwnChannelScalars(k_, c0, uint32_t(int64_t(c0) - GroupStart(k_.t, g)), k_.cachedLo);
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        BNB_PERF_COMBINE_END();
+        r.pre = uint32_t(n);
+        r.others = events > 1;
+        r.landed = landed[1];
+        r.lo = k_.cachedLo;
+        return r;
+    }
+
+    // LoadsBesideCombine's later channels of phase 2 [ab, ae): their scalars into as[1..], before the first
+    // step that needs them or writes partials into partUb (a phase-1 step), so the scalar unit sums them
+    // while the vector unit applies the first channel's units.
+    __aicore__ inline void OtherChannelScalars(uint64_t ab, uint64_t ae, BesideCombine *bc,
+                                               channel_first::UnitScalars *as)
+    {
+        const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
+        const int64_t g = GroupOf(k_.t, int64_t(c0));
+        WaitCoefLoads(k_, bc->landed);
+        BNB_PERF_COMBINE_BEGIN();
+        for (uint64_t c = c0 + 1; c < c0 + ChannelSpan(ab, ae); ++c) {
+            as[c - c0] = OwnChannelScalars(k_, c, uint32_t(int64_t(c) - GroupStart(k_.t, g)), bc->lo);
+        }
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the scalar reads of partUb before phase 1 writes it
+        BNB_PERF_COMBINE_END();
+        bc->others = false;
+    }
+
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
     // of the step after it (tiling inBuffers: two after it) before its own compute (one look-ahead chain over
     // both phases); every channel's
-    // scalars taken first (the round's combines, then the next round's statistics), so no unit loads a
-    // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
+    // scalars taken first (the round's combines, then the next round's statistics; after a SyncAll that the
+    // period's first loads crossed, the first channel's only, LoadsBesideCombine, and the others' before
+    // their first step, OtherChannelScalars), so no unit loads a group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
     // when either range is empty or touches more than IL_CHANNELS channels.
     // Rounds one after the other (not InterleavedRounds: each round's second reads must follow its first
     // within the L2 the rounds are sized for) take the same path in the serial order: all of phase 2, then
@@ -803,7 +912,19 @@ private:
         if (serial && taken == nullptr && !(issued && apply)) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        TakeScalars(ab, ae, true, as);
+        const uint64_t steps = (ae - ab) + (re - rb);
+        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
+        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
+        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
+        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
+        StepQueue held;  // depth 2: the steps after the current one whose loads are issued, in order
+        if (depth == 2) {
+            held.Push(&order);
+        }
+        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, issued && second, steps, &order, &held, as);
+        if (beside.pre == 0) {
+            TakeScalars(ab, ae, true, as);
+        }
         if (taken != nullptr) {
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
                 rs[i] = taken[i];
@@ -815,25 +936,18 @@ private:
         if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
-        const uint64_t steps = (ae - ab) + (re - rb);
-        // tiling inBuffers: each step issues the loads of the step two ahead (the input queues' third buffer),
-        // so a phase-1 unit's long first reads do not leave the next phase-2 unit's loads waiting for a buffer
-        // that only the landing and compute of the unit before it free (the grad_input stores then stood idle)
-        const uint64_t depth = k_.t.inBuffers >= IN_BUFFERS_AHEAD && steps > 1 ? 2 : 1;
-        bool heldApply = false;  // depth 2: the step after the current one, its loads already issued
-        uint64_t heldU = 0;
-        if (depth == 2) {
-            order.Take(&heldApply, &heldU);
-            // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
-            if (!(second && (heldApply || !serial))) {
-                IssueLoad(k_, UnitRows(k_.t, heldU, heldApply), heldApply ? train : true);
-            }
+        // SecondTile: the second phase-2 unit's loads went before the SyncAll; PairAhead: the second step's
+        if (depth == 2 && !(second && (held.FrontApply() || !serial))) {
+            IssueLoad(k_, UnitRows(k_.t, held.FrontUnit(), held.FrontApply()), held.FrontApply() ? train : true);
         }
         InterleaveOrder following{0, 0, 0, 0, false};  // PairAhead: the next period's steps
         if (ahead != nullptr && ahead->pair) {
             following = InterleaveOrder{ahead->ab, ahead->ae, ahead->rb, ahead->re, false};
         }
-        for (uint64_t left = steps; left > 0; --left) {
+        for (uint64_t left = steps, early = beside.pre; left > 0; --left) {
+            if (beside.others && !(apply && u / pc == ab / pc)) {
+                OtherChannelScalars(ab, ae, &beside, as);
+            }
             NextTile next;
             bool nextApply = false;
             uint64_t nu = 0;
@@ -842,19 +956,17 @@ private:
                 next = PairTile(&following, ahead, left == depth);
             } else if (left == depth + lead) {
                 next = AheadTile(ahead);
+            } else if (left > (oneAhead ? 1 : depth) && early > 0) {
+                --early;  // (its step's loads went out beside the combine)
             } else if (left > (oneAhead ? 1 : depth)) {
                 order.Take(&nextApply, &nu);
                 next = NextOf(k_.t, nu, nextApply, nextApply ? train : true);
+                if (depth == 2 && !oneAhead) {
+                    held.Push(nextApply, nu);  // the step just taken, whose loads this one issues
+                }
             }
             if (depth == 2 && !oneAhead) {
-                // the step after this one is the held one; the step just taken (whose loads this one issues)
-                // is held in its place
-                const bool takenApply = nextApply;
-                const uint64_t takenU = nu;
-                nextApply = heldApply;
-                nu = heldU;
-                heldApply = takenApply;
-                heldU = takenU;
+                held.Pop(&nextApply, &nu);  // the step after this one
             }
             if (lead > 0 && left == lead) {
                 HoldTile(k_, train);  // the ahead tile, queued before this unit's, kept for RunAhead

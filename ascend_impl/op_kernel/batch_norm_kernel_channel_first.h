@@ -267,6 +267,17 @@ __aicore__ inline void CombineChannels(KernelUb &ub, const GlobalTensor<float> &
     }
 }
 
+// The two sums of slots [first, first + count) of `slots`, in slot order (`lanes`: each a block of lane
+// partials, LaneSum).
+__aicore__ inline void SlotSums(const LocalTensor<float> &slots, uint64_t first, uint64_t count, bool lanes,
+                                float *sumDy, float *sumDyx)
+{
+    for (uint64_t s = first; s < first + count; ++s) {
+        *sumDy += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS), lanes);
+        *sumDyx += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS + SLOT_FLOATS), lanes);
+    }
+}
+
 // The same for the n channels of a group whose partials are in UB: `slots` holds its units' partials in
 // unit order, still from phase 1 (KernelState keepPartials) or loaded from the workspace (`stored`: their
 // lane partials already folded, FoldBatchLanes).
@@ -277,10 +288,7 @@ __aicore__ inline void CombineSlots(KernelUb &ub, const LocalTensor<float> &slot
     const bool lanes = !stored && !HasFloatReduceSum(t);
     for (uint32_t j = 0; j < n; ++j) {
         float sumDy = 0.0f, sumDyx = 0.0f;
-        for (uint64_t s = j * perChannel; s < (j + 1) * perChannel; ++s) {
-            sumDy += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS), lanes);
-            sumDyx += LaneSum(slots, uint32_t(s * UNIT_SLOT_FLOATS + SLOT_FLOATS), lanes);
-        }
+        SlotSums(slots, j * perChannel, perChannel, lanes, &sumDy, &sumDyx);
         ub.v.totDy.SetValue(lane0 + j, sumDy);
         ub.v.totDyx.SetValue(lane0 + j, sumDyx);
     }

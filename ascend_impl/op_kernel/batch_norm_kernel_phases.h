@@ -545,6 +545,83 @@ __aicore__ inline void LoadCoefs(KernelState<T> &k, int64_t g, bool totalsInUb =
     k.coefGroup = g;
 }
 
+// L2 rounds with each core combining its own channels (OwnTotals), right after a SyncAll, where the scalar
+// unit forms phase 2's scalars channel by channel (OwnChannelScalars): group g's statistics unless in UB
+// (their tails deferred) and the partials of the core's first channel, an MTE2_S event (landed[0]), then the
+// partials of its other channels of g and a second event (landed[1], where it has any), so tile loads issued
+// next (the look-ahead of the steps after the SyncAll) run beside the combine and the first channel's
+// scalars wait for no other channel's partials. Returns the number of events set (0: nothing issued, where
+// the partials do not fit partUb).
+template <uint32_t MODE, typename T>
+__aicore__ inline uint32_t IssueCoefLoads(KernelState<T> &k, int64_t g, AscendC::TEventID landed[2])
+{
+    uint64_t ca = 0, cb = 0;
+    const uint64_t pc = OwnChannels(k, g, &ca, &cb);
+    if (!k.t.l2Rounds || !k.t.training || !OwnTotals<MODE>(k) || ca >= cb || (cb - ca) * pc > PartSlots(k.t)) {
+        return 0;
+    }
+    if (k.statsGroup != g) {
+        IssueStatLoads(k, g, true);  // (first: the scalar and vector units are done with partUb too)
+        k.statsGroup = -1;           // being overwritten: FinishCoefLoads sets it
+    } else {
+        VectorAndScalarBeforeMte2();  // the scalar and vector units are done with partUb
+    }
+    uint32_t events = 0;
+    for (uint64_t c = ca; c < cb; c = c == ca ? c + 1 : cb) {
+        const uint64_t n = c == ca ? 1 : cb - c;
+        AscendC::DataCopy(k.ub.partUb[(c - ca) * pc * UNIT_SLOT_FLOATS], k.part[c * pc * UNIT_SLOT_FLOATS],
+                          uint32_t(n * pc * UNIT_SLOT_FLOATS));
+        landed[events] = k.pipe.template AllocEventID<AscendC::HardEvent::MTE2_S>();
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(landed[events]);
+        ++events;
+    }
+    k.cachedLo = ca * pc;
+    k.cachedHi = cb * pc;
+    return events;
+}
+
+// One of IssueCoefLoads' events: its loads landed (the scalar unit waits).
+template <typename T>
+__aicore__ inline void WaitCoefLoads(KernelState<T> &k, AscendC::TEventID landed)
+{
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(landed);
+    k.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_S>(landed);
+}
+
+// IssueCoefLoads' first event: the statistics finished (FinishDeferredStatLoads, the vector unit behind the
+// scalar unit's wait) where it issued them, and the first channel's partials in UB.
+template <typename T>
+__aicore__ inline void FinishCoefLoads(KernelState<T> &k, int64_t g, AscendC::TEventID landed)
+{
+    WaitCoefLoads(k, landed);
+    if (k.statsGroup != g) {
+        SetWaitFlag<AscendC::HardEvent::S_V>();  // the casts of the landed statistics
+        FinishDeferredStatLoads(k, g);
+    }
+}
+
+// Channel c's (lane `lane` of its group) scalars by the scalar unit alone, its partials in partUb from
+// slot `lo`'s unit on (IssueCoefLoads): the sums as CombineSlots forms them, a, k and b as LoadCoefs' vector
+// steps (TrainingCoefs, one rounding each, in their order) and ScalarsOf's k * invstd, so the same bits,
+// without the vector unit's steps and the waits for them.
+template <typename T>
+__aicore__ inline channel_first::UnitScalars OwnChannelScalars(KernelState<T> &k, uint64_t c, uint32_t lane,
+                                                               uint64_t lo)
+{
+    const uint64_t pc = uint64_t(k.t.rowBlocks) * k.t.colBlocks;
+    float sumDy = 0.0f, sumDyx = 0.0f;
+    channel_first::SlotSums(k.ub.partUb, c * pc - lo, pc, false, &sumDy, &sumDyx);
+    const ChannelVecs &v = k.ub.v;
+    channel_first::UnitScalars s;
+    s.mean = v.mean.GetValue(lane);
+    s.invstd = v.invstd.GetValue(lane);
+    s.a = v.weight.GetValue(lane) * s.invstd;
+    const float scale = s.a * -k.t.invCount;
+    s.k = (scale * sumDyx) * s.invstd;
+    s.b = scale * sumDy;
+    return s;
+}
+
 // grad_weight = sum(dy * xhat), grad_bias = sum(dy) of channels [c0, c0 + n)
 // from the totals in totDyx / totDy (zeros where masked).
 template <typename T>

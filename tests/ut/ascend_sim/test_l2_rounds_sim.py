@@ -192,3 +192,10 @@ def test_rounds_loads_two_ahead(sim, shape, ub, l2, dtype, out, serial):
     assert (info.pl_tail > 0) == serial
     check_every_mask(sim, shape, dtype, ub, l2)
     same_bits_over_cores(sim, shape, dtype, ub, l2, (2, 3, 8))
+
+
+def test_interleaved_rounds_scalar_coefs_same_bits_as_one_core(sim):
+    """ascend310p float16 interleaved rounds: after each SyncAll the scalar unit forms phase 2's scalars
+    channel by channel from the partials (OwnChannelScalars; on 5 and 8 cores some cores' units span two
+    channels), where one core (no rounds) takes them from the vector unit's coefficients: the same bits."""
+    same_bits_over_cores(sim, (8, 16, 32, 32), "float16", 48000, 256 * 1024, (1, 5, 8))
