@@ -1517,7 +1517,7 @@ private:
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
 #if BNB_SOC_HAS_GATHER
         if (BlockCoefs(k, s)) {
-            CoefWeights(k, b_, s);  // while the first rows land (the previous apply has read the product's slab)
+            CoefWeights(k, b_, s);  // while the first rows land (the last sub-group's combine has read them before)
         }
 #endif
         for (uint32_t c = 0; c < chunks_; ++c) {
