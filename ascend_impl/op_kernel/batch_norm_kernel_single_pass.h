@@ -72,9 +72,11 @@ constexpr uint32_t SLAB_K = SLAB_SUM_DY, SLAB_B = SLAB_SUM_DYX;
 
 // LaneGather's sets of slots' floats (spChannels blocks) in the product's slab: the broadcasts' offsets
 // (three: one vector's lanes; then the pair [coefB | coefK]'s second half and first half, so k and b are one
-// Gather, k's blocks first), then a block of zeros, then ScaledSpread's weight blocks (two sets).
+// Gather, k's blocks first), then a block of zeros, then ScaledSpread's or BlockCoefs' weight blocks (two sets:
+// [scaleK | -a / n], resp. [-a / n | scaleK]), then BlockCoefs' sums' blocks (two sets) and its row of -mean.
 constexpr uint32_t LANE_GATHER_SETS = 3;
 constexpr uint32_t LANE_WEIGHT_SETS = 2;
+constexpr uint32_t BLOCK_SUM_SETS = 2;
 
 // Tiling spLaneSums SP_LANES_REDUCE where the SoC has Gather and ReduceDataBlock on float (ascend310p), mulAdd
 // (so the product's slab is free: MakeSinglePassPlan keeps it) and its room: the per-channel values reach
@@ -148,6 +150,13 @@ struct Buffers {
     bool columns = false;  // ColumnApply (with its slabs' room)
     LocalTensor<uint32_t> bcastOff;
     LocalTensor<float> zero, weights;
+    // lanes with ColumnApply and the product's slab's room, after the weights' blocks, for BLOCK_SUM_SETS sets and
+    // a row of the sub-group's slices (Runner::BlockCoefs): the sums' blocks and -mean's row
+    bool blockRoom = false;
+    LocalTensor<float> sumBlocks, stageRow;
+    // Rows 0 of k and b as ColumnApply reads them: those of their slabs, or (BlockCoefs) rows 1 and 0 of the
+    // dy sums' slab (CoefRows)
+    LocalTensor<float> colK, colB;
 
     __aicore__ inline void Init(AscendC::TPipe &pipe, const BatchNormBackwardTilingData &t)
     {
@@ -206,7 +215,21 @@ struct Buffers {
             bcastOff = offs;
             zero = slab[SLAB_PROD][LANE_GATHER_SETS * sc];
             weights = slab[SLAB_PROD][LANE_GATHER_SETS * sc + SLOT_FLOATS];
+            blockRoom = columns && 2 * t.spChannels <= SP_SEG_MAX_REPEAT &&
+                        (LANE_GATHER_SETS + LANE_WEIGHT_SETS + BLOCK_SUM_SETS) * sc + SLOT_FLOATS +
+                                t.spChannels * t.spRowStride <= slabElems;
+            if (blockRoom) {
+                sumBlocks = weights[LANE_WEIGHT_SETS * sc];
+                stageRow = sumBlocks[BLOCK_SUM_SETS * sc];
+            }
         }
+        CoefRows(slab[SLAB_K], slab[SLAB_B]);
+    }
+
+    __aicore__ inline void CoefRows(const LocalTensor<float> &k, const LocalTensor<float> &b)
+    {
+        colK = k;
+        colB = b;
     }
 
     __aicore__ inline void Use(uint32_t buf)
@@ -512,6 +535,36 @@ __aicore__ inline void BroadcastScaledPair(const KernelState<T> &k, Buffers<T> &
     FillPairRows(k, b, s);
 }
 
+// BlockCoefs, at the reduce's start (they do not depend on the sums): [-a / n | scaleK] of the sub-group's
+// channels into blocks (bcastOff's first two sets: lane j, then lane vecElems + j), and -mean's row, as Group
+// forms stage, from the mean's row 0 (Reduce's broadcast) times -1.
+template <typename T>
+__aicore__ inline void CoefWeights(const KernelState<T> &k, const Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t set = k.t.spChannels * SLOT_FLOATS;
+    AscendC::Gather(b.weights, k.ub.v.weightPair, b.bcastOff, uint32_t(s.lane0 * sizeof(float)), 2 * set);
+    AscendC::Muls(b.stageRow, b.slab[SLAB_MEAN], -1.0f, Narrow<int32_t>(s.len, "Muls count"));
+}
+
+// BlockCoefs: rows 0 of b and k straight from the lane partials (LanePartials: [dy | dy * xhat], a block per
+// channel and sum, in the slots). One ReduceDataBlock reads each block eight times (block stride 0), so every
+// result of a repeat is that block's sum, LaneSums' tree of its lanes (the same bits), and the repeat's block
+// holds it in each lane; one SpreadRuns of their products with the weights' blocks ([-a / n | scaleK], Coefs'
+// Mul on the same values) forms b's runs (without the mean) and k's, b's row the dy sums' row 0 and k's its row
+// 1 (s.len floats on: whole runs), which LanePartials has read; then b += k * -mean over the row (Coefs'
+// MulAddDst per element). No Gather, no Mul over the vectors; the lanes of the group's totals are LaneSums'
+// (after the apply: only the group's outputs read them).
+template <typename T>
+__aicore__ inline void CoefsFromBlocks(const KernelState<T> &k, Buffers<T> &b, const SubGroup &s)
+{
+    const uint32_t sums = 2 * s.cnt;
+    AscendC::ReduceDataBlock<AscendC::ReduceType::SUM, float, float>(
+        b.sumBlocks, b.slotDy, int32_t(SLOT_FLOATS * SLOT_FLOATS), Narrow<int32_t>(sums, "repeatTime"), 1, 0, 1);
+    SpreadRuns(b.sumPair, b.sumBlocks, b.weights, LaneRunOf(k.t), sums, 0, true);
+    AscendC::MulAddDst(b.sumPair, b.sumPair[s.len], b.stageRow, Narrow<int32_t>(s.len, "MulAddDst count"));
+    b.CoefRows(b.sumPair[s.len], b.sumPair);
+}
+
 // Buffers::lanes: each vector's lanes of the sub-group into a block each in the slot buffer (a Gather of
 // bcastOff: channel j's lane into block j), row 0 of its slab from them (SpreadRuns), the other rows copied
 // (k and b together); no scalar read, so no V_S / S_V hand-over.
@@ -814,10 +867,9 @@ __aicore__ inline void ApplyColumns(const Buffers<T> &b, const LocalTensor<T> &o
         const uint8_t rb = Narrow<uint8_t>(len / SLOT_FLOATS, "block stride");
         const uint8_t cols = Narrow<uint8_t>(len / SLOT_FLOATS, "repeatTime");
         uint64_t mask[2] = {MaskBits(0, rows * SLOT_FLOATS), 0};
-        AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.slab[SLAB_B], mask, cols,
-                             AscendC::BinaryRepeatParams(rb, 0, 0, 1, 1, 1));
+        AscendC::FusedMulAdd(dr, b.slab[SLAB_A], b.colB, mask, cols, AscendC::BinaryRepeatParams(rb, 0, 0, 1, 1, 1));
         AscendC::Cast(xr, b.x[off], AscendC::RoundMode::CAST_NONE, elems);
-        AscendC::MulAddDst(dr, xr, b.slab[SLAB_K], mask, cols, AscendC::BinaryRepeatParams(rb, rb, 0, 1, 1, 1));
+        AscendC::MulAddDst(dr, xr, b.colK, mask, cols, AscendC::BinaryRepeatParams(rb, rb, 0, 1, 1, 1));
     }
     AscendC::Cast(out[off], dr, NarrowRound<T>(), elems);
 }
@@ -1463,6 +1515,11 @@ private:
         }
         b_.Use(s.buf);
         Broadcast(k, b_, SLAB_MEAN, k.ub.v.mean, s);  // invstd is applied per channel (Coefs), never per element
+#if BNB_SOC_HAS_GATHER
+        if (BlockCoefs(k, s)) {
+            CoefWeights(k, b_, s);  // while the first rows land (the last sub-group's combine has read them before)
+        }
+#endif
         for (uint32_t c = 0; c < chunks_; ++c) {
             const uint64_t mid = HalfRows(k, c);
             b_.shift = Shift(k, s, c);
@@ -1614,6 +1671,11 @@ private:
             }
         }
         b_.shift = 0;
+#if BNB_SOC_HAS_GATHER
+        if (LanesLater(k, s)) {
+            LaneSums(k, s);
+        }
+#endif
         if (loads_) {
             pending_[s.buf] = slots_ == 0;  // the ring's slots: pendV_ / pendM_
         } else {
@@ -1696,6 +1758,20 @@ private:
                                                                           reps, 1, 1, int32_t(SLOT_FLOATS));
     }
 
+    // Buffers::lanes with ColumnApply (16-bit types in training) and the room (Buffers::blockRoom), a full
+    // sub-group whose lane partials of both sums are one set of slots (LanesFolded), grad_input wanted: k and b
+    // from the lane partials' blocks (CoefsFromBlocks), not from the group's lanes. The same bits as that way.
+    __aicore__ inline bool BlockCoefs(const KernelState<T> &k, const SubGroup &s) const
+    {
+        return b_.blockRoom && want_ && k.t.training && LanesFolded(k, s);
+    }
+    // BlockCoefs: the lanes of the group's totals (LaneSums) once the sub-group is applied, where nothing reads
+    // them before the group's end (not SyncBeforeLastApply's sub-group), so the apply does not wait for them.
+    __aicore__ inline bool LanesLater(const KernelState<T> &k, const SubGroup &s) const
+    {
+        return BlockCoefs(k, s) && syncGroup_ < 0;
+    }
+
     // Buffers::lanes: the offsets of LaneGather's Gathers (bytes), once per launch, by the scalar unit
     // while the first loads are in flight: bcastOff block j = channel j's lane, block spChannels + j lane
     // vecElems + j (the pair's second half), block 2 spChannels + j lane j; and the zero block of SpreadRuns.
@@ -1744,7 +1820,9 @@ private:
             }
 #if BNB_SOC_HAS_GATHER
             if (b_.lanes) {
-                LaneSums(k, s);
+                if (!LanesLater(k, s)) {
+                    LaneSums(k, s);
+                }
                 return;
             }
 #endif
@@ -2265,6 +2343,11 @@ private:
             BroadcastScaledPair(k, b_, s);  // the products per element, no Mul over the vectors
             return;
         }
+        if (BlockCoefs(k, s)) {
+            CoefsFromBlocks(k, b_, s);  // no Mul over the vectors, no Gather
+            return;
+        }
+        b_.CoefRows(b_.slab[SLAB_K], b_.slab[SLAB_B]);
 #endif
         ChannelVecs &v = k.ub.v;
         // [coefB | coefK] = [-a / n | scaleK] * [totDy | totDyx] (Group), one instruction over the pairs

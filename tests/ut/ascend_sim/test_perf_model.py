@@ -383,9 +383,9 @@ def test_lane_sums_gather_on_ascend310p(lib, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_lane_combine_on_ascend310p(lib, dtype):
     """ascend310p's 7x7 lane path: the lane partials summed by ReduceDataBlock straight into the lanes, k and b
-    gathered by one Gather, a run's head block spread with its body; float32 sub-groups (one run) spread k and
-    b as products of the sums' and the weights' blocks (no Mul over the vectors), both rows 0 in one set of
-    calls: float32 (32, 512 / 2048, 7, 7) within issue 27's 5% combine (were 7.1 / 7.6%), float16 (32, 512,
+    gathered by one Gather (16-bit full sub-groups since: test_block_coefs_on_ascend310p), a run's head block
+    spread with its body; float32 sub-groups (one run) spread k and b as products of the sums' and the
+    weights' blocks (no Mul over the vectors), both rows 0 in one set of calls: float32 (32, 512 / 2048, 7, 7) within issue 27's 5% combine (were 7.1 / 7.6%), float16 (32, 512,
     7, 7) within 7% (was 8.2%); neither slower."""
     for shape in ((32, 512, 7, 7), (32, 2048, 7, 7)):
         r = ascend_model.run(lib, "ascend310p", shape, dtype)
@@ -394,6 +394,25 @@ def test_lane_combine_on_ascend310p(lib, dtype):
             assert r.combine_share <= 0.05 and r.modeled_us <= 1.06 * r.bound_us, (shape, r.combine_share)
         elif shape[1] == 512:
             assert r.combine_share < 0.07 and r.modeled_us <= 1.25 * r.bound_us, (shape, r.combine_share)
+
+
+def test_block_coefs_on_ascend310p(lib):
+    """ascend310p's 16-bit 7x7 single pass (lane sums, ColumnApply), full sub-groups: the combine takes k and b
+    from the lane partials' blocks (BlockCoefs): one ReduceDataBlock reading each block eight times puts each
+    channel's sum in a block of its own, one set of SpreadRuns calls multiplies them by the weights' blocks
+    into b's and k's rows (both in the dy sums' slab, whole runs apart), then b += k * -mean over the row; the
+    weights' blocks and -mean's row come at the reduce's start, the group totals' lanes after the apply. No
+    Gather and no Mul over the vectors in the combine, so a sub-group of 16 channels combines in under 300 ns
+    (was about 360: six Subs, a Gather, two ReduceDataBlocks and Coefs' two steps after the lane partials),
+    the 16-bit (32, 512 / 1024 / 2048, 7, 7) within issue 27's 5% (were 5.1 / 5.7 / 6.2%), none slower than
+    1.21x its bound."""
+    for shape in ((32, 512, 7, 7), (32, 1024, 7, 7), (32, 2048, 7, 7)):
+        r = ascend_model.run(lib, "ascend310p", shape, "float16")
+        t = r.tiling
+        assert r.strategy == "single_pass" and t.used_cores == 8 and t.sp_channels == 16
+        sub_groups = shape[1] // t.used_cores // t.sp_channels
+        assert r.combine_us * 1e3 / sub_groups < 300, (shape, r.combine_us)
+        assert r.combine_share <= 0.05 and r.modeled_us <= 1.21 * r.bound_us, (shape, r.combine_share)
 
 
 def test_packed_scalar_coefs_on_ascend310p(lib):
