@@ -136,6 +136,10 @@ struct BatchNormBackwardTilingData {
                            // (i x Chunks + c) mod the slots (SpRing), so the next sub-group's first spSpare chunks
                            // load into slots the current one does not use, while it finishes its reduce and its
                            // combine (one event id per slot); 0: chunk c of every sub-group at rows c x spChunkRows
+    uint32_t spLastRows;   // single pass, no ring (spSpare 0): > 0 = the last chunk of a sub-group's rows is that many
+                           // rows (one vector instruction's, spSlabRows), the others spChunkRows each before it,
+                           // so the reduce after a sub-group's last loads land, and thus its combine, apply and
+                           // stores, start an instruction's rows after them; 0: every chunk spChunkRows rows
     uint32_t spEven;       // single pass: 1 = a group's sub-groups differ by at most one run of channels (the larger
                            // ones where the short one would go, Make), so none is a channel or two where the full
                            // ones reach SP_MIN_BURST_BYTES a row copy (BurstResident); 0: whole ones and one short
