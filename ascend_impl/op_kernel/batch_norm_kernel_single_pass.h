@@ -153,7 +153,7 @@ struct Buffers {
     {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
-                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole);
+                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole, t.spLastRows > 0 ? 1 : 0);
         const uint32_t ringBytes = uint32_t(SpRingSlots(t) * SpRingSlotElems(t) * sizeof(T));
         pipe.InitBuffer(dyBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
@@ -1122,6 +1122,9 @@ private:
             }
             AscendC::SetFlag<HardEvent::V_S>(0);
             AscendC::WaitFlag<HardEvent::V_S>(0);
+            if (AheadA(k) && lastGroup_ && subs > 0) {
+                Broadcast(k, b_, SLAB_A, k.ub.v.coefA, Make(k, g, subs - 1));  // while the first loads land
+            }
         }
         const bool twoBuffers = k.t.spBuffers > 1;
         for (uint32_t i = 0; i < subs; ++i) {
@@ -1525,7 +1528,7 @@ private:
                 if (ScalarApplyOn(k) && !slabs) {
                     WithSpanValues<true>(k, s, b_.dy.template ReinterpretCast<float>(), k.ub.v.coefA, 0,
                                          uint32_t(k.t.outer));  // a is known
-                } else if (want_) {
+                } else if (want_ && !(slabs && AheadA(k))) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
                 firstCast = CastFirstDy(k, s);
@@ -2181,6 +2184,9 @@ private:
     // SlabsLast with lane sums (a masked Duplicate a channel over every row of a slab, DuplicateSpan): channel
     // j's k and b go to their slabs as soon as the scalar unit has formed them (SumsToLanes), so the vector
     // unit fills them through the hand-over of the channels after it, not after all of them (the same values).
+    // Tiling spLastRows: a's slab is its own (SinglePassPlan::aSlab), so the core's last sub-group (SlabsLast) has
+    // it filled at the start of its group (Group), while V waits for the first loads, not after its last ones.
+    __aicore__ inline bool AheadA(const KernelState<T> &k) const { return k.t.spLastRows > 0 && ScalarApplyOn(k); }
     __aicore__ inline bool SpanCoefs(const KernelState<T> &k, bool slabs) const
     {
         return slabs && k.t.spLaneSums != SP_LANES_NONE;
