@@ -2006,7 +2006,8 @@ private:
     }
 
     // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
-    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
+    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs); `spanCoefs`: each
+    // channel's k and b then to their slabs (SpanCoefsOfChannel).
     __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s, bool spanCoefs)
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
@@ -2181,12 +2182,12 @@ private:
     {
         return last && ScalarApplyOn(k);
     }
-    // SlabsLast with lane sums (a masked Duplicate a channel over every row of a slab, DuplicateSpan): channel
-    // j's k and b go to their slabs as soon as the scalar unit has formed them (SumsToLanes), so the vector
-    // unit fills them through the hand-over of the channels after it, not after all of them (the same values).
     // Tiling spLastRows: a's slab is its own (SinglePassPlan::aSlab), so the core's last sub-group (SlabsLast) has
     // it filled at the start of its group (Group), while V waits for the first loads, not after its last ones.
     __aicore__ inline bool AheadA(const KernelState<T> &k) const { return k.t.spLastRows > 0 && ScalarApplyOn(k); }
+    // SlabsLast with lane sums (a masked Duplicate a channel over every row of a slab, DuplicateSpan): channel
+    // j's k and b go to their slabs as soon as the scalar unit has formed them (SumsToLanes), so the vector
+    // unit fills them through the hand-over of the channels after it, not after all of them (the same values).
     __aicore__ inline bool SpanCoefs(const KernelState<T> &k, bool slabs) const
     {
         return slabs && k.t.spLaneSums != SP_LANES_NONE;
