@@ -627,6 +627,29 @@ inline void SinglePassFields(BatchNormBackwardTilingData &t, uint64_t groups, ui
     t.usedCores = uint32_t(groups);
 }
 
+// Single pass (tiling spLastRows), float32 in regular lane runs without mul_add, in training with grad_input,
+// two buffers, no ring (ascend910's 7x7 slices): the core's last sub-group is applied from slabs a store per
+// instruction's rows (the kernel's SlabsLast), so after its last loads land nothing but that chunk's reduce,
+// the sums' hand-over, the apply and the stores is left; its last chunk is then one vector instruction's
+// rows, the others as even as whole instructions allow before it, the same count of chunks (so of event
+// ids), and a's slab its own where UB has room (filled before the loads land). Elsewhere the first chunks'
+// longer loads cost more than that saves. Chunks start on whole
+// instructions and the accumulator rows are the rows', so the sums, and the bits, do not change.
+inline void SinglePassLastRows(const TilingInput &in, BatchNormBackwardTilingData &t, uint32_t chunks, uint64_t fixed)
+{
+    const uint64_t outer = uint64_t(t.outer), slab = t.spSlabRows;
+    const bool tail = in.dtype == ELEM_FLOAT32 && !in.hasMulAdd && in.training && (in.outputMask >> GRAD_INPUT & 1) &&
+                      t.spLaneSums == SP_LANES_SCALAR && t.spBuffers > 1 && t.spSpare == 0 && !t.spWhole;
+    if (!tail || chunks < 2 || outer <= slab * chunks ||
+        fixed + MakeSinglePassPlan(outer, t.spChannels, t.spRowStride, in.dtype, t.spBuffers, t.spSlabRows, t.spSegSum,
+                                   t.vecElems, 0, t.spAccRows, t.spWhole, 1).Total() > in.ubBytes) {
+        return;  // (a's own slab: Runner::AheadA)
+    }
+    const uint64_t last = outer % slab == 0 ? slab : outer % slab;  // the rows of the last instruction
+    t.spLastRows = uint32_t(last);
+    t.spChunkRows = uint32_t(AlignUp(CeilDiv(outer - last, uint64_t(chunks - 1)), slab));
+}
+
 // Single pass, where even sub-groups (EvenBursts) do not help: the sub-group size (channels) near
 // `resident`, in runs of q, whose every sub-group moves at least SP_MIN_BURST_BYTES a row copy (a row of a
 // sub-group is its channels' slices, adjacent in GM), where the full ones already do: a group of n channels
@@ -860,6 +883,7 @@ inline bool TrySinglePass(const TilingInput &in, BatchNormBackwardTilingData &t)
     t.spLaneSums = q > 1 && LaneRunRegular(inner) ? (in.hasReduceRepeat ? SP_LANES_REDUCE : SP_LANES_SCALAR)
                                                   : SP_LANES_NONE;
     SinglePassRing(in, t, fixed);
+    SinglePassLastRows(in, t, chunksOf(buffers, SP_MAX_CHUNKS / buffers), fixed);
     return true;
 }
 

@@ -136,6 +136,12 @@ struct BatchNormBackwardTilingData {
                            // (i x Chunks + c) mod the slots (SpRing), so the next sub-group's first spSpare chunks
                            // load into slots the current one does not use, while it finishes its reduce and its
                            // combine (one event id per slot); 0: chunk c of every sub-group at rows c x spChunkRows
+    uint32_t spLastRows;   // single pass, no ring (spSpare 0): > 0 = the last chunk of a sub-group's rows is that many
+                           // rows (one vector instruction's, spSlabRows), the others spChunkRows each before it,
+                           // so the reduce after a sub-group's last loads land, and thus its combine, apply and
+                           // stores, start an instruction's rows after them; and a has a slab of its own
+                           // (SinglePassPlan::aSlab), filled for the core's last sub-group (applied from slabs)
+                           // before the loads land; 0: every chunk spChunkRows rows
     uint32_t spEven;       // single pass: 1 = a group's sub-groups differ by at most one run of channels (the larger
                            // ones where the short one would go, Make), so none is a channel or two where the full
                            // ones reach SP_MIN_BURST_BYTES a row copy (BurstResident); 0: whole ones and one short
@@ -292,7 +298,8 @@ struct SinglePassPlan {
                              // apply alone a, and each sub-group broadcasts both), where the sums are segmented
                              // (more channels per sub-group at 7x7) or the SoC lacks mulAdd (the vector unit
                              // is the bound: more rows per instruction); elsewhere the rows UB allows stay;
-                             // spWhole: none
+                             // spWhole: none; tiling spLastRows (`ownA`): its own, filled for the core's last
+                             // sub-group before that one's reduce
     uint32_t prodSlab;       // the product's slab: the sums of dy * (x - mean) without MulAddDst, or the work
                              // area of the per-channel ReduceSums (not spSegSum); SP_WHOLE_X: none (the product
                              // goes over dy's float copy, whose sum is taken before)
@@ -319,7 +326,7 @@ BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
 
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
                                          uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems,
-                                         uint32_t mulAdd, uint32_t accRows, uint32_t whole = 0)
+                                         uint32_t mulAdd, uint32_t accRows, uint32_t whole = 0, uint32_t ownA = 0)
 {
     SinglePassPlan p;
     p.residentBytes = uint32_t(outer * channels * rowStride * DtypeBytes(dtype));
@@ -335,7 +342,7 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     p.castBytes = whole == SP_WHOLE_ALL ? allRows : p.slabBytes;
     p.xCastBytes = whole != 0 ? allRows : p.slabBytes;
     p.meanSlab = whole == SP_WHOLE_ALL ? 0 : 1;
-    p.aSlab = whole == SP_WHOLE_ALL || segSum || !mulAdd ? 0 : 1;
+    p.aSlab = ownA || !(whole == SP_WHOLE_ALL || segSum || !mulAdd) ? 1 : 0;
     p.prodSlab = (segSum && mulAdd) || whole == SP_WHOLE_X ? 0 : 1;
     return p;
 }

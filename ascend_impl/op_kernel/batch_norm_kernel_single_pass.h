@@ -162,7 +162,7 @@ struct Buffers {
     {
         const SinglePassPlan p =
             MakeSinglePassPlan(uint64_t(t.outer), t.spChannels, t.spRowStride, t.dtype, t.spBuffers, t.spSlabRows,
-                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole);
+                               t.spSegSum, t.vecElems, t.mulAdd, t.spAccRows, t.spWhole, t.spLastRows > 0 ? 1 : 0);
         const uint32_t ringBytes = uint32_t(SpRingSlots(t) * SpRingSlotElems(t) * sizeof(T));
         pipe.InitBuffer(dyBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
         pipe.InitBuffer(xBuf, t.spSpare > 0 ? ringBytes : p.residentBytes * p.buffers);
@@ -1020,14 +1020,17 @@ __aicore__ inline void ApplyWholeRows(const KernelState<T> &k, const Buffers<T> 
 }
 
 // The chunks of the rows: [ChunkBegin(c), ChunkBegin(c + 1)).
-__aicore__ inline uint64_t ChunkBegin(const BatchNormBackwardTilingData &t, uint32_t c)
-{
-    return Min(uint64_t(c) * t.spChunkRows, uint64_t(t.outer));
-}
-
+// Tiling spLastRows: the last chunk that many rows, the others spChunkRows each before it.
 __aicore__ inline uint32_t Chunks(const BatchNormBackwardTilingData &t)
 {
-    return uint32_t(CeilDiv(uint64_t(t.outer), t.spChunkRows));
+    const uint64_t last = t.spLastRows;
+    return uint32_t(CeilDiv(uint64_t(t.outer) - last, t.spChunkRows) + (last > 0 ? 1 : 0));
+}
+
+__aicore__ inline uint64_t ChunkBegin(const BatchNormBackwardTilingData &t, uint32_t c)
+{
+    const uint64_t outer = uint64_t(t.outer);
+    return c >= Chunks(t) ? outer : Min(uint64_t(c) * t.spChunkRows, outer - t.spLastRows);
 }
 
 template <typename T>
@@ -1171,6 +1174,9 @@ private:
             }
             AscendC::SetFlag<HardEvent::V_S>(0);
             AscendC::WaitFlag<HardEvent::V_S>(0);
+            if (AheadA(k) && lastGroup_ && subs > 0) {
+                Broadcast(k, b_, SLAB_A, k.ub.v.coefA, Make(k, g, subs - 1));  // while the first loads land
+            }
         }
         const bool twoBuffers = k.t.spBuffers > 1;
         for (uint32_t i = 0; i < subs; ++i) {
@@ -1561,6 +1567,7 @@ private:
         const bool handOver = reduce_ && !SegmentedSums(k) && !ReducedLanes(k);
         const bool scaled = Whole(k) && want_ && handOver;
         const bool slabs = SlabsLast(k, last);
+        const bool spanCoefs = handOver && SpanCoefs(k, slabs);  // k and b to their slabs in the hand-over
         bool firstCast = false;  // CastFirstDy
         if (want_ && !handOver) {
             Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
@@ -1578,7 +1585,7 @@ private:
                 if (ScalarApplyOn(k) && !slabs) {
                     WithSpanValues<true>(k, s, b_.dy.template ReinterpretCast<float>(), k.ub.v.coefA, 0,
                                          uint32_t(k.t.outer));  // a is known
-                } else if (want_) {
+                } else if (want_ && !(slabs && AheadA(k))) {
                     Broadcast(k, b_, SLAB_A, k.ub.v.coefA, s);
                 }
                 firstCast = CastFirstDy(k, s);
@@ -1588,14 +1595,14 @@ private:
                                   Narrow<int32_t>(uint64_t(k.t.outer) * s.len, "Muls count"));
                 }
                 BNB_PERF_COMBINE_BEGIN();
-                SumsToLanes(k, s);
+                SumsToLanes(k, s, spanCoefs);
             }
         } else if (want_) {
             for (uint32_t c = 0; c < chunks_; ++c) {
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             }
         }
-        Coefs(k, s, slabs);
+        Coefs(k, s, slabs && !spanCoefs);
         if (reduce_) {
             BNB_PERF_COMBINE_END();
         }
@@ -1616,10 +1623,9 @@ private:
         // 16-bit types into x: a chunk's dy rows are free for the next loads once cast (ApplyRows)
         const bool dyFreeEarly = loads_ && outX_ && !IsSame<T, float>::value;
         // ScalarApplyOn: x = (x - mean) * k + b over all rows at once (the fewest instructions), then a chunk's
-        // dy * a added before its stores; the core's last sub-group chunk by chunk, so its stores, which nothing
-        // else overlaps, start after a chunk's instructions, not all of them (channels wider than a repeat: from
-        // slabs, SlabsLast)
-        const bool scalarApply = ScalarApplyOn(k), byChunk = scalarApply && last && !slabs;
+        // dy * a added before its stores; the core's last sub-group from slabs (SlabsLast), its stores, which
+        // nothing else overlaps, after each instruction's rows
+        const bool scalarApply = ScalarApplyOn(k);
         if (scalarApply && !last) {  // (KeepX: channel by channel in the hand-over, ShiftChannel)
             ScaleShiftX(k, s, 0, uint32_t(k.t.outer));
         }
@@ -1635,13 +1641,12 @@ private:
             // as soon as applied, so after the launch's last instruction only its own rows' stores are left
             const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
             // (XEarly: the same, so the dy rows that hold grad_input are released, and the next sub-group's first
-            // dy rows loaded, an instruction's rows sooner)
-            const uint64_t step = (slots_ > 0 && !Whole(k)) || xEarly_ ? uint64_t(ApplyStep(k, b_)) : c1 - c0;
+            // dy rows loaded, an instruction's rows sooner; SlabsLast: the core's last stores begin an
+            // instruction's rows after its coefficients)
+            const uint64_t step =
+                (slots_ > 0 && !Whole(k)) || xEarly_ || slabs ? uint64_t(ApplyStep(k, b_)) : c1 - c0;
             for (uint64_t r0 = c0; r0 < c1; r0 += step) {
                 const uint64_t r1 = Min(r0 + step, c1);
-                if (byChunk) {
-                    ScaleShiftX(k, s, uint32_t(r0), uint32_t(r1 - r0));
-                }
                 if (slabs) {
                     SlabsInScalarOrder(k, r0, r1, s.len);
                 } else if (scalarApply) {
@@ -2079,8 +2084,9 @@ private:
     }
 
     // After Totals' ReduceSums (not spSegSum): their results (S, after V_S) into the group's lanes, and
-    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs).
-    __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s)
+    // (training with grad_input) the sub-group's coefficients from them (ScalarCoefs); `spanCoefs`: each
+    // channel's k and b then to their slabs (SpanCoefsOfChannel).
+    __aicore__ inline void SumsToLanes(KernelState<T> &k, const SubGroup &s, bool spanCoefs)
     {
         AscendC::WaitFlag<HardEvent::V_S>(1);
         const bool lanes = !HasFloatReduceSum(k.t);  // BlockTreeSum's lane partials (Totals)
@@ -2121,7 +2127,11 @@ private:
             k.ub.v.totDy.SetValue(s.lane0 + j, dy);
             k.ub.v.totDyx.SetValue(s.lane0 + j, dyx);
             if (ScalarCoefsOn(k)) {
-                ScalarCoefs(k, s.lane0 + j, dy, dyx);
+                float kk = 0.0f, b = 0.0f;
+                ScalarCoefs(k, s.lane0 + j, dy, dyx, kk, b);
+                if (spanCoefs) {
+                    SpanCoefsOfChannel(k, s, j, kk, b);
+                }
             }
             if (b_.keepX) {
                 ShiftChannel(k, s, j);
@@ -2241,13 +2251,33 @@ private:
             WithSpanValue<MUL>(f, vec.GetValue(s.lane0 + j), SpanOf(k.t, j), count, s.len / SLOT_FLOATS);
         }
     }
-    // ScalarApplyOn, the core's last sub-group (`last`), channels wider than a repeat: a piece of a channel per
-    // masked repeat (WithSpanValue) makes a chunk's instructions more than its stores, which nothing else
-    // overlaps at the end; so a, k and b go to slabs as without ScalarApplyOn, with the operations in the
-    // order of ScalarApplyOn's (the same bits whichever sub-group is the last).
+    // ScalarApplyOn, the core's last sub-group (`last`): a masked repeat per row, channel and piece of a channel
+    // (WithSpanValue) makes a chunk's instructions more than its stores, which nothing else overlaps at the end
+    // (channels wider than a repeat: several pieces each; 7x7: eight channels' instructions a row); so a, k
+    // and b go to slabs as without ScalarApplyOn, with the operations in the order of ScalarApplyOn's (the same
+    // bits whichever sub-group is the last), and the stores follow each instruction's rows.
     __aicore__ inline bool SlabsLast(const KernelState<T> &k, bool last) const
     {
-        return last && ScalarApplyOn(k) && uint32_t(k.t.inner) + SLOT_FLOATS - 1 > SPAN_PIECE_FLOATS;
+        return last && ScalarApplyOn(k);
+    }
+    // Tiling spLastRows: a's slab is its own (SinglePassPlan::aSlab), so the core's last sub-group (SlabsLast) has
+    // it filled at the start of its group (Group), while V waits for the first loads, not after its last ones.
+    __aicore__ inline bool AheadA(const KernelState<T> &k) const { return k.t.spLastRows > 0 && ScalarApplyOn(k); }
+    // SlabsLast with lane sums (a masked Duplicate a channel over every row of a slab, DuplicateSpan): channel
+    // j's k and b go to their slabs as soon as the scalar unit has formed them (SumsToLanes), so the vector
+    // unit fills them through the hand-over of the channels after it, not after all of them (the same values).
+    __aicore__ inline bool SpanCoefs(const KernelState<T> &k, bool slabs) const
+    {
+        return slabs && k.t.spLaneSums != SP_LANES_NONE;
+    }
+    __aicore__ inline void SpanCoefsOfChannel(KernelState<T> &k, const SubGroup &s, uint32_t j, float kk, float b)
+    {
+        SetWaitFlag<HardEvent::S_V>();  // the scalar unit's values before the vector unit's (next) slab writes
+        BNB_PERF_COMBINE_END();  // the apply's slabs (ScalarApplyOn's other sub-groups take no slabs)
+        const uint32_t rowBlocks = s.len / SLOT_FLOATS;
+        DuplicateSpan(b_.slab[SLAB_K], kk, SpanOf(k.t, j), k.t.spSlabRows, rowBlocks);
+        DuplicateSpan(b_.slab[SLAB_B], b, SpanOf(k.t, j), k.t.spSlabRows, rowBlocks);
+        BNB_PERF_COMBINE_BEGIN();
     }
     // SlabsLast: rows [r0, r1) as (k * (x - mean) + b) + a * dy, a slab's rows (spSlabRows) an instruction.
     __aicore__ inline void SlabsInScalarOrder(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len)
@@ -2273,7 +2303,7 @@ private:
     // Lane l's k and b into coefK / coefB by the scalar unit, the products and sums of Coefs' vector
     // steps in their order (the sums are in its registers already: no vector step and no second wait
     // for the vector unit before Broadcast reads them).
-    __aicore__ inline void ScalarCoefs(KernelState<T> &k, uint32_t l, float dy, float dyx)
+    __aicore__ inline void ScalarCoefs(KernelState<T> &k, uint32_t l, float dy, float dyx, float &kOut, float &bOut)
     {
         ChannelVecs &v = k.ub.v;
         float b = v.weight.GetValue(l) * dy;
@@ -2292,6 +2322,8 @@ private:
         }
         v.coefB.SetValue(l, b);
         v.coefK.SetValue(l, kk);
+        kOut = kk;
+        bOut = b;
     }
 
 #if BNB_SOC_HAS_SEG_SUM

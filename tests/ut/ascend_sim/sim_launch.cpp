@@ -21,7 +21,7 @@ void CopyError(const std::string &msg, char *err, int errLen)
 struct SimTilingInfo {
     int64_t usedCores, layout, units, groups, tileRows, tileCols, rowBlocks, colBlocks, usePad, crossCore, flat, shiftLast,
         strategy, spChannels, l2Rounds, spQuantum, l2Channels, spSegSum, softSync, spBuffers, spSlabRows, spWhole, spLaneSums, plTail, plAhead, spSpare,
-        spChunkRows, outBuffers, inBuffers, spEven;
+        spChunkRows, outBuffers, inBuffers, spEven, spLastRows;
 };
 
 namespace {
@@ -84,7 +84,7 @@ extern "C" int bnb_sim_run(const char *soc, uint32_t ubBytes, uint32_t coreNum, 
         *info = {t.usedCores, t.layout, t.units, t.groups, t.tileRows, t.tileCols, t.rowBlocks, t.colBlocks, t.usePad,
                  t.crossCore, t.flat, t.shiftLast, t.strategy, t.spChannels, t.l2Rounds, t.spQuantum, t.l2Channels,
                  t.spSegSum, t.softSync, t.spBuffers, t.spSlabRows, t.spWhole, t.spLaneSums, t.plTail, t.plAhead, t.spSpare,
-                 t.spChunkRows, t.outBuffers, t.inBuffers, t.spEven};
+                 t.spChunkRows, t.outBuffers, t.inBuffers, t.spEven, t.spLastRows};
         // Garbage, as the framework's workspace holds (the software SyncAll's flags must be zeroed by the kernel).
         std::vector<uint8_t> workspace(bnb::WorkspaceBytes(t), 0xA5);
         std::vector<uint8_t> tiling(reinterpret_cast<uint8_t *>(&t), reinterpret_cast<uint8_t *>(&t) + sizeof(t));

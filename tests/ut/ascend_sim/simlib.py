@@ -47,7 +47,7 @@ class TilingInfo(ctypes.Structure):
         "used_cores", "layout", "units", "groups", "tile_rows", "tile_cols", "row_blocks", "col_blocks", "use_pad",
         "cross_core", "flat", "shift_last", "strategy", "sp_channels", "l2_rounds", "sp_quantum", "l2_channels",
         "sp_seg_sum", "soft_sync", "sp_buffers", "sp_slab_rows", "sp_whole", "sp_lane_sums", "pl_tail", "pl_ahead", "sp_spare",
-        "sp_chunk_rows", "out_buffers", "in_buffers", "sp_even")]
+        "sp_chunk_rows", "out_buffers", "in_buffers", "sp_even", "sp_last_rows")]
 
 
 def _sources(includes=None, units=None):

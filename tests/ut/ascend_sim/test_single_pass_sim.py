@@ -451,8 +451,9 @@ def test_ring_instead_of_half_rows(sim):
 
 
 
-def _chunks(outer, chunk_rows):
-    return -(-outer // chunk_rows)
+def _chunks(outer, chunk_rows, last_rows=0):
+    """Chunks of a sub-group's rows: chunk_rows each, and (tiling spLastRows) a last one of last_rows."""
+    return -(-(outer - last_rows) // chunk_rows) + (1 if last_rows else 0)
 
 
 @pytest.mark.parametrize("shape,dtype,buffers,training,mask", [
@@ -475,8 +476,37 @@ def test_ascend910_single_pass_event_ids_within_que_max_event(sim, shape, dtype,
     assert buffers * _chunks(outer, old_rows) > 4  # the old ids reached past the 4
     reduces = bool(mask & 6) or (training and mask & 1)
     sets = 1 if reduces else buffers
-    assert 0 < sets * _chunks(outer, info.sp_chunk_rows) <= 4
+    assert 0 < sets * _chunks(outer, info.sp_chunk_rows, info.sp_last_rows) <= 4
     assert info.sp_chunk_rows % slab_rows == 0  # chunks start on whole instructions (the sums keep their order)
+
+
+def test_ascend910_float32_7x7_last_sub_group_after_its_loads(sim):
+    """ascend910 float32 7x7, two buffers (tiling spLastRows): a sub-group's last chunk is one instruction's rows
+    (12, 12, 4 and 4 of 32 rows), a has a slab of its own, filled for the core's last sub-group at the start of
+    its group, and that sub-group is applied from slabs, k and b filled channel by channel in the scalar
+    hand-over, a store per instruction's rows: against the float64 reference under every mask and both modes
+    (spLastRows only in training with grad_input), and the same bits as launches whose last sub-group is
+    another (other cores), whose chunks are even (a sub-group a core; a UB without room for a's own slab)."""
+    shape = (32, 32, 7, 7)
+    for mask in ALL_MASKS:
+        for training in (True, False):
+            info = check(sim, shape, False, "float32", training, mask, soc="ascend910", cores=2, seed=9)
+            assert info.strategy == SINGLE and info.sp_buffers == 2
+            assert info.sp_last_rows == (info.sp_slab_rows if training and mask[0] else 0), (mask, training)
+            if training and all(mask):
+                assert (info.sp_chunk_rows, info.sp_last_rows) == (12, 4)
+                assert _chunks(shape[0], info.sp_chunk_rows, info.sp_last_rows) == 4  # the event ids' chunks
+    args = make_inputs(shape, False, "float32", seed=9)
+    outs, last_rows = [], set()
+    for cores, ub_kib in ((2, 0), (1, 0), (3, 0), (4, 0), (2, 232)):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype="float32", soc="ascend910", cores=cores,
+                               ub_bytes=ub_kib * 1024)
+        assert info.strategy == SINGLE
+        last_rows.add(info.sp_last_rows)
+        outs.append(got)
+    assert last_rows == {0, 4}  # both chunkings are compared
+    assert_same_bits(outs)
 
 
 @pytest.mark.parametrize("soc,dtype,ub_kib", [("ascend910b", "float32", 40), ("ascend910b", "float16", 64),
