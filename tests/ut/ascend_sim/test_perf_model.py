@@ -396,6 +396,16 @@ def test_lane_combine_on_ascend310p(lib, dtype):
             assert r.combine_share < 0.07 and r.modeled_us <= 1.25 * r.bound_us, (shape, r.combine_share)
 
 
+def _ascend310p_combine_ns_per_sub_group(lib, shape, channels):
+    """ascend310p's 16-bit single pass of `shape` on its 8 cores in sub-groups of `channels`: the model's row
+    and the combine's time per sub-group (ns)."""
+    r = ascend_model.run(lib, "ascend310p", shape, "float16")
+    t = r.tiling
+    assert r.strategy == "single_pass" and t.used_cores == 8 and t.sp_channels == channels, (shape, t.sp_channels)
+    sub_groups = shape[1] // t.used_cores // t.sp_channels
+    return r, r.combine_us * 1e3 / sub_groups
+
+
 def test_block_coefs_on_ascend310p(lib):
     """ascend310p's 16-bit 7x7 single pass (lane sums, ColumnApply), full sub-groups: the combine takes k and b
     from the lane partials' blocks (BlockCoefs): one ReduceDataBlock reading each block eight times puts each
@@ -407,11 +417,8 @@ def test_block_coefs_on_ascend310p(lib):
     the 16-bit (32, 512 / 1024 / 2048, 7, 7) within issue 27's 5% (were 5.1 / 5.7 / 6.2%), none slower than
     1.21x its bound."""
     for shape in ((32, 512, 7, 7), (32, 1024, 7, 7), (32, 2048, 7, 7)):
-        r = ascend_model.run(lib, "ascend310p", shape, "float16")
-        t = r.tiling
-        assert r.strategy == "single_pass" and t.used_cores == 8 and t.sp_channels == 16
-        sub_groups = shape[1] // t.used_cores // t.sp_channels
-        assert r.combine_us * 1e3 / sub_groups < 300, (shape, r.combine_us)
+        r, ns = _ascend310p_combine_ns_per_sub_group(lib, shape, 16)
+        assert ns < 300, (shape, r.combine_us)
         assert r.combine_share <= 0.05 and r.modeled_us <= 1.21 * r.bound_us, (shape, r.combine_share)
 
 
@@ -421,11 +428,8 @@ def test_packed_scalar_coefs_on_ascend310p(lib):
     vector step for them and no second wait for the scalar unit: per sub-group under 430 ns (was 452: Mul and
     MulAddDst with them; lower since, test_packed_column_apply_and_phase_sums_on_ascend310p)."""
     for shape in ((32, 256, 14, 14), (32, 512, 14, 14), (32, 1024, 14, 14)):
-        r = ascend_model.run(lib, "ascend310p", shape, "float16")
-        t = r.tiling
-        assert r.strategy == "single_pass" and t.sp_channels == 4 and t.used_cores == 8
-        sub_groups = shape[1] // t.used_cores // t.sp_channels
-        assert r.combine_us * 1e3 / sub_groups < 430, (shape, r.combine_us)
+        r, ns = _ascend310p_combine_ns_per_sub_group(lib, shape, 4)
+        assert ns < 430, (shape, r.combine_us)
 
 
 @pytest.mark.slow
