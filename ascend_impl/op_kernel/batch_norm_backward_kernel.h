@@ -871,11 +871,11 @@ private:
 
     // Phase 2 of units [ab, ae) and phase 1 of units [rb, re) in InterleaveOrder, each step issuing the loads
     // of the step after it (tiling inBuffers: two after it) before its own compute (one look-ahead chain over
-    // both phases); every channel's
-    // scalars taken first (the round's combines, then the next round's statistics; after a SyncAll that the
-    // period's first loads crossed, the first channel's only, LoadsBesideCombine, and the others' before
-    // their first step, OtherChannelScalars), so no unit loads a group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run)
-    // when either range is empty or touches more than IL_CHANNELS channels.
+    // both phases); every channel's scalars taken first (the round's combines, then the next round's
+    // statistics; after a SyncAll that the period's first loads crossed, the first channel's only,
+    // LoadsBesideCombine, and the others' before their first step, OtherChannelScalars), so no unit loads a
+    // group's vectors. The same arithmetic per unit as ApplyUnits and ReduceUnits. False (nothing run) when
+    // either range is empty or touches more than IL_CHANNELS channels.
     // Rounds one after the other (not InterleavedRounds: each round's second reads must follow its first
     // within the L2 the rounds are sized for) take the same path in the serial order: all of phase 2, then
     // phase 1 of the next round on the same look-ahead chain, the first tile's loads issued before the
