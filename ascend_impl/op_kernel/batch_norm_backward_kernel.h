@@ -833,7 +833,7 @@ private:
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
         const int64_t g = GroupOf(k_.t, int64_t(c0));
         const bool alone = AloneAhead(paired, held);
-        if (!(alone || (!Serial() && paired && held->size == 1)) || !scalarsTaken ||
+        if (!(alone || (!Serial() && paired && held->size == 1 && scalarsTaken)) ||
             GroupOf(k_.t, int64_t(c0 + ChannelSpan(ab, ae) - 1)) != g) {
             return r;
         }
@@ -870,7 +870,10 @@ private:
     // the round's last phase-1 unit freed, beside the partials' round trip and the combine (phase 2's first
     // unit issued them after the combine, and its second unit then waited for their landing), and float32
     // takes the first tile's x - mean and a * dy meanwhile (CentreAndScale, from the scalars its phase 1
-    // took: TakeScalars, TakeCoefA), so after the combine its apply is two instructions.
+    // took: TakeScalars, TakeCoefA), so after the combine its apply is two instructions. Where the next
+    // round's phase-1 scalars were not taken before the SyncAll (`scalarsTaken`), Interleaved's TakeScalars
+    // loads their statistics behind the tile's loads, over the vectors OtherChannelScalars reads: those
+    // scalars are formed first then.
     __aicore__ inline bool AloneAhead(bool first, const StepQueue *held) const
     {
         return Serial() && first && held->size == 0 && !k_.ub.taken;
@@ -951,6 +954,8 @@ private:
                                                   steps, &order, &held, as, current);
         if (beside.pre == 0) {
             TakeScalars(ab, ae, true, as);
+        } else if (beside.others && taken == nullptr) {
+            OtherChannelScalars(ab, ae, &beside, as);  // before TakeScalars reloads the statistics
         }
         if (taken != nullptr) {
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
