@@ -522,7 +522,7 @@ private:
             Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
             next.pair = more && PairAhead(nb, ne, nnb, nne);
             if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
-                                      ahead.second)) {
+                                      ahead.second, &ahead)) {
                 if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
                            ahead.second)) {
                     ApplyUnits(b, e, true, ahead.issued ? (ahead.second ? 2 : 1) : 0);
@@ -577,8 +577,8 @@ private:
             }
             const uint32_t lane = uint32_t(int64_t(c) - GroupStart(k_.t, g));
             s[c - c0] = channel_first::ScalarsOf(k_.ub, lane, coefs, true);
-            if (!coefs && PreApplies()) {
-                // a = weight * invstd, as LoadCoefs forms it (one rounding), for RunAhead's a * dy
+            if (!coefs && (PreApplies() || (IsSame<T, float>::value && Serial() && k_.t.training))) {
+                // a = weight * invstd, as LoadCoefs forms it (one rounding), for CentreAndScale's a * dy
                 s[c - c0].a = k_.ub.v.weight.GetValue(lane) * s[c - c0].invstd;
             }
         }
@@ -692,18 +692,26 @@ private:
         return IsSame<T, float>::value ? k_.t.plTail > 0 && k_.t.training : !HasFloatReduceSum(k_.t);
     }
 
+    // Float32 training: the first phase-2 tile (a.ab's, its loads issued) taken, x - mean and a * dy in place
+    // (the steps of its apply that need no other core; ApplyCoefsBody then skips them: the same
+    // instructions on the same operands).
+    __aicore__ inline void CentreAndScale(const Ahead &a)
+    {
+        const uint32_t n = UnitRows(k_.t, a.ab, true).rows * k_.t.rowStride;
+        TakeTile(k_, true, n);
+        k_.ub.taken = true;
+        AscendC::Adds(k_.ub.xF, k_.ub.xF, -a.mean, n);
+        AscendC::Muls(k_.ub.dyF, k_.ub.dyF, a.a, n);
+        k_.ub.centred = true;
+        k_.ub.scaled = true;
+    }
+
     __aicore__ inline void RunAhead(Ahead *a)
     {
         if constexpr (IsSame<T, float>::value) {
+            // the vector unit is idle until the SyncAll anyway; the round's last partials have left
             if (a != nullptr && a->issued && a->scale && PreApplies()) {
-                // the vector unit is idle until the SyncAll anyway; the round's last partials have left
-                const uint32_t n = UnitRows(k_.t, a->ab, true).rows * k_.t.rowStride;
-                TakeTile(k_, true, n);
-                k_.ub.taken = true;
-                AscendC::Adds(k_.ub.xF, k_.ub.xF, -a->mean, n);
-                AscendC::Muls(k_.ub.dyF, k_.ub.dyF, a->a, n);
-                k_.ub.centred = true;
-                k_.ub.scaled = true;
+                CentreAndScale(*a);
             }
         } else {
             if (a != nullptr && a->issued) {
@@ -819,16 +827,18 @@ private:
     // values. Nothing done (pre 0) where any of that does not hold.
     __aicore__ inline BesideCombine LoadsBesideCombine(uint64_t ab, uint64_t ae, bool scalarsTaken, bool paired,
                                                        uint64_t steps, InterleaveOrder *order, StepQueue *held,
-                                                       channel_first::UnitScalars *as)
+                                                       channel_first::UnitScalars *as, const Ahead *current)
     {
         BesideCombine r;
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks, c0 = ab / pc;
         const int64_t g = GroupOf(k_.t, int64_t(c0));
-        if (Serial() || !paired || !scalarsTaken || held->size != 1 ||
+        const bool alone = AloneAhead(paired, held);
+        if (!(alone || (!Serial() && paired && held->size == 1 && scalarsTaken)) ||
             GroupOf(k_.t, int64_t(c0 + ChannelSpan(ab, ae) - 1)) != g) {
             return r;
         }
-        const uint64_t n = Min(k_.t.inBuffers - (k_.ub.taken ? 1 : 2), StepQueue::CAPACITY - 1);
+        const uint64_t buffers = Max(k_.t.inBuffers, QUEUE_DEPTH);  // (tiling inBuffers 0: QUEUE_DEPTH)
+        const uint64_t n = Min(buffers - (alone || k_.ub.taken ? 1 : 2), StepQueue::CAPACITY - 1);
         AscendC::TEventID landed[2] = {0, 0};
         const uint32_t events = n == 0 || steps < n + 2 ? 0 : IssueCoefLoads<MODE>(k_, g, landed);
         if (events == 0) {
@@ -838,6 +848,10 @@ private:
         for (uint64_t i = 0; i < n; ++i) {
             held->Push(order);
             IssueLoad(k_, UnitRows(k_.t, held->BackUnit(), held->BackApply()), held->BackApply() ? train : true);
+        }
+        if (IsSame<T, float>::value && k_.t.training && alone && current != nullptr && current->scale &&
+            current->ab == ab) {
+            CentreAndScale(*current);  // the vector unit, idle until the partials land
         }
         FinishCoefLoads(k_, g, landed[0]);
         BNB_PERF_COMBINE_BEGIN();
@@ -849,6 +863,20 @@ private:
         r.landed = landed[1];
         r.lo = k_.cachedLo;
         return r;
+    }
+
+    // Serial rounds loading one step ahead whose first phase-2 tile alone went before the SyncAll (AheadTile;
+    // `first`), still in its queue buffer: LoadsBesideCombine issues the second tile's loads into the buffer
+    // the round's last phase-1 unit freed, beside the partials' round trip and the combine (phase 2's first
+    // unit issued them after the combine, and its second unit then waited for their landing), and float32
+    // takes the first tile's x - mean and a * dy meanwhile (CentreAndScale, from the scalars its phase 1
+    // took: TakeScalars, TakeCoefA), so after the combine its apply is two instructions. Where the next
+    // round's phase-1 scalars were not taken before the SyncAll (`scalarsTaken`), Interleaved's TakeScalars
+    // loads their statistics behind the tile's loads, over the vectors OtherChannelScalars reads: those
+    // scalars are formed first then.
+    __aicore__ inline bool AloneAhead(bool first, const StepQueue *held) const
+    {
+        return Serial() && first && held->size == 0 && !k_.ub.taken;
     }
 
     // LoadsBesideCombine's later channels of phase 2 [ab, ae): their scalars into as[1..], before the first
@@ -882,10 +910,11 @@ private:
     // scalars, so no full barrier between the two phases waits for phase 2's last stores to land and the
     // next round's first loads run beside them.
     // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
-    // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one.
+    // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one; `current`:
+    // what was taken so before this one (its first tile's a and mean: LoadsBesideCombine).
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
                                        const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
-                                       bool issued = false, bool second = false)
+                                       bool issued = false, bool second = false, const Ahead *current = nullptr)
     {
         if (!Fits(ab, ae, rb, re)) {
             return false;
@@ -921,9 +950,12 @@ private:
         if (depth == 2) {
             held.Push(&order);
         }
-        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, issued && second, steps, &order, &held, as);
+        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, issued && second != serial,
+                                                  steps, &order, &held, as, current);
         if (beside.pre == 0) {
             TakeScalars(ab, ae, true, as);
+        } else if (beside.others && taken == nullptr) {
+            OtherChannelScalars(ab, ae, &beside, as);  // before TakeScalars reloads the statistics
         }
         if (taken != nullptr) {
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
@@ -965,8 +997,8 @@ private:
                     held.Push(nextApply, nu);  // the step just taken, whose loads this one issues
                 }
             }
-            if (depth == 2 && !oneAhead) {
-                held.Pop(&nextApply, &nu);  // the step after this one
+            if (depth == 2 ? !oneAhead : held.size > 0) {
+                held.Pop(&nextApply, &nu);  // the step after this one (depth 1: LoadsBesideCombine's)
             }
             if (lead > 0 && left == lead) {
                 HoldTile(k_, train);  // the ahead tile, queued before this unit's, kept for RunAhead

@@ -262,6 +262,24 @@ def test_interleaved_rounds_loads_beside_combine(lib):
     assert r.modeled_us <= perf_targets.TIME_RATIO * r.bound_us
 
 
+@pytest.mark.parametrize("shape", [(32, 256, 56, 56), (32, 64, 112, 112)])
+def test_serial_rounds_second_tile_beside_combine(lib, shape):
+    """ascend910 float32: serial software-SyncAll L2 rounds with two input buffers (no third: four event ids),
+    the first phase-2 tile loaded before the SyncAll. After it the second tile's loads go right behind the
+    partials' and statistics' loads, into the buffer the round's last phase-1 unit freed, and the vector unit
+    takes the first tile's x - mean and a * dy while the partials land (LoadsBesideCombine: AloneAhead,
+    CentreAndScale); the scalar unit forms the coefficients (OwnChannelScalars). Phase 2's first store then
+    follows the combine by two vector instructions and its second tile waits for no load, so MTE2 (the pipe
+    of the bound) idles less than a quarter of the launch, the combine is under 2% of it, with the same
+    bytes and the second reads still L2 hits."""
+    r = ascend_model.run(lib, "ascend910", shape, "float32")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.13
+    assert r.busy_us("mte2") > 0.75 * r.timeline_us
+    assert r.combine_share < 0.02
+
+
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend310p", (32, 128, 56, 56), "float16"),
                                              ("ascend310p", (32, 256, 56, 56), "float16")])
 def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
