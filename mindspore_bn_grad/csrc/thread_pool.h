@@ -58,6 +58,11 @@
 #define BN_GRAD_CPU_RELAX() std::this_thread::yield()
 #endif
 
+// A test may define it to delay a pool thread between seeing a job and taking its ticket.
+#ifndef BN_GRAD_POOL_BEFORE_TICKET
+#define BN_GRAD_POOL_BEFORE_TICKET()
+#endif
+
 namespace bn_grad {
 
 // [begin, end) of part `k` of `parts` over n items (contiguous, balanced).
@@ -143,6 +148,22 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   static uint64_t Gen(uint64_t s) { return s >> (2 * kTaskBits); }
   static int64_t NTasks(uint64_t s) { return static_cast<int64_t>((s >> kTaskBits) & kTaskMask); }
   static int64_t Next(uint64_t s) { return static_cast<int64_t>(s & kTaskMask); }
+  static constexpr uint64_t kGenMask = (uint64_t{1} << (64 - 2 * kTaskBits)) - 1;
+
+  // tickets_ packs the generation of the job they belong to (high half) | how many are left (low
+  // half). A pool thread that woke for a job but was preempted before taking its ticket must not
+  // spend the next job's ticket on the old job (which has no task left): that job would then run
+  // without it.
+  static uint64_t Tickets(uint64_t gen, int n) { return (gen << 32) | static_cast<uint32_t>(n); }
+  bool TakeTicket(uint64_t gen) {
+    uint64_t t = tickets_.load(std::memory_order_acquire);
+    while ((t >> 32) == gen && static_cast<uint32_t>(t) > 0) {
+      if (tickets_.compare_exchange_weak(t, t - 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   ThreadPool() : pid_(getpid()) {}
 
@@ -164,14 +185,15 @@ class __attribute__((visibility("hidden"))) ThreadPool {
     call_ = call;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
-    tickets_.store(nthreads - 1, std::memory_order_relaxed);
     // Back-to-back calls keep the pool threads polling after this job; a
     // framework's calls, with its own work in between, let them sleep.
     spin_after_job_.store(std::chrono::steady_clock::now() - last_job_end_ < kSpinTime,
                           std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lk(mu_);
-      const uint64_t gen = Gen(state_.load(std::memory_order_relaxed)) + 1;
+      const uint64_t gen = (Gen(state_.load(std::memory_order_relaxed)) + 1) & kGenMask;
+      // The tickets before the job: a pool thread that sees the job's generation sees its tickets.
+      tickets_.store(Tickets(gen, nthreads - 1), std::memory_order_relaxed);
       state_.store((gen << (2 * kTaskBits)) | (static_cast<uint64_t>(ntasks) << kTaskBits),
                    std::memory_order_seq_cst);
     }
@@ -272,8 +294,9 @@ class __attribute__((visibility("hidden"))) ThreadPool {
         spin_start = std::chrono::steady_clock::now();
       }
       seen = Gen(s);
+      BN_GRAD_POOL_BEFORE_TICKET();  // (a test's hook: nothing in the library)
       // At most nthreads - 1 pool threads join a job (the pool may be larger).
-      if (tickets_.fetch_sub(1, std::memory_order_acq_rel) > 0) Work(seen);
+      if (TakeTicket(seen)) Work(seen);
     }
   }
 
@@ -283,7 +306,7 @@ class __attribute__((visibility("hidden"))) ThreadPool {
   std::condition_variable cv_;
   std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> done_{0};
-  std::atomic<int> tickets_{0};
+  std::atomic<uint64_t> tickets_{0};  // Tickets(generation, left)
   std::atomic<int> sleepers_{0};
   std::atomic<bool> spin_after_job_{true};   // the last gap between jobs was short (and the call goes on)
   std::atomic<int64_t> last_call_end_ns_{0};  // CallEnded

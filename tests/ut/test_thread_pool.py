@@ -55,6 +55,20 @@ def test_a_polling_pool_thread_gives_its_cpu_to_other_threads_then_sleeps(tmp_pa
     assert got["yields_after_a_call_end"] <= 1, got  # (at most the yield it was in)
 
 
+
+def test_a_pool_thread_late_for_a_job_joins_the_next_one(tmp_path_factory):
+    """A pool thread that saw a job but was preempted before taking its ticket (the caller ran that
+    job alone meanwhile and started the next) must join the next job, not spend its ticket on the
+    old one: that job would run on the caller alone. The program holds the thread there through a
+    compile-time hook of the header."""
+    exe = _build(tmp_path_factory, "thread_pool_ticket")
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"a task ran twice or never (rc {out.returncode}): {out.stdout}{out.stderr}"
+    got = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
+    assert got["held"] == 1, got              # the hook held the pool thread inside the first job
+    assert got["held_job_threads"] == 1, got  # which the caller therefore ran alone
+    assert got["next_job_threads"] == 2, got  # the late thread joined the next job
+
 _PIPELINE_THREAD_CASE = r"""
 import ctypes, json, threading
 import numpy as np

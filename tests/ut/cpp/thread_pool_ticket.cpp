@@ -1,0 +1,75 @@
+// A pool thread that saw a job but was preempted before taking its ticket (csrc/thread_pool.h,
+// Loop), as a program. The test hook holds the pool thread there, once; the caller's tasks of that
+// job wait until it is held, so the caller ends that job alone and starts the next one while it is.
+// The next job's tasks wait (2 s in all) for a pool thread to run one of them: the held thread must
+// join it once it is let go, not spend that job's ticket on the old one. Prints "<what> <value>"
+// lines; every task must run exactly once in every job (exit 1 otherwise).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+std::atomic<bool> g_hold_once{false}, g_held{false};
+// Holds a pool thread (the only caller of the hook) long enough for the caller to end the job it
+// saw and start the next one.
+void HoldOnce() {
+  if (!g_hold_once.exchange(false)) return;
+  g_held.store(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+}  // namespace
+
+#define BN_GRAD_POOL_BEFORE_TICKET() HoldOnce()
+#include "thread_pool.h"
+
+namespace {
+
+constexpr int kTasks = 64;
+enum class Wait { kNone, kHeld, kPoolTask };
+
+// One job; returns how many threads ran its tasks. The caller's tasks wait (2 s in all) until the
+// pool thread is held by the hook (kHeld) or has run a task of this job (kPoolTask).
+size_t Job(Wait wait, bool *ok) {
+  static const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  std::vector<std::atomic<int>> runs(kTasks);
+  std::atomic<bool> joined{false};
+  const std::atomic<bool> *until = wait == Wait::kHeld ? &g_held : wait == Wait::kPoolTask ? &joined : nullptr;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bn_grad::ThreadPool::Global().Run(kTasks, 2, [&](int64_t t) {
+    runs[t].fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    if (std::this_thread::get_id() != caller) {
+      joined.store(true);
+      return;
+    }
+    while (until != nullptr && !until->load() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+  });
+  for (auto &r : runs) *ok = *ok && r.load() == 1;
+  return ids.size();
+}
+
+}  // namespace
+
+int main() {
+  auto &pool = bn_grad::ThreadPool::Global();
+  if (pool.Reserve(1) < 1) return 2;
+  bool ok = true;
+  // Warm-up jobs, until a stall on a busy machine (the fallback's count) is used up.
+  for (int i = 0; i < 5 || (pool.SerialJobsLeft() > 0 && i < 5000); ++i) Job(Wait::kNone, &ok);
+  g_hold_once.store(true);
+  std::printf("held_job_threads %zu\n", Job(Wait::kHeld, &ok));
+  std::printf("held %d\n", g_held.load() ? 1 : 0);
+  std::printf("next_job_threads %zu\n", Job(Wait::kPoolTask, &ok));
+  return ok ? 0 : 1;
+}
