@@ -426,8 +426,10 @@ inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t ou
 {
     const uint64_t eb = DtypeBytes(in.dtype);
     const SinglePassPlan p = MakeSinglePassPlan(outer, uint32_t(channels), uint32_t(rowStride), in.dtype, 1, slabRows,
-                                                segSum, vecElems, 1, accRows);
-    const uint64_t ids = std::min(SP_MAX_CHUNKS, in.eventIds);  // a slot is an event id (below QUE_MAX_EVENT)
+                                                segSum, vecElems, in.hasMulAdd ? 1 : 0, accRows);
+    // a slot is an event id (below QUE_MAX_EVENT); with fewer ids than SP_MAX_CHUNKS one is kept for the last
+    // chunk's first half (the kernel's HalfRows signals it on the id past the slots)
+    const uint64_t ids = in.eventIds < SP_MAX_CHUNKS ? in.eventIds - 1 : SP_MAX_CHUNKS;
     if (ids <= spare) {
         return 0;
     }
@@ -444,7 +446,7 @@ inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t ou
 // DataCopyPad), the multiply-adds fused (the vector unit is not the bound).
 inline bool RingSoc(const TilingInput &in)
 {
-    return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad && in.hasMulAdd;
+    return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad;
 }
 
 // The UB a one-core single-pass launch of `channels` holds beside its sub-groups: the widest channel

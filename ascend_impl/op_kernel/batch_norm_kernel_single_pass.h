@@ -142,6 +142,7 @@ struct Buffers {
     // Runner::XcOrder: the reduce's product goes over dy's float copy (no product's slab); keepX (tiling spWhole
     // SP_WHOLE_X): x - mean's float copy holds all rows, row n at n x len.
     bool xcOrder = false, keepX = false;
+    bool prodOverDy = false;  // the plan's ScalarOneChannel: no product's slab, the product over dy's float copy
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
@@ -169,6 +170,7 @@ struct Buffers {
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         accElems = p.accBytes / uint32_t(sizeof(float));
         columns = ColumnApply<T>(t) && p.meanSlab && p.aSlab && p.castSlabs == 2;
+        prodOverDy = !p.prodSlab && p.castSlabs > 0 && !t.mulAdd && t.spSegSum == 0;
         for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
             if (i == SLAB_SUM_DYX || (i == SLAB_MEAN && !p.meanSlab) || (i == SLAB_A && !p.aSlab) ||
                 (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0) ||
@@ -777,7 +779,7 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
             continue;
         }
 #endif
-        if (b.xcOrder) {  // the product over dy's float copy, whose sum is taken (the same product)
+        if (b.xcOrder || b.prodOverDy) {  // the product over dy's float copy, whose sum is taken (the same product)
             AscendC::Mul(dyr, xh, dyr, Narrow<int32_t>(elems, "Mul count"));
             AscendC::Add(sumDyx, sumDyx, dyr, Narrow<int32_t>(elems, "Add count"));
             continue;
