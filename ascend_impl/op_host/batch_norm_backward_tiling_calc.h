@@ -426,8 +426,10 @@ inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t ou
 {
     const uint64_t eb = DtypeBytes(in.dtype);
     const SinglePassPlan p = MakeSinglePassPlan(outer, uint32_t(channels), uint32_t(rowStride), in.dtype, 1, slabRows,
-                                                segSum, vecElems, 1, accRows);
-    const uint64_t ids = std::min(SP_MAX_CHUNKS, in.eventIds);  // a slot is an event id (below QUE_MAX_EVENT)
+                                                segSum, vecElems, in.hasMulAdd ? 1 : 0, accRows);
+    // a slot is an event id (below QUE_MAX_EVENT); with fewer ids than SP_MAX_CHUNKS one is kept for the last
+    // chunk's first half (the kernel's HalfRows signals it on the id past the slots)
+    const uint64_t ids = in.eventIds < SP_MAX_CHUNKS ? in.eventIds - 1 : SP_MAX_CHUNKS;
     if (ids <= spare) {
         return 0;
     }
@@ -441,10 +443,11 @@ inline uint64_t RingChunkRows(const TilingInput &in, uint64_t fixed, uint64_t ou
 }
 
 // The SoC and dtype take the ring of chunk slots (SinglePassRing): 16-bit types in training, packed copies (no
-// DataCopyPad), the multiply-adds fused (the vector unit is not the bound).
+// DataCopyPad); without mul_add (the vector unit the bound) it still keeps that unit from waiting for the next
+// sub-group's rows, where the spare slot fits (one channel per sub-group: ScalarOneChannel's smaller plan).
 inline bool RingSoc(const TilingInput &in)
 {
-    return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad && in.hasMulAdd;
+    return DtypeBytes(in.dtype) == 2 && in.training && !in.hasDataCopyPad;
 }
 
 // The UB a one-core single-pass launch of `channels` holds beside its sub-groups: the widest channel
@@ -561,14 +564,14 @@ inline bool SinglePassWhole(const TilingInput &in, uint64_t outer, uint64_t chan
            in.ubBytes;
 }
 
-// Single pass, one resident buffer of 16-bit types, packed (no DataCopyPad) on a SoC that fuses the
-// multiply-adds (tiling spSpare): the buffer becomes a ring of chunk slots with up to SP_RING_SPARE spare
-// ones, so the next sub-group's first chunks load while this one finishes its reduce (the last loads'
-// latency), its combine and its first apply, where MTE2 otherwise waits for the apply to release a chunk.
-// The chunks are then larger (their slots are event ids: chunks + spare <= SP_MAX_CHUNKS and the SoC's), which changes
-// when rows are loaded, never which rows an instruction sums (the accumulator rows do not depend on the
-// chunks), so the bits do not change. Where the spare slots fit beside the rest (the fixed buffers of this
-// launch); the most spare slots that fit.
+// Single pass, one resident buffer of 16-bit types, packed (no DataCopyPad; RingSoc) (tiling spSpare): the
+// buffer becomes a ring of chunk slots with up to SP_RING_SPARE spare ones, so the next sub-group's first
+// chunks load while this one finishes its reduce (the last loads' latency), its combine and its first apply,
+// where MTE2 otherwise waits for the apply to release a chunk. The chunks are then larger (their slots are
+// event ids: chunks + spare within SP_MAX_CHUNKS and the SoC's, RingChunkRows), which changes when rows are
+// loaded, never which rows an instruction sums (the accumulator rows do not depend on the chunks), so the
+// bits do not change. Where the spare slots fit beside the rest (the fixed buffers of this launch); the most
+// spare slots that fit.
 inline void SinglePassRing(const TilingInput &in, BatchNormBackwardTilingData &t, uint64_t fixed)
 {
     if (t.spBuffers != 1 || t.spWhole || !RingSoc(in)) {

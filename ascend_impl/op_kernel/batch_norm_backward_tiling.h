@@ -324,6 +324,16 @@ BNB_FN uint32_t SegScratchBlocks(uint32_t channels, uint32_t vecElems)
     return (lanes + SLOT_FLOATS - 1) / SLOT_FLOATS * SLOT_FLOATS;
 }
 
+// Sub-groups of one channel, 16-bit types without mul_add (ascend910's 28x28): every per-channel value is a
+// scalar operand (single_pass ScalarValues), so no slab of mean or a, and the sum of dy * (x - mean) takes
+// the product over dy's float copy once dy's sum has read it (the same product and sum), so no product's
+// slab: that UB goes to the ring of chunk slots (SinglePassRing).
+BNB_FN bool ScalarOneChannel(uint32_t channels, uint32_t dtype, uint32_t mulAdd, uint32_t segSum, uint32_t whole,
+                             uint32_t ownA)
+{
+    return channels == 1 && dtype != ELEM_FLOAT32 && !mulAdd && !segSum && whole == 0 && !ownA;
+}
+
 BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint32_t rowStride, uint32_t dtype,
                                          uint32_t buffers, uint32_t slabRows, uint32_t segSum, uint32_t vecElems,
                                          uint32_t mulAdd, uint32_t accRows, uint32_t whole = 0, uint32_t ownA = 0)
@@ -341,9 +351,11 @@ BNB_FN SinglePassPlan MakeSinglePassPlan(uint64_t outer, uint32_t channels, uint
     const uint32_t allRows = uint32_t(outer * channels * rowStride * sizeof(float));
     p.castBytes = whole == SP_WHOLE_ALL ? allRows : p.slabBytes;
     p.xCastBytes = whole != 0 ? allRows : p.slabBytes;
-    p.meanSlab = whole == SP_WHOLE_ALL ? 0 : 1;
+    // ScalarOneChannel: the per-channel values are scalar operands and the product goes over dy's float copy
+    const bool scalarOne = ScalarOneChannel(channels, dtype, mulAdd, segSum, whole, ownA);
+    p.meanSlab = whole == SP_WHOLE_ALL || scalarOne ? 0 : 1;
     p.aSlab = ownA || !(whole == SP_WHOLE_ALL || segSum || !mulAdd) ? 1 : 0;
-    p.prodSlab = (segSum && mulAdd) || whole == SP_WHOLE_X ? 0 : 1;
+    p.prodSlab = (segSum && mulAdd) || whole == SP_WHOLE_X || scalarOne ? 0 : 1;
     return p;
 }
 

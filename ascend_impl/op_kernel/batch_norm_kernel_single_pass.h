@@ -142,6 +142,10 @@ struct Buffers {
     // Runner::XcOrder: the reduce's product goes over dy's float copy (no product's slab); keepX (tiling spWhole
     // SP_WHOLE_X): x - mean's float copy holds all rows, row n at n x len.
     bool xcOrder = false, keepX = false;
+    bool prodOverDy = false;  // the plan's ScalarOneChannel: no product's slab, the product over dy's float copy
+    // WideApply: the apply's float rows of dy in the two sums' slabs (free from the hand-over of the sums to the
+    // next reduce) and of x in the two cast slabs (one buffer), twice spSlabRows rows an instruction
+    bool wide = false;
     // LaneGather (tiling spLaneSums SP_LANES_REDUCE with mulAdd: ascend310p), in the product's slab, which
     // nothing else uses there: Gather's offsets of the broadcasts (bcastOff: block j = channel j's lane, in
     // bytes; then blocks spChannels + j = lane vecElems + j, the pair's second half, and 2 spChannels + j =
@@ -169,10 +173,13 @@ struct Buffers {
         slabElems = p.slabBytes / uint32_t(sizeof(float));
         accElems = p.accBytes / uint32_t(sizeof(float));
         columns = ColumnApply<T>(t) && p.meanSlab && p.aSlab && p.castSlabs == 2;
+        prodOverDy = !p.prodSlab && p.castSlabs > 0 && !t.mulAdd && t.spSegSum == 0;
+        wide = prodOverDy && !p.meanSlab && t.training && !columns && p.accBytes == p.slabBytes &&
+               p.castBytes == p.slabBytes && p.xCastBytes == p.slabBytes;
         for (uint32_t i = 0; i < SLAB_COUNT; ++i) {
             if (i == SLAB_SUM_DYX || (i == SLAB_MEAN && !p.meanSlab) || (i == SLAB_A && !p.aSlab) ||
                 (i == SLAB_PROD && !p.prodSlab) || (i >= SLAB_DY_F && p.castSlabs == 0) ||
-                (columns && (i == SLAB_A || i == SLAB_X_F))) {
+                (columns && (i == SLAB_A || i == SLAB_X_F)) || (wide && i == SLAB_X_F)) {
                 continue;  // SLAB_SUM_DYX: in the buffer of SLAB_SUM_DY, right after it (FillPairRows)
             }
             const bool pair = i == SLAB_SUM_DY;
@@ -181,7 +188,8 @@ struct Buffers {
             const uint32_t castBytes = i == SLAB_X_F ? p.xCastBytes : p.castBytes;
             // ColumnApply: SLAB_MEAN's buffer holds SLAB_A's too, SLAB_DY_F's SLAB_X_F's (the apply's rows; no
             // SP_WHOLE_X there, so both copies are castBytes)
-            const uint32_t twice = columns && (i == SLAB_MEAN || i == SLAB_DY_F) ? 2 : 1;
+            // WideApply: SLAB_DY_F's buffer holds SLAB_X_F's too
+            const uint32_t twice = (columns && (i == SLAB_MEAN || i == SLAB_DY_F)) || (wide && i == SLAB_DY_F) ? 2 : 1;
             const uint32_t bytes =
                 twice * (pair ? 2 * p.accBytes : (cast ? castBytes : (value ? p.valueBytes : p.slabBytes)));
             pipe.InitBuffer(slabBuf[i], bytes);
@@ -196,8 +204,10 @@ struct Buffers {
         if (!p.aSlab && p.meanSlab) {
             slab[SLAB_A] = slab[SLAB_MEAN];
         }
-        if (columns) {
+        if (columns || wide) {
             slab[SLAB_X_F] = slab[SLAB_DY_F][p.castBytes / uint32_t(sizeof(float))];
+        }
+        if (columns) {
             slab[SLAB_A] = slab[SLAB_SUM_DYX][accElems / t.spAccRows];  // a's row 0: the sums' row 1
         }
         pipe.InitBuffer(slotBuf, p.slotBytes);
@@ -777,7 +787,7 @@ __aicore__ inline void ReduceRows(const KernelState<T> &k, const Buffers<T> &b, 
             continue;
         }
 #endif
-        if (b.xcOrder) {  // the product over dy's float copy, whose sum is taken (the same product)
+        if (b.xcOrder || b.prodOverDy) {  // the product over dy's float copy, whose sum is taken (the same product)
             AscendC::Mul(dyr, xh, dyr, Narrow<int32_t>(elems, "Mul count"));
             AscendC::Add(sumDyx, sumDyx, dyr, Narrow<int32_t>(elems, "Add count"));
             continue;
@@ -814,7 +824,7 @@ __aicore__ inline LocalTensor<float> ApplyX(const Buffers<T> &b, uint64_t off, u
         (void)len;
         return b.x[off];
     } else {
-        return FloatRow(b, b.x, SLAB_X_F, off, len);
+        return FloatRow(b, b.x, b.wide ? SLAB_DY_F : SLAB_X_F, off, len);  // WideApply: both cast slabs' rows
     }
 }
 
@@ -837,11 +847,11 @@ __aicore__ inline void ApplyCompact(const KernelState<T> &k, const Buffers<T> &b
 }
 #endif
 
-// Rows an apply instruction takes: twice spSlabRows with ColumnApply.
+// Rows an apply instruction takes: twice spSlabRows with ColumnApply and WideApply (Buffers::wide).
 template <typename T>
 __aicore__ inline uint32_t ApplyStep(const KernelState<T> &k, const Buffers<T> &b)
 {
-    return b.columns ? 2 * k.t.spSlabRows : k.t.spSlabRows;
+    return b.columns || b.wide ? 2 * k.t.spSlabRows : k.t.spSlabRows;
 }
 
 #if BNB_SOC_HAS_MUL_ADD
@@ -898,18 +908,19 @@ __aicore__ inline void ApplyRows(const KernelState<T> &k, const Buffers<T> &b, b
         }
     }
 #endif
-    for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
-        const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+    const uint32_t step = ApplyStep(k, b);
+    for (uint64_t n = r0; n < r1; n += step) {
+        const uint32_t elems = uint32_t(Min(step, r1 - n)) * len;
         const uint64_t off = uint64_t(int64_t(n * len) + b.shift);
         LocalTensor<float> dr;  // dy's float row, and grad_input's but for float32 into x
         if constexpr (IsSame<T, float>::value) {
             dr = b.dy[off];
         } else {
-            dr = b.slab[SLAB_DY_F];
+            dr = b.wide ? b.sumPair : b.slab[SLAB_DY_F];
             if (want) {
                 AscendC::Cast(dr, b.dy[off], AscendC::RoundMode::CAST_NONE, elems);
             }
-            if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+            if (dyFree >= 0 && n + step >= r1) {
                 AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
             }
         }

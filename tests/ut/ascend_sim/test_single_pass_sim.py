@@ -371,7 +371,7 @@ def test_wide_rows_same_bits_any_cores_and_rows(sim):
     shape, dtype = (12, 6, 28, 28), "float16"
     args = make_inputs(shape, False, dtype, seed=5)
     outs = []
-    for cores, ub_kib, rows in ((1, 0, 8), (2, 0, 8), (5, 0, 8), (2, 150, 4), (5, 150, 4)):
+    for cores, ub_kib, rows in ((1, 0, 8), (2, 0, 8), (5, 0, 8), (2, 120, 4), (5, 120, 4)):
         check(sim, shape, False, dtype, True, soc="ascend910", cores=cores, seed=5,
               **({"ub_bytes": ub_kib * 1024} if ub_kib else {}))
         got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
@@ -577,3 +577,32 @@ def test_kept_x_minus_mean_same_bits_as_its_slabs(sim, shape):
                             args["save_invstd"], dtype=dtype, soc="ascend910", ub_bytes=ub_kib * 1024, cores=cores)
         outs.append(got)
     assert_same_bits(outs)
+
+
+def test_ascend910_16bit_one_channel_ring_of_chunk_slots(sim):
+    """ascend910's 16-bit single pass of one channel per sub-group (28x28 slices, no mul_add): the per-channel
+    values are scalar operands, so no slab of mean or a is laid out, and dy * (x - mean) goes over dy's float
+    copy once dy's sum has read it, so no product's slab either; that UB holds a spare chunk slot, so the
+    resident buffer is a ring of chunk slots (spSpare) and the next sub-group's first rows load while this one
+    is applied, where with one buffer they waited for its stores; the apply takes twice the rows an instruction
+    (its float rows in the sums' slabs and both cast slabs). Values against the reference (every mask, a float32
+    statistic, N not a multiple of the apply's rows: 28 rows in chunks of 16 and 12), and the same bits as one
+    buffer without the ring (a smaller UB, the same rows per instruction) and on two cores."""
+    shape, dtype = (32, 8, 28, 28), "float16"
+    for mask in ALL_MASKS:
+        info = check(sim, shape, False, dtype, True, mask, soc="ascend910", cores=1, two_pass=False, seed=4)
+        assert info.strategy == SINGLE and info.sp_channels == 1 and info.sp_spare == 1, mask
+    info = check(sim, (28, 4, 28, 28), False, dtype, True, soc="ascend910", cores=1, two_pass=False, seed=3)
+    assert (info.sp_channels, info.sp_slab_rows, info.sp_spare, info.sp_chunk_rows) == (1, 8, 1, 16)
+    check(sim, shape, False, dtype, True, soc="ascend910", cores=1, two_pass=False, seed=5,
+          param_float32=("save_invstd",))
+    shape = (32, 32, 28, 28)  # two groups of a block of the per-channel vectors: two cores
+    args = make_inputs(shape, False, dtype, seed=6)
+    runs = []
+    for ub_kib, cores, spare in ((0, 1, 1), (0, 2, 1), (220, 2, 0)):
+        got, info = simlib.run(sim, args["grad_out"], args["x"], args["weight"], None, None, args["save_mean"],
+                               args["save_invstd"], dtype=dtype, soc="ascend910", ub_bytes=ub_kib * 1024,
+                               cores=cores)
+        assert (info.sp_channels, info.sp_slab_rows, info.sp_spare, info.used_cores) == (1, 8, spare, cores), ub_kib
+        runs.append(got)
+    assert_same_bits(runs)
