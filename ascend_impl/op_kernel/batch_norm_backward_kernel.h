@@ -521,8 +521,10 @@ private:
             const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
             Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
             next.pair = more && PairAhead(nb, ne, nnb, nne);
-            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
-                                      ahead.second, &ahead)) {
+            const bool ran = more ? Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
+                                                ahead.second, &ahead)
+                                  : LastApply(b, e, ahead, &heldShare);
+            if (!ran) {
                 if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
                            ahead.second)) {
                     ApplyUnits(b, e, true, ahead.issued ? (ahead.second ? 2 : 1) : 0);
@@ -912,11 +914,15 @@ private:
     // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
     // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one; `current`:
     // what was taken so before this one (its first tile's a and mean: LoadsBesideCombine).
+    // `share` (serial, phase 2 alone: the last round, rb == re): the share's partials loaded once the
+    // coefficients are taken (LoadSharePartials; *share whether it did), as Taken does.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
                                        const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
-                                       bool issued = false, bool second = false, const Ahead *current = nullptr)
+                                       bool issued = false, bool second = false, const Ahead *current = nullptr,
+                                       bool *share = nullptr)
     {
-        if (!Fits(ab, ae, rb, re)) {
+        const bool alone = share != nullptr && Serial() && rb == re && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
+        if (!Fits(ab, ae, rb, re) && !alone) {
             return false;
         }
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
@@ -961,10 +967,13 @@ private:
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
                 rs[i] = taken[i];
             }
-        } else {
+        } else if (rb < re) {
             TakeScalars(rb, re, false, rs);
         }
         k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
+        if (alone) {
+            *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+        }
         if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
@@ -1021,6 +1030,15 @@ private:
         RunAhead(ahead);
         k_.WaitPartials();
         return true;
+    }
+
+    // The last round's phase 2 (units [b, e), `ahead` what its phase 1 issued before the SyncAll), on
+    // Interleaved's path where the rounds are serial, so its second tile's loads and the first tile's centring
+    // go beside the combine as in the rounds before it; the share's partials then load behind its coefficients
+    // (*share). False (nothing run) where the rounds interleave.
+    __aicore__ inline bool LastApply(uint64_t b, uint64_t e, const Ahead &ahead, bool *share)
+    {
+        return Serial() && Interleaved(b, e, e, e, nullptr, nullptr, ahead.issued, ahead.second, &ahead, share);
     }
 
     // Serial float32 rounds ending beside the next round's first units (tiling plTail) with loads two steps
