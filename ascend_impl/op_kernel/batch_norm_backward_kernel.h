@@ -1143,7 +1143,9 @@ private:
             k_.applyEnd = e;
         }
         if (!(issued && apply)) {
+            const int64_t early = apply ? -1 : StatsBeforeTile(b);
             IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+            StatsLanded(early);
         }
         TakeScalars(b, e, apply, s);
         if (share != nullptr) {
@@ -1170,6 +1172,35 @@ private:
         return true;
     }
 
+    // Phase 1 of units [b, ...) whose first group's statistics are not in UB (the launch's first round): their
+    // loads go out before the first tile's, with an event of their own (statsEvent), so the scalars wait for
+    // them alone, not (LoadStats' full barrier) for the tile too, and the next tile's loads follow the first
+    // at once instead of a copy latency later. Returns the group (-1: nothing issued; StatsLanded then does
+    // nothing).
+    __aicore__ inline int64_t StatsBeforeTile(uint64_t b)
+    {
+        const int64_t g = GroupOf(k_.t, int64_t(b / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
+        if (!k_.t.training || k_.statsGroup == g) {
+            return -1;
+        }
+        IssueStatLoads(k_, g, true);  // a tail past the vector's end deferred (FinishDeferredStatLoads)
+        k_.statsGroup = -1;           // being overwritten: FinishDeferredStatLoads sets it
+        statsEvent_ = k_.pipe.template AllocEventID<AscendC::HardEvent::MTE2_V>();
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        return g;
+    }
+
+    // StatsBeforeTile's loads of group g landed (the vector unit waits, then the scalar unit behind it).
+    __aicore__ inline void StatsLanded(int64_t g)
+    {
+        if (g < 0) {
+            return;
+        }
+        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        k_.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        FinishDeferredStatLoads(k_, g);  // (ends with their casts before the scalar reads)
+    }
+
     __aicore__ inline uint64_t GroupEnd(uint64_t g1)
     {
         return g1 >= uint64_t(k_.t.groups) ? uint64_t(k_.t.channels) : uint64_t(GroupStart(k_.t, int64_t(g1)));
@@ -1184,6 +1215,7 @@ private:
     }
 
     KernelState<T> k_;
+    AscendC::TEventID statsEvent_ = 0;  // StatsBeforeTile's
 };
 
 template <typename T>

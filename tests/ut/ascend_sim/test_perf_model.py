@@ -285,13 +285,15 @@ def test_serial_rounds_last_round_beside_combine(lib):
     SyncAll as the rounds before it (LastApply: Interleaved with no next phase 1), its second tile's loads
     beside the partials' round trip and its first tile centred and scaled while they land, the share's
     partials loaded behind the coefficients; before, it took Taken's path (a full barrier for the combine,
-    the second tile loaded after it). On the row with the fewest rounds, where the last one weighs most,
-    MTE2 then idles under 28% of the launch, with the same bytes, SyncAlls and second reads in L2."""
+    the second tile loaded after it). And the launch's first statistics load before its first tile with an
+    event of their own (StatsBeforeTile), so the second tile's loads follow the first at once (a full
+    barrier held them a copy latency). On the row with the fewest rounds, where the last round and the
+    start weigh most, MTE2 then idles under 27.5% of the launch, with the same bytes and second reads in L2."""
     r = ascend_model.run(lib, "ascend910", (32, 64, 56, 56), "float32")
     t = r.tiling
     assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
     assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.08
-    assert r.busy_us("mte2") > 0.72 * r.timeline_us
+    assert r.busy_us("mte2") > 0.725 * r.timeline_us
     assert r.combine_share < 0.05
 
 
