@@ -516,10 +516,10 @@ private:
                 RoundUnits(g0 + 2 * k_.t.l2Rounds, core, &nnb, &nne);
             }
             k_.SyncCores();
-            // (not for the last round's scalars: the launch's last LoadCoefs finds that round's statistics
-            // still in UB, where a reload would take the tensor-end tail's barriers)
-            const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
-            Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            // (the last round's scalars too: its phase 2, LastApply, reloads its statistics beside its partials
+            // as every round does, and the round before it then takes no statistics' round trip between its
+            // combine and its first store)
+            Ahead next = more ? PlanAhead(nb, ne, nnb, nne) : Ahead();
             next.pair = more && PairAhead(nb, ne, nnb, nne);
             const bool ran = more ? Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
                                                 ahead.second, &ahead)
