@@ -516,13 +516,15 @@ private:
                 RoundUnits(g0 + 2 * k_.t.l2Rounds, core, &nnb, &nne);
             }
             k_.SyncCores();
-            // (not for the last round's scalars: the launch's last LoadCoefs finds that round's statistics
-            // still in UB, where a reload would take the tensor-end tail's barriers)
-            const bool lastNext = g0 + 3 * uint64_t(k_.t.l2Rounds) >= groups;
-            Ahead next = more ? PlanAhead(nb, ne, nnb, nne, !lastNext) : Ahead();
+            // (the last round's scalars too: its phase 2, LastApply, reloads its statistics beside its partials
+            // as every round does, and the round before it then takes no statistics' round trip between its
+            // combine and its first store)
+            Ahead next = more ? PlanAhead(nb, ne, nnb, nne) : Ahead();
             next.pair = more && PairAhead(nb, ne, nnb, nne);
-            if (!more || !Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
-                                      ahead.second, &ahead)) {
+            const bool ran = more ? Interleaved(b, e, nb, ne, ahead.done ? ahead.rs : nullptr, &next, ahead.issued,
+                                                ahead.second, &ahead)
+                                  : LastApply(b, e, ahead, &heldShare);
+            if (!ran) {
                 if (!Taken(b, e, true, nullptr, !more && Serial() ? &heldShare : nullptr, ahead.issued,
                            ahead.second)) {
                     ApplyUnits(b, e, true, ahead.issued ? (ahead.second ? 2 : 1) : 0);
@@ -912,11 +914,15 @@ private:
     // `taken`: serial only, the first phase-2 tile's loads were issued and the next round's scalars taken
     // (into taken[]) before the SyncAll (RunAhead); `ahead`: what to take so before the next one; `current`:
     // what was taken so before this one (its first tile's a and mean: LoadsBesideCombine).
+    // `share` (serial, phase 2 alone: the last round, rb == re): the share's partials loaded once the
+    // coefficients are taken (LoadSharePartials; *share whether it did), as Taken does.
     __aicore__ inline bool Interleaved(uint64_t ab, uint64_t ae, uint64_t rb, uint64_t re,
                                        const channel_first::UnitScalars *taken = nullptr, Ahead *ahead = nullptr,
-                                       bool issued = false, bool second = false, const Ahead *current = nullptr)
+                                       bool issued = false, bool second = false, const Ahead *current = nullptr,
+                                       bool *share = nullptr)
     {
-        if (!Fits(ab, ae, rb, re)) {
+        const bool alone = share != nullptr && Serial() && rb == re && ab < ae && ChannelSpan(ab, ae) <= IL_CHANNELS;
+        if (!Fits(ab, ae, rb, re) && !alone) {
             return false;
         }
         const uint64_t pc = uint64_t(k_.t.rowBlocks) * k_.t.colBlocks;
@@ -961,10 +967,13 @@ private:
             for (uint64_t i = 0; i < ChannelSpan(rb, re); ++i) {
                 rs[i] = taken[i];
             }
-        } else {
+        } else if (rb < re) {
             TakeScalars(rb, re, false, rs);
         }
         k_.cachedLo = k_.cachedHi = 0;  // phase 1 refills partUb
+        if (alone) {
+            *share = LoadSharePartials<MODE>(k_, 0, uint64_t(k_.t.channels), AscendC::GetBlockIdx());
+        }
         if (!serial && !issued) {
             IssueLoad(k_, UnitRows(k_.t, u, apply), apply ? train : true);
         }
@@ -1021,6 +1030,15 @@ private:
         RunAhead(ahead);
         k_.WaitPartials();
         return true;
+    }
+
+    // The last round's phase 2 (units [b, e), `ahead` what its phase 1 issued before the SyncAll), on
+    // Interleaved's path where the rounds are serial, so its second tile's loads and the first tile's centring
+    // go beside the combine as in the rounds before it; the share's partials then load behind its coefficients
+    // (*share). False (nothing run) where the rounds interleave.
+    __aicore__ inline bool LastApply(uint64_t b, uint64_t e, const Ahead &ahead, bool *share)
+    {
+        return Serial() && Interleaved(b, e, e, e, nullptr, nullptr, ahead.issued, ahead.second, &ahead, share);
     }
 
     // Serial float32 rounds ending beside the next round's first units (tiling plTail) with loads two steps
@@ -1125,7 +1143,9 @@ private:
             k_.applyEnd = e;
         }
         if (!(issued && apply)) {
+            const int64_t early = apply ? -1 : StatsBeforeTile(b);
             IssueLoad(k_, UnitRows(k_.t, b, apply), withX);
+            StatsLanded(early);
         }
         TakeScalars(b, e, apply, s);
         if (share != nullptr) {
@@ -1152,6 +1172,35 @@ private:
         return true;
     }
 
+    // Phase 1 of units [b, ...) whose first group's statistics are not in UB (the launch's first round): their
+    // loads go out before the first tile's, with an event of their own (statsEvent), so the scalars wait for
+    // them alone, not (LoadStats' full barrier) for the tile too, and the next tile's loads follow the first
+    // at once instead of a copy latency later. Returns the group (-1: nothing issued; StatsLanded then does
+    // nothing).
+    __aicore__ inline int64_t StatsBeforeTile(uint64_t b)
+    {
+        const int64_t g = GroupOf(k_.t, int64_t(b / (uint64_t(k_.t.rowBlocks) * k_.t.colBlocks)));
+        if (!k_.t.training || k_.statsGroup == g) {
+            return -1;
+        }
+        IssueStatLoads(k_, g, true);  // a tail past the vector's end deferred (FinishDeferredStatLoads)
+        k_.statsGroup = -1;           // being overwritten: FinishDeferredStatLoads sets it
+        statsEvent_ = k_.pipe.template AllocEventID<AscendC::HardEvent::MTE2_V>();
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        return g;
+    }
+
+    // StatsBeforeTile's loads of group g landed (the vector unit waits, then the scalar unit behind it).
+    __aicore__ inline void StatsLanded(int64_t g)
+    {
+        if (g < 0) {
+            return;
+        }
+        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        k_.pipe.template ReleaseEventID<AscendC::HardEvent::MTE2_V>(statsEvent_);
+        FinishDeferredStatLoads(k_, g);  // (ends with their casts before the scalar reads)
+    }
+
     __aicore__ inline uint64_t GroupEnd(uint64_t g1)
     {
         return g1 >= uint64_t(k_.t.groups) ? uint64_t(k_.t.channels) : uint64_t(GroupStart(k_.t, int64_t(g1)));
@@ -1166,6 +1215,7 @@ private:
     }
 
     KernelState<T> k_;
+    AscendC::TEventID statsEvent_ = 0;  // StatsBeforeTile's
 };
 
 template <typename T>

@@ -280,6 +280,25 @@ def test_serial_rounds_second_tile_beside_combine(lib, shape):
     assert r.combine_share < 0.02
 
 
+def test_serial_rounds_last_round_beside_combine(lib):
+    """ascend910 float32: the last of the serial software-SyncAll L2 rounds takes the same path after its
+    SyncAll as the rounds before it (LastApply: Interleaved with no next phase 1), its second tile's loads
+    beside the partials' round trip and its first tile centred and scaled while they land, the share's
+    partials loaded behind the coefficients; before, it took Taken's path (a full barrier for the combine,
+    the second tile loaded after it). And the launch's first statistics load before its first tile with an
+    event of their own (StatsBeforeTile), so the second tile's loads follow the first at once (a full
+    barrier held them a copy latency), and the round before the last takes the last round's scalars before
+    its SyncAll too (their statistics' round trip came between its combine and its first store). On the
+    row with the fewest rounds, where those weigh most, MTE2 then idles under 27% of the launch, with the
+    same bytes and second reads in L2."""
+    r = ascend_model.run(lib, "ascend910", (32, 64, 56, 56), "float32")
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.08
+    assert r.busy_us("mte2") > 0.73 * r.timeline_us
+    assert r.combine_share < 0.05
+
+
 @pytest.mark.parametrize("soc,shape,dtype", [("ascend310p", (32, 128, 56, 56), "float16"),
                                              ("ascend310p", (32, 256, 56, 56), "float16")])
 def test_channel_pipeline_in_l2_without_sync_all(lib, soc, shape, dtype):
