@@ -956,8 +956,11 @@ private:
         if (depth == 2) {
             held.Push(&order);
         }
-        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, issued && second != serial,
-                                                  steps, &order, &held, as, current);
+        // the tiles that went before the SyncAll are those LoadsBesideCombine builds on: both on interleaved
+        // rounds (PairAhead), the first alone on serial ones (AloneAhead)
+        const bool aheadAsPlanned = issued && second != serial;
+        BesideCombine beside = LoadsBesideCombine(ab, ae, taken != nullptr, aheadAsPlanned, steps, &order, &held,
+                                                  as, current);
         if (beside.pre == 0) {
             TakeScalars(ab, ae, true, as);
         } else if (beside.others && taken == nullptr) {

@@ -1038,10 +1038,11 @@ __aicore__ inline uint32_t Chunks(const BatchNormBackwardTilingData &t)
     return uint32_t(CeilDiv(uint64_t(t.outer) - last, t.spChunkRows) + (last > 0 ? 1 : 0));
 }
 
-__aicore__ inline uint64_t ChunkBegin(const BatchNormBackwardTilingData &t, uint32_t c)
+// chunks: Chunks(t), which the caller holds (a division: not once per chunk on the scalar unit).
+__aicore__ inline uint64_t ChunkBegin(const BatchNormBackwardTilingData &t, uint32_t chunks, uint32_t c)
 {
     const uint64_t outer = uint64_t(t.outer);
-    return c >= Chunks(t) ? outer : Min(uint64_t(c) * t.spChunkRows, outer - t.spLastRows);
+    return c >= chunks ? outer : Min(uint64_t(c) * t.spChunkRows, outer - t.spLastRows);
 }
 
 template <typename T>
@@ -1358,7 +1359,7 @@ private:
         if (slots_ == 0 || slots_ >= SP_MAX_CHUNKS || !reduce_ || Whole(k) || c + 1 != chunks_) {
             return 0;
         }
-        const uint64_t c0 = ChunkBegin(k.t, c), rows = ChunkBegin(k.t, c + 1) - c0, step = k.t.spSlabRows;
+        const uint64_t c0 = ChunkBegin(k.t, chunks_, c), rows = ChunkBegin(k.t, chunks_, c + 1) - c0, step = k.t.spSlabRows;
         return rows >= 2 * step ? c0 + rows / 2 / step * step : 0;
     }
     // Tiling spSpare: the ring's slot of chunk c of sub-group s.
@@ -1376,7 +1377,7 @@ private:
     // Buffers::shift of chunk c of sub-group s: its slot's first element less its first row's (0 without the ring).
     __aicore__ inline int64_t Shift(const KernelState<T> &k, const SubGroup &s, uint32_t c) const
     {
-        return slots_ > 0 ? int64_t(SlotOf(s, c) * slotElems_) - int64_t(ChunkBegin(k.t, c) * s.len) : 0;
+        return slots_ > 0 ? int64_t(SlotOf(s, c) * slotElems_) - int64_t(ChunkBegin(k.t, chunks_, c) * s.len) : 0;
     }
 
     // Tiling spSpare: chunks [from, to) of sub-group s into their ring slots, each once its slot's last
@@ -1408,9 +1409,9 @@ private:
             ReleaseSlot(SlotOf(s, c), true, true);
             const uint64_t mid = HalfRows(k, c);
             if (mid > 0) {  // the first half signalled on its own id (Reduce)
-                LoadRows(k, s, c, !dyFirst, reduce_, ChunkBegin(k.t, c), mid);
+                LoadRows(k, s, c, !dyFirst, reduce_, ChunkBegin(k.t, chunks_, c), mid);
                 AscendC::SetFlag<HardEvent::MTE2_V>(int32_t(slots_));
-                LoadRows(k, s, c, !dyFirst, reduce_, mid, ChunkBegin(k.t, c + 1));
+                LoadRows(k, s, c, !dyFirst, reduce_, mid, ChunkBegin(k.t, chunks_, c + 1));
             } else {
                 LoadRows(k, s, c, !dyFirst, reduce_);
             }
@@ -1506,7 +1507,7 @@ private:
                                     uint64_t r0 = ~0ull, uint64_t r1 = 0)
     {
         const int64_t shift = Shift(k, s, c);
-        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, c) : r0, hi = r0 == ~0ull ? ChunkBegin(k.t, c + 1) : r1;
+        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c) : r0, hi = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c + 1) : r1;
         for (uint64_t n = lo; n < hi; ++n) {
             const uint64_t at = uint64_t(int64_t(n * s.len) + shift);
             if (dy) {
@@ -1542,19 +1543,19 @@ private:
             b_.shift = Shift(k, s, c);
             if (mid > 0) {  // the last chunk's first half as soon as it lands (LoadRing)
                 AscendC::WaitFlag<HardEvent::MTE2_V>(int32_t(slots_));
-                ReduceRows(k, b_, ChunkBegin(k.t, c), mid, s.len);
+                ReduceRows(k, b_, ChunkBegin(k.t, chunks_, c), mid, s.len);
                 AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
-                ReduceRows(k, b_, mid, ChunkBegin(k.t, c + 1), s.len);
+                ReduceRows(k, b_, mid, ChunkBegin(k.t, chunks_, c + 1), s.len);
                 continue;
             }
             AscendC::WaitFlag<HardEvent::MTE2_V>(LoadIdOf(s, c));
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
-                    ReduceWholeRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+                    ReduceWholeRows(k, b_, ChunkBegin(k.t, chunks_, c), ChunkBegin(k.t, chunks_, c + 1), s.len);
                     continue;
                 }
             }
-            ReduceRows(k, b_, ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len);
+            ReduceRows(k, b_, ChunkBegin(k.t, chunks_, c), ChunkBegin(k.t, chunks_, c + 1), s.len);
             if (xEarly_) {
                 AscendC::SetFlag<HardEvent::V_MTE2>(ReleaseIdOf(s, c));  // x's rows are read (LoadX)
                 xPending_ = true;
@@ -1644,13 +1645,13 @@ private:
             b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
-                    ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, c), ChunkBegin(k.t, c + 1), s.len, want_, reduce_,
+                    ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, chunks_, c), ChunkBegin(k.t, chunks_, c + 1), s.len, want_, reduce_,
                                    scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
                 }
             }
             // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
             // as soon as applied, so after the launch's last instruction only its own rows' stores are left
-            const uint64_t c0 = ChunkBegin(k.t, c), c1 = ChunkBegin(k.t, c + 1);
+            const uint64_t c0 = ChunkBegin(k.t, chunks_, c), c1 = ChunkBegin(k.t, chunks_, c + 1);
             // (XEarly: the same, so the dy rows that hold grad_input are released, and the next sub-group's first
             // dy rows loaded, an instruction's rows sooner; SlabsLast: the core's last stores begin an
             // instruction's rows after its coefficients)
@@ -1665,7 +1666,9 @@ private:
                     AscendC::Add(x, x, b_.dy[r0 * s.len].template ReinterpretCast<float>(),
                                  Narrow<int32_t>((r1 - r0) * s.len, "Add count"));
                 } else if (b_.xcOrder) {
-                    ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                    if constexpr (!IsSame<T, float>::value) {  // XcOrder: 16-bit types only
+                        ApplyXcRows(k, r0, r1, s.len, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1);
+                    }
                 } else if (!Whole(k)) {
                     ApplyRows(k, b_, outX_, r0, r1, s.len, want_, dyFreeEarly && r1 == c1 ? ReleaseIdOf(s, c) : -1,
                               firstCast && c == 0 && r0 == c0);
@@ -1712,7 +1715,7 @@ private:
             if (!b_.columns || !want_) {
                 return false;
             }
-            const uint64_t rows = Min(uint64_t(ApplyStep(k, b_)), ChunkBegin(k.t, 1));
+            const uint64_t rows = Min(uint64_t(ApplyStep(k, b_)), ChunkBegin(k.t, chunks_, 1));
             AscendC::Cast(b_.slab[SLAB_DY_F], b_.dy[uint64_t(Shift(k, s, 0))], AscendC::RoundMode::CAST_NONE,
                           uint32_t(rows * s.len));
             return true;
@@ -2194,46 +2197,39 @@ private:
     // The per-channel k and b are scalar operands of the apply (ScaleShiftX, ShiftChannel): no slabs of them.
     __aicore__ inline bool ScalarKB(const KernelState<T> &k) const { return ScalarApplyOn(k) || KeepX(k); }
 
-    // XcOrder: grad_input of rows [r0, r1), spSlabRows rows an instruction, as (k * (x - mean) + b) + a * dy cast
-    // into grad_input's rows: KeepX from the kept copy (ShiftChannel made it k * (x - mean) + b, the sum goes over
-    // it and the rows' cast is one instruction), else x - mean again (CenteredRow) times k's slab plus b's.
+    // XcOrder (16-bit types; instantiated for them alone): grad_input of rows [r0, r1), spSlabRows rows an
+    // instruction, as (k * (x - mean) + b) + a * dy cast into grad_input's rows: KeepX from the kept copy
+    // (ShiftChannel made it k * (x - mean) + b, the sum goes over it and the rows' cast is one instruction), else
+    // x - mean again (CenteredRow) times k's slab plus b's.
     // dyFree >= 0: that V_MTE2 event once the rows' dy is cast.
     __aicore__ inline void ApplyXcRows(const KernelState<T> &k, uint64_t r0, uint64_t r1, uint32_t len,
                                        int32_t dyFree)
     {
-        if constexpr (!IsSame<T, float>::value) {  // 16-bit types only (XcOrder)
-            for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
-                const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
-                const uint64_t off = n * len;
-                const int32_t count = Narrow<int32_t>(elems, "vector count");
-                const LocalTensor<float> xs = b_.keepX ? b_.slab[SLAB_X_F][off] : CenteredRow(k, b_, off, elems);
-                if (!b_.keepX) {
-                    AscendC::Mul(xs, xs, b_.slab[SLAB_K], count);
-                    AscendC::Add(xs, xs, b_.slab[SLAB_B], count);
-                }
-                const LocalTensor<float> &dr = b_.slab[SLAB_DY_F];
-                AscendC::Cast(dr, b_.dy[off], AscendC::RoundMode::CAST_NONE, elems);
-                if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
-                    AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
-                }
-                AscendC::Mul(dr, dr, b_.slab[SLAB_A], count);
-                if (b_.keepX) {
-                    AscendC::Add(xs, xs, dr, count);
-                } else {
-                    AscendC::Add(dr, xs, dr, count);
-                    AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
-                }
+        for (uint64_t n = r0; n < r1; n += k.t.spSlabRows) {
+            const uint32_t elems = uint32_t(Min(k.t.spSlabRows, r1 - n)) * len;
+            const uint64_t off = n * len;
+            const int32_t count = Narrow<int32_t>(elems, "vector count");
+            const LocalTensor<float> xs = b_.keepX ? b_.slab[SLAB_X_F][off] : CenteredRow(k, b_, off, elems);
+            if (!b_.keepX) {
+                AscendC::Mul(xs, xs, b_.slab[SLAB_K], count);
+                AscendC::Add(xs, xs, b_.slab[SLAB_B], count);
             }
+            const LocalTensor<float> &dr = b_.slab[SLAB_DY_F];
+            AscendC::Cast(dr, b_.dy[off], AscendC::RoundMode::CAST_NONE, elems);
+            if (dyFree >= 0 && n + k.t.spSlabRows >= r1) {
+                AscendC::SetFlag<HardEvent::V_MTE2>(dyFree);
+            }
+            AscendC::Mul(dr, dr, b_.slab[SLAB_A], count);
             if (b_.keepX) {
-                const uint64_t off = r0 * len;
-                AscendC::Cast(Out()[off], b_.slab[SLAB_X_F][off], NarrowRound<T>(), uint32_t((r1 - r0) * len));
+                AscendC::Add(xs, xs, dr, count);
+            } else {
+                AscendC::Add(dr, xs, dr, count);
+                AscendC::Cast(Out()[off], dr, NarrowRound<T>(), elems);
             }
-        } else {
-            (void)k;
-            (void)r0;
-            (void)r1;
-            (void)len;
-            (void)dyFree;
+        }
+        if (b_.keepX) {
+            const uint64_t off = r0 * len;
+            AscendC::Cast(Out()[off], b_.slab[SLAB_X_F][off], NarrowRound<T>(), uint32_t((r1 - r0) * len));
         }
     }
 
