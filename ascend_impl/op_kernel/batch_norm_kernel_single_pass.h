@@ -1359,7 +1359,8 @@ private:
         if (slots_ == 0 || slots_ >= SP_MAX_CHUNKS || !reduce_ || Whole(k) || c + 1 != chunks_) {
             return 0;
         }
-        const uint64_t c0 = ChunkBegin(k.t, chunks_, c), rows = ChunkBegin(k.t, chunks_, c + 1) - c0, step = k.t.spSlabRows;
+        const uint64_t c0 = ChunkBegin(k.t, chunks_, c), rows = ChunkBegin(k.t, chunks_, c + 1) - c0;
+        const uint64_t step = k.t.spSlabRows;
         return rows >= 2 * step ? c0 + rows / 2 / step * step : 0;
     }
     // Tiling spSpare: the ring's slot of chunk c of sub-group s.
@@ -1507,7 +1508,8 @@ private:
                                     uint64_t r0 = ~0ull, uint64_t r1 = 0)
     {
         const int64_t shift = Shift(k, s, c);
-        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c) : r0, hi = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c + 1) : r1;
+        const uint64_t lo = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c) : r0;
+        const uint64_t hi = r0 == ~0ull ? ChunkBegin(k.t, chunks_, c + 1) : r1;
         for (uint64_t n = lo; n < hi; ++n) {
             const uint64_t at = uint64_t(int64_t(n * s.len) + shift);
             if (dy) {
@@ -1645,8 +1647,8 @@ private:
             b_.shift = Shift(k, s, c);
             if constexpr (!IsSame<T, float>::value) {
                 if (Whole(k)) {
-                    ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, chunks_, c), ChunkBegin(k.t, chunks_, c + 1), s.len, want_, reduce_,
-                                   scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
+                    ApplyWholeRows(k, b_, Out(), ChunkBegin(k.t, chunks_, c), ChunkBegin(k.t, chunks_, c + 1), s.len,
+                                   want_, reduce_, scaled, dyFreeEarly ? ReleaseIdOf(s, c) : -1);
                 }
             }
             // the ring (spSpare): a chunk's rows go to MTE3 an instruction's rows (spSlabRows) at a time, each
