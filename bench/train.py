@@ -168,6 +168,8 @@ def child(spec):
     step = train_step(spec["net"], net, inputs, kind, graph=spec["mode"] == "GRAPH")
     build_s = time.perf_counter() - t0
     first_s, loss0 = _timed_step(step)
+    if spec.get("first_step_only"):  # (the extra processes of the first step's median: isolated_row)
+        return {"first_step_s": first_s, "losses": [float(loss0.asnumpy())]}
     _, loss1 = _timed_step(step)
     losses = [float(loss0.asnumpy()), float(loss1.asnumpy())]
     steady = [_timed_step(step)[0] * 1e3 for _ in range(spec["steps"])]
@@ -211,7 +213,9 @@ def run_child(spec, timeout, show_log=False):
 
 def isolated_row(net, mode, args, progress):
     """Both variants of (net, mode), each in args.isolated_reps fresh processes, alternating which
-    variant goes first. progress: (index of the first process, total)."""
+    variant goes first; then args.first_step_reps more of each that only time the first step (one
+    process's first step varies too much between processes for a few to tell 5%). progress: (index of
+    the first process, total)."""
     row = {"net": net, "mode": mode}
     runs = {v: [] for v in VARIANTS}
     k = progress[0]
@@ -231,21 +235,31 @@ def isolated_row(net, mode, args, progress):
             else:
                 log(f"    first step {res['first_step_s']:.2f} s, peak RSS {res['peak_rss_mb']:.0f} MB, "
                     f"BatchNorm kernels {res['bn_ms']:.2f} of {res['profile_wall_ms']:.1f} ms/step")
+    firsts = {v: [] for v in VARIANTS}
+    for rep in range(args.first_step_reps):
+        for variant in (VARIANTS if rep % 2 == 0 else VARIANTS[::-1]):
+            log(f"[first step {rep + 1}/{args.first_step_reps}] {net} {mode} {variant}: "
+                "fresh process (first step only)")
+            spec = {"net": net, "mode": mode, "variant": variant, "quick": args.quick, "first_step_only": True}
+            res = run_child(spec, args.child_timeout)
+            firsts[variant].append(res)
+            log(f"    FAILED: {res['error']}" if "error" in res else f"    first step {res['first_step_s']:.2f} s")
     for variant in VARIANTS:
-        row[variant] = combine_reps(runs[variant])
+        row[variant] = combine_reps(runs[variant], firsts[variant])
     return derive_isolated(row)
 
 
-def combine_reps(reps):
+def combine_reps(reps, firsts=()):
     """One variant's isolated figures from its fresh processes: first step and peak RSS are their
-    medians (each process's in *_reps); the profile, and the rest, is that of the process with the
-    median profiled step (its figures stay together). A failed process: its error."""
-    failed = [r for r in reps if "error" in r]
+    medians (each process's in *_reps; the first step's also over `firsts`, processes that only timed
+    it); the profile, and the rest, is that of the process with the median profiled step (its figures
+    stay together). A failed process: its error."""
+    failed = [r for r in list(reps) + list(firsts) if "error" in r]
     if failed:
         return failed[0]
     out = dict(sorted(reps, key=lambda r: r["profile_wall_ms"])[(len(reps) - 1) // 2])
     for key in ("first_step_s", "peak_rss_mb"):
-        out[f"{key}_reps"] = [r[key] for r in reps]
+        out[f"{key}_reps"] = [r[key] for r in reps] + ([r[key] for r in firsts] if key == "first_step_s" else [])
         out[key] = statistics.median(out[f"{key}_reps"])
     return out
 
@@ -376,7 +390,7 @@ def steady_row(net_name, mode, label, threads, steps, args):
 METHOD = (
     "Method: network by network, first the isolated runs, then the steady state. First step, peak RSS and "
     "the profile come from one fresh process per (network, mode, variant), run one after the other while "
-    "the main process waits ({isolated_reps} per variant, alternating which goes first: first step and peak RSS are their medians, the profile is that of the process with the median profiled step); each builds the original network and deep-copies it, converted or not, so both "
+    "the main process waits ({isolated_reps} per variant, alternating which goes first: first step and peak RSS are their medians, the profile is that of the process with the median profiled step; the first step's median also takes {first_step_reps} more processes per variant that only time it, since one process's first step varies widely between processes); each builds the original network and deep-copies it, converted or not, so both "
     "have the same allocation history, and collects the garbage original before the first step (peak RSS = "
     "the process's VmHWM after the first {steps} + 2 steps, before profiling; first step = the first "
     "training-step call, including GRAPH compilation, after the network was built). Steady-state step "
@@ -409,7 +423,7 @@ def report(result):
     lines = [f"{partial}Machine: {bench.describe_machine(m)}; load average at the end {_load(result['load_avg_end'])}. "
              f"Kernel threads by default: {a['default_threads']}. MindSpore's tensors on "
              f"{bench.mindspore_pages(m)}.", "",
-             METHOD.format(**a), ""]
+             METHOD.format(**{"first_step_reps": 0, **a}), ""]
     lines += [f"- `{n}`: {describe(n, result['quick'])}" for n in a["nets"]]
     lines += ["", "Steady state (ms per training step, medians):", "",
               "| network | mode | our threads | original ms | converted ms | original / converted | per-round range |",
@@ -463,6 +477,9 @@ def parse_args(argv):
     p.add_argument("--profile-steps", type=int, default=None, help="profiled steps (default 5; --quick 2)")
     p.add_argument("--isolated-reps", type=int, default=None,
                    help="fresh processes per variant for first step, peak RSS and profile (default 3; --quick 1)")
+    p.add_argument("--first-step-reps", type=int, default=None,
+                   help="more fresh processes per variant that only time the first step, for its median "
+                        "(default 6; --quick 1)")
     p.add_argument("--child-timeout", type=float, default=1800, help="seconds per child process, isolated or steady state (default 1800)")
     p.add_argument("--quick", action="store_true", help="tiny networks (a test of the benchmark, not a measurement)")
     p.add_argument("--out", default=None,
@@ -475,6 +492,10 @@ def parse_args(argv):
         if getattr(args, name) < 1:
             raise SystemExit(f"bench --train: --{name.replace('_', '-')} expected a positive integer, "
                              f"got {getattr(args, name)}")
+    if args.first_step_reps is None:
+        args.first_step_reps = 1 if args.quick else 6
+    if args.first_step_reps < 0:
+        raise SystemExit(f"bench --train: --first-step-reps expected 0 or a positive integer, got {args.first_step_reps}")
     args.nets = _csv(args.nets, NETS, "nets")
     args.modes = _csv(args.modes.upper(), MODES, "modes")
     return args
@@ -491,7 +512,7 @@ def run(args, save=None):
               "settings": {"nets": args.nets, "modes": args.modes, "threads": [s[0] for s in settings],
                            "default_threads": default_threads,
                            "rounds": args.rounds, "steps": args.steps, "profile_steps": args.profile_steps,
-                           "isolated_reps": args.isolated_reps},
+                           "isolated_reps": args.isolated_reps, "first_step_reps": args.first_step_reps},
               "isolated": [], "steady": []}
 
     def saved():

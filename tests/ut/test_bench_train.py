@@ -125,8 +125,12 @@ def test_steady_figures_come_from_their_row(result):
 
 def test_isolated_figures_come_from_their_row(result):
     data, _, _ = result
+    n_first = data["settings"]["isolated_reps"] + data["settings"]["first_step_reps"]
     for r in data["isolated"]:
         o, c = r["original"], r["converted"]
+        for v in (o, c):  # the full processes' first steps, then the first-step-only ones'
+            assert len(v["first_step_s_reps"]) == n_first and all(t > 0 for t in v["first_step_s_reps"])
+            assert _close(v["first_step_s"], statistics.median(v["first_step_s_reps"]))
         assert _close(r["first_step_ratio"], c["first_step_s"] / o["first_step_s"])
         assert _close(r["peak_rss_ratio"], c["peak_rss_mb"] / o["peak_rss_mb"])
         for v in (o, c):
@@ -183,6 +187,7 @@ def test_op_times_are_read_per_op_type(tmp_path):
     (["--threads", "0"], "--threads expected"),
     (["--rounds", "0"], "--rounds expected"),
     (["--isolated-reps", "0"], "--isolated-reps expected"),
+    (["--first-step-reps", "-1"], "--first-step-reps expected"),
 ])
 def test_bad_options_are_refused(argv, msg):
     with pytest.raises(SystemExit, match=msg):
@@ -203,3 +208,19 @@ def test_isolated_reps_take_medians_and_keep_one_profile_whole():
     assert train.combine_reps([res(1.0, 1.0, 1.0, 1.0)])["first_step_s"] == 1.0
     assert train.combine_reps([res(1.0, 1.0, 1.0, 1.0), {"error": "exit code 1"}]) == {"error": "exit code 1"}
     assert train.parse_args([]).isolated_reps == 3 and train.parse_args(["--quick"]).isolated_reps == 1
+
+
+def test_the_first_step_median_takes_the_first_step_only_processes_too():
+    """A process's first step varies widely between processes, so its median also takes processes
+    that only time it; peak RSS and the profile stay those of the full processes."""
+    def res(first, rss, wall):
+        return {"first_step_s": first, "peak_rss_mb": rss, "profile_wall_ms": wall, "bn_ms": 1.0,
+                "profile_op_ms": {"BatchNorm": 1.0}}
+    reps = [res(1.50, 500.0, 20.0), res(1.40, 520.0, 10.0), res(1.45, 510.0, 30.0)]
+    firsts = [{"first_step_s": t, "losses": [0.5]} for t in (1.00, 1.05, 1.10, 1.20)]
+    got = train.combine_reps(reps, firsts)
+    assert got["first_step_s_reps"] == [1.50, 1.40, 1.45, 1.00, 1.05, 1.10, 1.20]
+    assert got["first_step_s"] == 1.20 and got["peak_rss_mb"] == 510.0 and got["profile_wall_ms"] == 20.0
+    assert train.combine_reps(reps, [{"error": "timed out after 5 s"}]) == {"error": "timed out after 5 s"}
+    assert train.parse_args([]).first_step_reps == 6 and train.parse_args(["--quick"]).first_step_reps == 1
+    assert train.parse_args(["--first-step-reps", "0"]).first_step_reps == 0
