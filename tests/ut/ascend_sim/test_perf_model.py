@@ -246,6 +246,16 @@ def test_interleaved_rounds_pair_ahead(lib):
     assert r.busy_us("mte2") > 0.85 * r.timeline_us
 
 
+def _software_sync_rounds_row(lib, soc, shape, dtype, max_bytes_per_element):
+    """The model's row, checked to be two passes in L2 rounds with the software SyncAll (no plTail): five
+    accesses requested and at most `max_bytes_per_element` moved (the second reads L2 hits)."""
+    r = ascend_model.run(lib, soc, shape, dtype)
+    t = r.tiling
+    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
+    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < max_bytes_per_element
+    return r
+
+
 def test_interleaved_rounds_loads_beside_combine(lib):
     """ascend310p float16 (32, 64, 112, 112), interleaved software-SyncAll L2 rounds: after each SyncAll the
     loads of the steps after the period's first two go right behind the partials' and statistics' loads,
@@ -253,10 +263,7 @@ def test_interleaved_rounds_loads_beside_combine(lib):
     (OwnChannelScalars), so a core whose units span two channels no longer comes to every SyncAll last. MTE2
     then idles less than an eighth of the launch, the combine is under 1.9% of it, the time within issue 27's
     1.25x of the bound, with the same bytes and the second reads still L2 hits."""
-    r = ascend_model.run(lib, "ascend310p", (32, 64, 112, 112), "float16")
-    t = r.tiling
-    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
-    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 6.06
+    r = _software_sync_rounds_row(lib, "ascend310p", (32, 64, 112, 112), "float16", 6.06)
     assert r.busy_us("mte2") > 0.875 * r.timeline_us
     assert r.combine_share < 0.019
     assert r.modeled_us <= perf_targets.TIME_RATIO * r.bound_us
@@ -272,10 +279,7 @@ def test_serial_rounds_second_tile_beside_combine(lib, shape):
     follows the combine by two vector instructions and its second tile waits for no load, so MTE2 (the pipe
     of the bound) idles less than a quarter of the launch, the combine is under 2% of it, with the same
     bytes and the second reads still L2 hits."""
-    r = ascend_model.run(lib, "ascend910", shape, "float32")
-    t = r.tiling
-    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
-    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.13
+    r = _software_sync_rounds_row(lib, "ascend910", shape, "float32", 12.13)
     assert r.busy_us("mte2") > 0.75 * r.timeline_us
     assert r.combine_share < 0.02
 
@@ -291,10 +295,7 @@ def test_serial_rounds_last_round_beside_combine(lib):
     its SyncAll too (their statistics' round trip came between its combine and its first store). On the
     row with the fewest rounds, where those weigh most, MTE2 then idles under 27% of the launch, with the
     same bytes and second reads in L2."""
-    r = ascend_model.run(lib, "ascend910", (32, 64, 56, 56), "float32")
-    t = r.tiling
-    assert r.strategy == "two_pass" and t.soft_sync == 1 and t.l2_rounds > 0 and t.pl_tail == 0
-    assert r.requested_accesses == 5.0 and r.gm_bytes_per_element < 12.08
+    r = _software_sync_rounds_row(lib, "ascend910", (32, 64, 56, 56), "float32", 12.08)
     assert r.busy_us("mte2") > 0.73 * r.timeline_us
     assert r.combine_share < 0.05
 

@@ -5,54 +5,36 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
-#include <set>
 #include <thread>
-#include <vector>
 
-#include "thread_pool.h"
+#include "pool_job.h"
 
 namespace {
-
-constexpr int kTasks = 64;
 
 // Runs one job; returns how many threads ran its tasks. With `stall`, the first task a pool
 // thread takes sets `joined` and sleeps 200 ms, and the caller's tasks wait for it to join (2 s
 // in all, so a pool thread that never joins fails the check on stall_threads, not the timeout),
 // so the caller's own share is short against its wait for that task.
 size_t Job(bool stall, bool *ok) {
-  static const std::thread::id caller = std::this_thread::get_id();
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  std::vector<std::atomic<int>> runs(kTasks);
   std::atomic<bool> joined{false};
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  bn_grad::ThreadPool::Global().Run(kTasks, 2, [&](int64_t t) {
-    runs[t].fetch_add(1);
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      ids.insert(std::this_thread::get_id());
-    }
+  return pool_test::Job([&](bool on_caller) {
     if (!stall) return;
-    if (std::this_thread::get_id() != caller) {
+    if (!on_caller) {
       if (!joined.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;
     }
     while (!joined.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
-  });
-  for (auto &r : runs) *ok = *ok && r.load() == 1;
-  return ids.size();
+  }, ok);
 }
 
 }  // namespace
 
 int main() {
-  auto &pool = bn_grad::ThreadPool::Global();
-  if (pool.Reserve(1) < 1) return 2;
   bool ok = true;
-  // Warm-up jobs; on a busy machine one of them may stall too (a pool thread preempted in it): run
-  // more until the fallback's count is used up, so the stalled job below is offered the pool.
-  for (int i = 0; i < 5 || (pool.SerialJobsLeft() > 0 && i < 5000); ++i) Job(false, &ok);
+  bn_grad::ThreadPool *warmed = pool_test::WarmedPool([&] { Job(false, &ok); });
+  if (warmed == nullptr) return 2;
+  auto &pool = *warmed;
   std::printf("stall_threads %zu\n", Job(true, &ok));
   const int left = pool.SerialJobsLeft();
   std::printf("serial_left %d\n", left);

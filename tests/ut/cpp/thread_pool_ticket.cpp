@@ -7,10 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
-#include <set>
 #include <thread>
-#include <vector>
 
 namespace {
 std::atomic<bool> g_hold_once{false}, g_held{false};
@@ -24,49 +21,34 @@ void HoldOnce() {
 }  // namespace
 
 #define BN_GRAD_POOL_BEFORE_TICKET() HoldOnce()
-#include "thread_pool.h"
+#include "pool_job.h"
 
 namespace {
 
-constexpr int kTasks = 64;
 enum class Wait { kNone, kHeld, kPoolTask };
 
 // One job; returns how many threads ran its tasks. The caller's tasks wait (2 s in all) until the
 // pool thread is held by the hook (kHeld) or has run a task of this job (kPoolTask).
 size_t Job(Wait wait, bool *ok) {
-  static const std::thread::id caller = std::this_thread::get_id();
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  std::vector<std::atomic<int>> runs(kTasks);
   std::atomic<bool> joined{false};
   const std::atomic<bool> *until = wait == Wait::kHeld ? &g_held : wait == Wait::kPoolTask ? &joined : nullptr;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  bn_grad::ThreadPool::Global().Run(kTasks, 2, [&](int64_t t) {
-    runs[t].fetch_add(1);
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      ids.insert(std::this_thread::get_id());
-    }
-    if (std::this_thread::get_id() != caller) {
+  return pool_test::Job([&](bool on_caller) {
+    if (!on_caller) {
       joined.store(true);
       return;
     }
     while (until != nullptr && !until->load() && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::yield();
     }
-  });
-  for (auto &r : runs) *ok = *ok && r.load() == 1;
-  return ids.size();
+  }, ok);
 }
 
 }  // namespace
 
 int main() {
-  auto &pool = bn_grad::ThreadPool::Global();
-  if (pool.Reserve(1) < 1) return 2;
   bool ok = true;
-  // Warm-up jobs, until a stall on a busy machine (the fallback's count) is used up.
-  for (int i = 0; i < 5 || (pool.SerialJobsLeft() > 0 && i < 5000); ++i) Job(Wait::kNone, &ok);
+  if (pool_test::WarmedPool([&] { Job(Wait::kNone, &ok); }) == nullptr) return 2;
   g_hold_once.store(true);
   std::printf("held_job_threads %zu\n", Job(Wait::kHeld, &ok));
   std::printf("held %d\n", g_held.load() ? 1 : 0);
