@@ -261,6 +261,7 @@ def combine_reps(reps, firsts=()):
     for key in ("first_step_s", "peak_rss_mb"):
         out[f"{key}_reps"] = [r[key] for r in reps] + ([r[key] for r in firsts] if key == "first_step_s" else [])
         out[key] = statistics.median(out[f"{key}_reps"])
+    out["first_step_losses"] = [r["losses"][0] for r in firsts]  # (the same network and batch: tests)
     return out
 
 

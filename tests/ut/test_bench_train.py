@@ -108,6 +108,10 @@ def test_both_variants_do_the_same_work(result):
             got, want = r[v]["losses"], steady[(r["net"], r["mode"])][v]
             assert all(_same_loss(a, b, k) for k, (a, b) in enumerate(zip(got, want))), (r["net"], r["mode"], v, got,
                                                                                          want)
+            # and so does each process that only timed the first step
+            firsts = r[v]["first_step_losses"]
+            assert len(firsts) == data["settings"]["first_step_reps"], (r["net"], r["mode"], v)
+            assert all(_same_loss(x, want[0], 0) for x in firsts), (r["net"], r["mode"], v, firsts, want[0])
 
 
 def test_steady_figures_come_from_their_row(result):
@@ -221,6 +225,7 @@ def test_the_first_step_median_takes_the_first_step_only_processes_too():
     got = train.combine_reps(reps, firsts)
     assert got["first_step_s_reps"] == [1.50, 1.40, 1.45, 1.00, 1.05, 1.10, 1.20]
     assert got["first_step_s"] == 1.20 and got["peak_rss_mb"] == 510.0 and got["profile_wall_ms"] == 20.0
+    assert got["first_step_losses"] == [0.5] * 4
     assert train.combine_reps(reps, [{"error": "timed out after 5 s"}]) == {"error": "timed out after 5 s"}
     assert train.parse_args([]).first_step_reps == 6 and train.parse_args(["--quick"]).first_step_reps == 1
     assert train.parse_args(["--first-step-reps", "0"]).first_step_reps == 0
