@@ -10,6 +10,9 @@ registered for the built-in ``ops.BatchNorm`` is ignored.
 Forward: the built-in ``ops.BatchNorm`` (same numbers and the same in-place
 running-statistics update as MindSpore). Channel-last inputs are transposed
 to channel-first around it, because the CPU BatchNorm kernel is NCHW only.
+In eval, a 2-D or 3-D input (BatchNorm1d's) is made 4-D around it, as MindSpore's
+BatchNorm1d does before it calls ``bn_infer``: our BatchNorm1d leaves that to the
+cell, so that the bprop receives no Reshape views (see BatchNormInferCell).
 
 Backward: ``BatchNormBackward`` on ``dout[0]`` and the forward input, in the
 cell's own data_format (channel-last gradients are computed channel-last).
@@ -174,6 +177,23 @@ class BatchNormInferCell(_BatchNormCell):
     def __init__(self, eps=1e-5, data_format="NCHW", owner=None):
         super().__init__(eps, data_format, owner)
         self.bn = ops.BatchNorm(is_training=False, epsilon=self.eps, data_format="NCHW")
+        self.reshape = ops.Reshape()
+
+    def construct(self, x, gamma, beta, moving_mean, moving_variance):
+        rank = len(x.shape)
+        if rank < 4:
+            # BatchNorm1d's (N, C) or (N, C, L), channel-first: the primitive runs on it made 4-D, as
+            # MindSpore's BatchNorm1d does in eval, but here, inside the cell. Our BatchNorm1d hands
+            # x over as it is so that the bprop gets x and dy themselves, not Reshape views of them:
+            # in PYNATIVE a launch inside the bprop that reads such a view waits for the whole queue
+            # (docs/performance.md, "The eval BatchNorm1d wait").
+            shape = x.shape
+            out = self.bn(self.reshape(x, shape + (1,) * (4 - rank)), gamma, beta, moving_mean, moving_variance)
+            return (self.reshape(out[0], shape), out[1], out[2], out[3], out[4])
+        if self.channel_last:
+            out = self.bn(self.transpose(x, _to_channel_first(rank)), gamma, beta, moving_mean, moving_variance)
+            return (self.transpose(out[0], _to_channel_last(rank)), out[1], out[2], out[3], out[4])
+        return self.bn(x, gamma, beta, moving_mean, moving_variance)
 
     def bprop(self, x, gamma, beta, moving_mean, moving_variance, out, dout):
         dy = dout[0]

@@ -4,11 +4,13 @@ Each class subclasses the ``mindspore.nn`` class of the same name, so the
 constructor arguments and defaults, the Parameters (``gamma``, ``beta``,
 ``moving_mean``, ``moving_variance``), their names, the checkpoint layout,
 ``construct`` (eval mode, ``use_batch_statistics``) and ``isinstance`` checks
-(for example AMP's keep-in-float32 list) are MindSpore's own. The only change
+(for example AMP's keep-in-float32 list) are MindSpore's own. The change
 is ``bn_train`` / ``bn_infer``, by the route to our kernels (``route``, see _native.py):
 on CPU with MindSpore's op plugin active, cells that call MindSpore's ``BatchNormExt``,
 which runs our forward and backward kernels through MindSpore's C++ autograd (the
 native route); otherwise cells with a registered bprop (the Cell route, _cells.py).
+On the Cell route, BatchNorm1d's eval also hands its input to ``bn_infer`` without
+MindSpore's reshape to 4-D (``BatchNorm1d.construct`` says why); the results are the same.
 
 Beyond MindSpore on CPU: ``BatchNorm2d(data_format="NHWC")`` works (MindSpore's CPU
 BatchNorm refuses it); the channel axis is then the last one.
@@ -67,6 +69,19 @@ class BatchNorm1d(OurBatchNorm, ms_nn.BatchNorm1d):
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics, data_format, dtype)
         route_cell(self, route, data_format)
+
+    def construct(self, x):
+        """MindSpore's ``construct``, except that on the Cell route eval hands ``x`` to ``bn_infer``
+        as it is: MindSpore's makes (N, C) / (N, C, L) 4-D around ``bn_infer``, and the Reshape
+        views that gave the bprop made its launches wait for PYNATIVE's queue. Our
+        ``BatchNormInferCell`` makes its forward 4-D inside itself instead (_cells.py)."""
+        if self.bn_route != "cell":
+            return super().construct(x)
+        self._check_input_dim(self.shape(x), self.cls_name)
+        batch_statistics = self.training if self.use_batch_statistics is None else self.use_batch_statistics
+        if batch_statistics:
+            return self.bn_train(x, self.gamma, self.beta, self.moving_mean, self.moving_variance)[0]
+        return self.bn_infer(x, self.gamma, self.beta, self.moving_mean, self.moving_variance)[0]
 
 
 class BatchNorm2d(OurBatchNorm, ms_nn.BatchNorm2d):

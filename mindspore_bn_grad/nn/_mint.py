@@ -65,16 +65,19 @@ class _OnBatchNormPrimitives(OurBatchNorm):
         weight = self.bn_ones if self.weight is None else self.weight
         bias = self.bn_zeros if self.bias is None else self.bias
         shape = input.shape
+        # nn.BatchNorm1d's eval makes (N, C) / (N, C, L) 4-D around bn_infer; on the Cell route our
+        # bn_infer does that inside itself, so that its bprop gets no Reshape views (_layers.BatchNorm1d)
+        to_4d = len(shape) < 4 and not self.training and self.bn_route != "cell"
         x = input
         if len(shape) == 5:  # as nn.BatchNorm3d: (N, C, D * H, W)
             x = input.reshape(shape[0], shape[1], shape[2] * shape[3], shape[4])
-        elif len(shape) < 4 and not self.training:  # as nn.BatchNorm1d's eval: 4-D
+        elif to_4d:
             x = input.reshape(shape + (1,) * (4 - len(shape)))
         if self.training:
             y = self.bn_train(x, weight, bias, self.running_mean, self.running_var)[0]
         else:
             y = self.bn_infer(x, weight, bias, self.running_mean, self.running_var)[0]
-        if len(shape) == 5 or (len(shape) < 4 and not self.training):
+        if len(shape) == 5 or to_4d:
             y = y.reshape(shape)
         return y
 
