@@ -33,11 +33,11 @@ VERSIONS=${*:-$DEFAULT_VERSIONS}
 # The fast profile: values in both modes, the nn cells against MindSpore's own (with AMP),
 # dynamic shapes, the kernel called directly, every rejection, the build and the
 # attributes reaching the kernel, the version check, SyncBatchNorm (Cell bprop, msrun
-# with 2 workers, the venv's own msrun) and convert_batchnorm.
+# with 2 workers, the venv's own msrun), convert_batchnorm and the PYNATIVE queue waits.
 FAST_TESTS=(tests/ut/test_op_values.py tests/ut/test_nn_parity.py tests/ut/test_dynamic_shape.py
             tests/ut/test_kernel_direct.py tests/ut/test_errors.py tests/ut/test_build.py
             tests/ut/test_ms_compat.py tests/ut/test_sync_batchnorm.py tests/ut/test_sync_kernels.py
-            tests/ut/test_nn_convert.py tests/st/syncbn/test_syncbn_msrun.py)
+            tests/ut/test_nn_convert.py tests/ut/test_pynative_waits.py tests/st/syncbn/test_syncbn_msrun.py)
 
 # The native route (PROFILES=native): its session, then the op plugin and kernel factory tests of the default session.
 NATIVE_SESSION=(-m native_route -o addopts= -rfEs tests/ut)

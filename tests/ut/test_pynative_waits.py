@@ -109,7 +109,11 @@ def _waits_during_training(net, count_waits, x):
 
 @pytest.mark.parametrize("route", [pytest.param("native", marks=pytest.mark.native_route, id="native-op-plugin"),
                                    pytest.param("native", id="native-default"), "cell"])
-def test_converted_backward_never_waits(count_waits, route):
+def test_converted_backward_never_waits(count_waits, route, request):
+    from mindspore_bn_grad.cpu_kernel import factory
+    if request.node.callspec.id == "native-default" and not factory.legacy_status():
+        # MindSpore 2.7.0: no native route, the Cell route is the default (tested as "cell")
+        pytest.skip(f"no kernel-factory route here: {factory.state().legacy_reason or factory.state().reason}")
     ms.set_context(mode=ms.PYNATIVE_MODE)
     x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32))
     original = _Net()
